@@ -1,0 +1,1 @@
+"""Entry-point module of beamfilter-builtins (its hook implementations)."""

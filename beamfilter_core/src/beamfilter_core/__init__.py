@@ -1,0 +1,92 @@
+"""beamfilter-core: composable around filters for LLM agents.
+
+Build a :class:`Kernel` from a chat model, tools and an ordered list of filters, then
+run turns. See the docs in ``docs/`` for the five scopes and how to write a filter.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from . import errors
+from ._chain import CompiledChain
+from ._filter import Filter, FilterLike, TokenTransform
+from ._kernel import CancelToken, Kernel
+from ._messages import ContentPart, Message, ToolCall, Usage
+from ._models._base import ChatModel
+from ._models._scripted import ScriptedModel
+from ._records import (
+    ChatRequest,
+    ChatResponse,
+    Decision,
+    IterationRequest,
+    IterationResult,
+    PauseState,
+    ToolFailure,
+    ToolRequest,
+    ToolResult,
+    TurnRequest,
+    TurnResult,
+)
+from ._serde import converter
+from ._streaming import Event, RunFinished, TextDelta, ToolCallFinished, ToolCallStarted
+from ._tools import Tool, tool
+
+if TYPE_CHECKING:
+    from ._models._openai import OpenAIChatModel
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CancelToken",
+    "ChatModel",
+    "ChatRequest",
+    "ChatResponse",
+    "CompiledChain",
+    "ContentPart",
+    "Decision",
+    "Event",
+    "Filter",
+    "FilterLike",
+    "IterationRequest",
+    "IterationResult",
+    "Kernel",
+    "Message",
+    "OpenAIChatModel",
+    "PauseState",
+    "RunFinished",
+    "ScriptedModel",
+    "TextDelta",
+    "TokenTransform",
+    "Tool",
+    "ToolCall",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "ToolFailure",
+    "ToolRequest",
+    "ToolResult",
+    "TurnRequest",
+    "TurnResult",
+    "Usage",
+    "__version__",
+    "converter",
+    "errors",
+    "tool",
+]
+
+# httpx and pluggy are imported on first use only, to keep ``import beamfilter_core`` fast.
+_LAZY = {
+    "OpenAIChatModel": ("._models._openai", "OpenAIChatModel"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    target = _LAZY.get(name)
+    if target is None:
+        msg = f"module 'beamfilter_core' has no attribute {name!r}"
+        raise AttributeError(msg)
+    from importlib import import_module
+
+    value = getattr(import_module(target[0], __name__), target[1])
+    globals()[name] = value
+    return value

@@ -1,0 +1,111 @@
+"""Compiled onion chains: built once per kernel, bound to a terminal once per run.
+
+A bound layer is a plain function that returns the hook's coroutine without awaiting
+it, so each filter costs one coroutine and one call per pass, and the outer ``await``
+drives the whole onion.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import attrs
+
+from ._filter import CompiledFilter, Hook, Scope
+from .errors import BeamfilterError, FilterError
+
+Call = Callable[[Any], Awaitable[Any]]
+
+
+def _layer(hook: Hook, state: dict[str, Any], call_next: Call) -> Call:
+    def call(request: Any) -> Awaitable[Any]:
+        return hook(request, state, call_next)
+
+    return call
+
+
+@attrs.frozen(slots=True)
+class CompiledChain:
+    """The hooks of one scope, outermost first, with the index of their filter."""
+
+    scope: Scope
+    layers: tuple[tuple[int, Hook], ...]
+    names: tuple[str, ...]
+
+    @classmethod
+    def compile(cls, scope: Scope, filters: Sequence[CompiledFilter]) -> CompiledChain:
+        """Keep the filters that have a hook for ``scope``, in list order."""
+        layers = []
+        names = []
+        for index, item in enumerate(filters):
+            hook = item.filter.hook(scope)
+            if hook is not None:
+                layers.append((index, hook))
+                names.append(item.filter.name)
+        return cls(scope, tuple(layers), tuple(names))
+
+    def bind(self, states: Sequence[dict[str, Any]], terminal: Call) -> Call:
+        """Wrap ``terminal`` in the layers; with no layers, return ``terminal`` itself."""
+        call = terminal
+        for index, hook in reversed(self.layers):
+            call = _layer(hook, states[index], call)
+        return call
+
+
+def _code_of(fn: Any) -> types.CodeType | None:
+    target = getattr(fn, "__func__", fn)
+    code = getattr(target, "__code__", None)
+    if code is None:
+        call = getattr(type(fn), "__call__", None)
+        code = getattr(call, "__code__", None)
+    return code if isinstance(code, types.CodeType) else None
+
+
+def hook_codes(filters: Sequence[CompiledFilter]) -> dict[types.CodeType, str]:
+    """Map each hook's code object to its filter name (for error attribution)."""
+    codes: dict[types.CodeType, str] = {}
+    for item in filters:
+        flt = item.filter
+        for hook in (flt.around_turn, flt.around_iteration, flt.around_chat, flt.around_tool):
+            code = _code_of(hook) if hook is not None else None
+            if code is not None:
+                codes[code] = flt.name
+        token = flt.token
+        if token is not None:
+            for fn in (token.step, token.flush):
+                code = _code_of(fn) if fn is not None else None
+                if code is not None:
+                    codes[code] = flt.name
+    return codes
+
+
+def attribute(exc: Exception, codes: dict[types.CodeType, str], boundaries: frozenset[types.CodeType]) -> Exception:
+    """Name the filter whose own code raised ``exc``; return the exception to raise.
+
+    The deepest traceback frame that is a filter hook or a chain terminal (a
+    ``boundary``) decides: a hook means the filter raised; a terminal means the error
+    came from the model or a tool and only passed through the filters.
+    """
+    owner: str | None = None
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code in boundaries:
+            owner = None
+        else:
+            name = codes.get(code)
+            if name is not None:
+                owner = name
+        tb = tb.tb_next
+    if owner is None:
+        return exc
+    if isinstance(exc, BeamfilterError):
+        if exc.filter_name is None:
+            exc.filter_name = owner
+        return exc
+    msg = f"Filter {owner!r} raised {type(exc).__name__}: {exc}"
+    wrapped = FilterError(msg, owner)
+    wrapped.__cause__ = exc
+    return wrapped

@@ -1,0 +1,183 @@
+"""Filters: one around hook per scope, a token transform, and the filter's initial state."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import re
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import attrs
+
+from .errors import ConfigError
+
+#: ``async def hook(request, state, call_next) -> response``
+Hook = Callable[[Any, dict[str, Any], Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
+Scope = Literal["turn", "iteration", "chat", "tool"]
+SCOPES: tuple[Scope, ...] = ("turn", "iteration", "chat", "tool")
+HOOK_NAMES: dict[Scope, str] = {scope: f"around_{scope}" for scope in SCOPES}
+
+_FILTER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]*$")
+
+
+@attrs.frozen(slots=True)
+class TokenTransform:
+    """A stateful transform of the streamed text.
+
+    ``step(token, state) -> (tokens, state)`` may emit 0, 1 or N tokens;
+    ``flush(state) -> tokens`` runs at a normal end of the stream only. ``init`` seeds the
+    state for each LLM stream (a callable is called, any other value is copied).
+    ``applies_to="answer"`` also rewrites the answer itself (returned text, memory).
+
+    Example: upper-case everything::
+
+        TokenTransform(lambda token, state: ((token.upper(),), state))
+    """
+
+    step: Callable[[str, Any], tuple[Sequence[str], Any]]
+    init: Any = None
+    flush: Callable[[Any], Sequence[str]] | None = None
+    applies_to: Literal["stream", "answer"] = "stream"
+
+    def new_state(self) -> Any:
+        """A fresh state for one stream."""
+        init = self.init
+        if callable(init):
+            return init()
+        return copy.copy(init)
+
+
+def _new_state_factory(init: Any) -> Callable[[], dict[str, Any]]:
+    if init is None:
+        return dict
+    if callable(init):
+        return init  # type: ignore[no-any-return]
+    if isinstance(init, Mapping):
+        frozen_init = dict(init)
+        return lambda: copy.deepcopy(frozen_init)
+    msg = f"Filter init must be a mapping, a callable returning a dict, or None; got {init!r}."
+    raise ConfigError(msg)
+
+
+@attrs.frozen(slots=True)
+class Filter:
+    """A named bundle of around hooks, one per scope, plus an optional token transform.
+
+    Each hook is ``async def hook(request, state, call_next) -> response``. ``state`` is a
+    dict private to this filter for one run, seeded from ``init`` and shared by this
+    filter's hooks. A filter without the hook of a scope is skipped in that scope.
+
+    Example::
+
+        async def timer(request, state, call_next):
+            started = time.perf_counter()
+            try:
+                return await call_next(request)
+            finally:
+                state["seconds"] = time.perf_counter() - started
+
+        Filter("timer", around_chat=timer)
+    """
+
+    name: str
+    around_turn: Hook | None = attrs.field(default=None, kw_only=True)
+    around_iteration: Hook | None = attrs.field(default=None, kw_only=True)
+    around_chat: Hook | None = attrs.field(default=None, kw_only=True)
+    around_tool: Hook | None = attrs.field(default=None, kw_only=True)
+    token: TokenTransform | None = attrs.field(default=None, kw_only=True)
+    init: Mapping[str, Any] | Callable[[], dict[str, Any]] | None = attrs.field(default=None, kw_only=True)
+
+    def hook(self, scope: Scope) -> Hook | None:
+        """The hook of ``scope``, or None."""
+        return getattr(self, HOOK_NAMES[scope])  # type: ignore[no-any-return]
+
+    @property
+    def scopes(self) -> tuple[str, ...]:
+        """The scopes this filter takes part in (``token`` included)."""
+        found: list[str] = [scope for scope in SCOPES if self.hook(scope) is not None]
+        if self.token is not None:
+            found.append("token")
+        return tuple(found)
+
+
+@runtime_checkable
+class FilterLike(Protocol):
+    """Any object with a ``name`` and some of ``around_turn``, ``around_iteration``,
+    ``around_chat``, ``around_tool``, ``token`` and ``init``; normalised at assembly."""
+
+    name: str
+
+
+@attrs.frozen(slots=True)
+class CompiledFilter:
+    """A filter checked at assembly: its hooks and its state factory."""
+
+    filter: Filter
+    new_state: Callable[[], dict[str, Any]]
+
+
+def _check_hook(owner: str, scope: str, hook: Any, where: str) -> None:
+    if not callable(hook):
+        msg = f"{where}: filter {owner!r} has around_{scope}={hook!r}, which is not callable."
+        raise ConfigError(msg)
+    target = hook
+    if not inspect.iscoroutinefunction(target):
+        call = getattr(target, "__call__", None)  # noqa: B004  # async __call__ on objects
+        if call is None or not inspect.iscoroutinefunction(call):
+            msg = (
+                f"{where}: filter {owner!r} has a synchronous around_{scope} hook {hook!r}; "
+                "hooks must be 'async def hook(request, state, call_next)'."
+            )
+            raise ConfigError(msg)
+
+
+def normalise(item: Any, index: int) -> CompiledFilter:
+    """Check one filter (or filter-like object) at assembly and return it compiled."""
+    where = f"filters[{index}]"
+    if isinstance(item, Filter):
+        flt = item
+    else:
+        name = getattr(item, "name", None)
+        if not isinstance(name, str):
+            msg = (
+                f"{where} is {item!r} (a {type(item).__name__}); a filter needs a 'name' "
+                "and at least one of around_turn, around_iteration, around_chat, around_tool, token."
+            )
+            raise ConfigError(msg)
+        flt = Filter(
+            name,
+            around_turn=getattr(item, "around_turn", None),
+            around_iteration=getattr(item, "around_iteration", None),
+            around_chat=getattr(item, "around_chat", None),
+            around_tool=getattr(item, "around_tool", None),
+            token=getattr(item, "token", None),
+            init=getattr(item, "init", None),
+        )
+    if not _FILTER_NAME.match(flt.name):
+        msg = f"{where} has the name {flt.name!r}; use letters, digits, '_', '-', '.' or ':'."
+        raise ConfigError(msg)
+    for scope in SCOPES:
+        hook = flt.hook(scope)
+        if hook is not None:
+            _check_hook(flt.name, scope, hook, where)
+    if flt.token is not None and not isinstance(flt.token, TokenTransform):
+        msg = f"{where}: filter {flt.name!r} has token={flt.token!r}; it must be a TokenTransform."
+        raise ConfigError(msg)
+    return CompiledFilter(flt, _new_state_factory(flt.init))
+
+
+def normalise_all(items: Iterable[Any]) -> tuple[CompiledFilter, ...]:
+    """Normalise a filter list, keeping its order; names must be unique."""
+    compiled = tuple(normalise(item, index) for index, item in enumerate(items))
+    seen: dict[str, int] = {}
+    for index, item in enumerate(compiled):
+        name = item.filter.name
+        if name in seen:
+            msg = (
+                f"filters[{index}] is named {name!r} like filters[{seen[name]}]; filter names "
+                "key their private state, so give each filter its own name."
+            )
+            raise ConfigError(msg)
+        seen[name] = index
+    return compiled

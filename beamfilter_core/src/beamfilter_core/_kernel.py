@@ -1,0 +1,301 @@
+"""The Kernel: a chat model, tools and an ordered filter list, compiled once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ._chain import CompiledChain, attribute, hook_codes
+from ._filter import SCOPES, CompiledFilter, Scope, TokenTransform, normalise_all
+from ._messages import Message, ToolCall, as_messages
+from ._records import Decision, PauseState, TurnRequest, TurnResult
+from ._run import _Run, check_decisions
+from ._streaming import Channel, Event, RunFinished
+from ._tools import Tool, make_tool
+from .errors import ConfigError, ToolDefinitionError
+
+if TYPE_CHECKING:
+    from ._models._base import ChatModel
+
+#: ``gate(call, tool, context) -> Decision | "approve" | "reject" | "pause"`` (sync or async)
+Gate = Callable[[ToolCall, Tool, Mapping[str, Any]], "Decision | str | Awaitable[Decision | str]"]
+
+
+class CancelToken:
+    """Cancels a run from outside: the run ends with ``status == "cancelled"``.
+
+    Example::
+
+        token = CancelToken()
+        task = asyncio.create_task(kernel.run("...", cancel=token))
+        token.cancel()
+        assert (await task).status == "cancelled"
+    """
+
+    def __init__(self) -> None:
+        self._cancelled = False
+        self._waiters: list[asyncio.Future[None]] = []
+
+    @property
+    def cancelled(self) -> bool:
+        """True once :meth:`cancel` was called."""
+        return self._cancelled
+
+    def cancel(self) -> None:
+        """Cancel every run using this token (safe to call more than once)."""
+        self._cancelled = True
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.get_loop().call_soon_threadsafe(_settle, waiter)
+
+    async def _race(self, work: Awaitable[TurnResult], cancelled: Callable[[], TurnResult]) -> TurnResult:
+        if self._cancelled:
+            if asyncio.iscoroutine(work):
+                work.close()
+            return cancelled()
+        task = asyncio.ensure_future(work)
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await asyncio.wait((task, waiter), return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        finally:
+            self._waiters.remove(waiter)
+        if task.done():
+            return task.result()
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        return cancelled()
+
+
+def _settle(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+def _check_positive(name: str, value: Any, *, allow_none: bool) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        wanted = "a positive number or None" if allow_none else "a positive integer"
+        msg = f"Kernel({name}={value!r}) is invalid; give {wanted}."
+        raise ConfigError(msg)
+
+
+class Kernel:
+    """A chat model, tools and filters, compiled into one onion per scope.
+
+    Filters run in list order (first = outermost). The chains are compiled here, once;
+    use :meth:`with_filters` for a kernel with other filters.
+
+    Example::
+
+        kernel = Kernel(model=ScriptedModel(["Hi!"]), filters=[Filter("trace", around_chat=trace)])
+        result = kernel.run_sync("Hello")
+    """
+
+    def __init__(
+        self,
+        model: ChatModel,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        filters: Iterable[Any] = (),
+        *,
+        max_iterations: int = 10,
+        tool_timeout: float | None = None,
+        gate: Gate | None = None,
+        system_prompt: str | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not (callable(getattr(model, "complete", None)) and callable(getattr(model, "stream", None))):
+            msg = f"Kernel(model={model!r}) needs a ChatModel with async complete() and stream() methods."
+            raise ConfigError(msg)
+        if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 1:
+            msg = f"Kernel(max_iterations={max_iterations!r}) is invalid; give a positive integer (default 10)."
+            raise ConfigError(msg)
+        _check_positive("tool_timeout", tool_timeout, allow_none=True)
+        if gate is not None and not callable(gate):
+            msg = f"Kernel(gate={gate!r}) must be a callable (call, tool, context) -> Decision."
+            raise ConfigError(msg)
+        self.model = model
+        self.max_iterations = max_iterations
+        self.tool_timeout = float(tool_timeout) if tool_timeout is not None else None
+        self.gate = gate
+        self.system_prompt = system_prompt
+        self.options: Mapping[str, Any] = dict(options or {})
+        tool_list = tuple(t if isinstance(t, Tool) else make_tool(t) for t in tools)
+        by_name: dict[str, Tool] = {}
+        for tool in tool_list:
+            if tool.name in by_name:
+                msg = f"Two tools are named {tool.name!r}; tool names must be unique within a kernel."
+                raise ToolDefinitionError(msg)
+            by_name[tool.name] = tool
+        self._tool_list = tool_list
+        self._tools_by_name = by_name
+        self._compile(filters)
+
+    def _compile(self, filters: Iterable[Any]) -> None:
+        compiled = normalise_all(filters)
+        self._filters: tuple[CompiledFilter, ...] = compiled
+        self._chains: dict[Scope, CompiledChain] = {scope: CompiledChain.compile(scope, compiled) for scope in SCOPES}
+        transforms = [(item.filter.token, item.filter.name) for item in compiled if item.filter.token is not None]
+        self._answer_transforms: tuple[TokenTransform, ...] = tuple(
+            t for t, _ in transforms if t is not None and t.applies_to == "answer"
+        )
+        self._stream_transforms: tuple[TokenTransform, ...] = tuple(
+            t for t, _ in transforms if t is not None and t.applies_to != "answer"
+        )
+        self._codes = hook_codes(compiled)
+        self._boundaries = frozenset(
+            fn.__code__
+            for fn in (
+                _Run._chat_terminal,
+                _Run._chat_stream_terminal,
+                _Run._tool_terminal,
+                _Run._iteration_terminal,
+                _Run._turn_terminal,
+            )
+        )
+
+    # -- introspection ------------------------------------------------------------------
+
+    @property
+    def filters(self) -> tuple[Any, ...]:
+        """The filters, in order (normalised :class:`Filter` values)."""
+        return tuple(item.filter for item in self._filters)
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        """The registered tools."""
+        return self._tool_list
+
+    def chain(self, scope: Scope) -> CompiledChain:
+        """The compiled chain of ``scope`` (``turn``, ``iteration``, ``chat`` or ``tool``)."""
+        return self._chains[scope]
+
+    def with_filters(self, filters: Iterable[Any]) -> Kernel:
+        """A new kernel with the same model, tools and settings and other filters."""
+        clone = object.__new__(Kernel)
+        clone.__dict__.update(self.__dict__)
+        clone._compile(filters)
+        return clone
+
+    def __repr__(self) -> str:
+        names = ", ".join(item.filter.name for item in self._filters)
+        return f"Kernel(model={self.model!r}, tools={len(self._tool_list)}, filters=[{names}])"
+
+    # -- running ------------------------------------------------------------------------
+
+    async def _execute(self, run: _Run, request: TurnRequest) -> TurnResult:
+        try:
+            return await run.execute(request)
+        except Exception as exc:
+            raised = attribute(exc, self._codes, self._boundaries)
+            if raised is exc:
+                raise
+            raise raised from exc
+
+    async def run(
+        self,
+        input: str | Message | Sequence[Message],
+        *,
+        context: Mapping[str, Any] | None = None,
+        cancel: CancelToken | None = None,
+    ) -> TurnResult:
+        """Run one turn: the tool loop until the model answers, pauses or is cancelled."""
+        messages = as_messages(input)
+        run = _Run(self, context, cancel=cancel)
+        return await self._execute(run, TurnRequest(messages, run.view))
+
+    def run_sync(
+        self,
+        input: str | Message | Sequence[Message],
+        *,
+        context: Mapping[str, Any] | None = None,
+        cancel: CancelToken | None = None,
+    ) -> TurnResult:
+        """:meth:`run` from synchronous code (starts an event loop)."""
+        return asyncio.run(self.run(input, context=context, cancel=cancel))
+
+    async def run_stream(
+        self,
+        input: str | Message | Sequence[Message],
+        *,
+        context: Mapping[str, Any] | None = None,
+        cancel: CancelToken | None = None,
+    ) -> AsyncIterator[Event]:
+        """Run one turn, yielding text deltas and tool events; the last event is
+        :class:`RunFinished` with the :class:`TurnResult`."""
+        messages = as_messages(input)
+        channel = Channel()
+        run = _Run(self, context, sink=channel.push_text, emit=channel.push, cancel=cancel)
+        async for event in self._pump(channel, self._execute(run, TurnRequest(messages, run.view))):
+            yield event
+
+    async def _pump(self, channel: Channel, work: Awaitable[TurnResult]) -> AsyncIterator[Event]:
+        task = asyncio.ensure_future(work)
+        task.add_done_callback(lambda _: channel.close())
+        try:
+            async for event in channel.drain():
+                yield event
+            yield RunFinished(task.result())
+        finally:
+            if not task.done():
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+
+    async def resume(
+        self,
+        pause: PauseState | str,
+        decisions: Mapping[str, Decision | str] | None = None,
+        *,
+        context: Mapping[str, Any] | None = None,
+        cancel: CancelToken | None = None,
+    ) -> TurnResult:
+        """Continue a paused run with a decision for each awaited call.
+
+        Goes through the turn chain with ``request.resume == True`` on the first entry.
+        ``pause`` may be a :class:`PauseState` or its JSON text.
+        """
+        state = PauseState.from_json(pause) if isinstance(pause, str) else pause
+        checked = check_decisions(state, decisions or {})
+        merged = dict(state.context)
+        merged.update(context or {})
+        run = _Run(self, merged, cancel=cancel, resume=(state, checked))
+        return await self._execute(run, TurnRequest((), run.view, True))
+
+    def resume_sync(
+        self,
+        pause: PauseState | str,
+        decisions: Mapping[str, Decision | str] | None = None,
+        *,
+        context: Mapping[str, Any] | None = None,
+    ) -> TurnResult:
+        """:meth:`resume` from synchronous code."""
+        return asyncio.run(self.resume(pause, decisions, context=context))
+
+    async def resume_stream(
+        self,
+        pause: PauseState | str,
+        decisions: Mapping[str, Decision | str] | None = None,
+        *,
+        context: Mapping[str, Any] | None = None,
+        cancel: CancelToken | None = None,
+    ) -> AsyncIterator[Event]:
+        """:meth:`resume`, streaming events like :meth:`run_stream`."""
+        state = PauseState.from_json(pause) if isinstance(pause, str) else pause
+        checked = check_decisions(state, decisions or {})
+        merged = dict(state.context)
+        merged.update(context or {})
+        channel = Channel()
+        run = _Run(self, merged, sink=channel.push_text, emit=channel.push, cancel=cancel, resume=(state, checked))
+        async for event in self._pump(channel, self._execute(run, TurnRequest((), run.view, True))):
+            yield event

@@ -1,0 +1,154 @@
+"""Chat messages, tool calls and token usage: the values every scope passes around."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import attrs
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+def new_call_id() -> str:
+    """Return a fresh tool-call id in the ``call_<hex>`` form OpenAI uses."""
+    return "call_" + uuid.uuid4().hex[:24]
+
+
+@attrs.frozen(slots=True)
+class ContentPart:
+    """One part of a multimodal message: ``text`` or an ``image_url``."""
+
+    type: str
+    text: str | None = None
+    url: str | None = None
+
+
+@attrs.frozen(slots=True)
+class ToolCall:
+    """A tool call requested by the model.
+
+    ``arguments`` is the decoded JSON object. When the model sent arguments that are not
+    a JSON object, ``arguments`` is empty and ``raw_arguments`` keeps the text so the loop
+    can report a semantic tool error instead of crashing.
+
+    Example::
+
+        ToolCall("add", {"a": 1, "b": 2})
+    """
+
+    name: str
+    arguments: Mapping[str, Any] = attrs.field(factory=dict)
+    id: str = attrs.field(factory=new_call_id)
+    raw_arguments: str | None = None
+
+    @classmethod
+    def from_json(cls, name: str, text: str, id: str | None = None) -> ToolCall:
+        """Build a call from the argument text a model sent, keeping bad text as data."""
+        call_id = id or new_call_id()
+        try:
+            decoded = json.loads(text) if text.strip() else {}
+        except ValueError:
+            return cls(name, {}, call_id, raw_arguments=text)
+        if not isinstance(decoded, dict):
+            return cls(name, {}, call_id, raw_arguments=text)
+        return cls(name, decoded, call_id)
+
+    @property
+    def arguments_json(self) -> str:
+        """The arguments as the JSON text to send back to a provider."""
+        if self.raw_arguments is not None:
+            return self.raw_arguments
+        return json.dumps(self.arguments, ensure_ascii=False)
+
+
+@attrs.frozen(slots=True)
+class Message:
+    """One chat message.
+
+    ``content`` is text, a tuple of :class:`ContentPart` (multimodal) or ``None``
+    (an assistant message that only calls tools). ``tool_call_id`` links a ``tool``
+    message to the call it answers.
+    """
+
+    role: Role
+    content: str | tuple[ContentPart, ...] | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+
+    @classmethod
+    def system(cls, text: str) -> Message:
+        """A system message."""
+        return cls("system", text)
+
+    @classmethod
+    def user(cls, text: str) -> Message:
+        """A user message."""
+        return cls("user", text)
+
+    @classmethod
+    def assistant(cls, text: str | None, tool_calls: tuple[ToolCall, ...] = ()) -> Message:
+        """An assistant message, optionally carrying tool calls."""
+        return cls("assistant", text, tuple(tool_calls))
+
+    @classmethod
+    def tool(cls, call_id: str, content: str, name: str | None = None) -> Message:
+        """The result of tool call ``call_id``."""
+        return cls("tool", content, (), call_id, name)
+
+    @property
+    def text(self) -> str:
+        """The text of the message: the string, or the text parts joined; ``""`` if none."""
+        content = self.content
+        if content is None:
+            return ""
+        if isinstance(content, str):
+            return content
+        return "".join(part.text or "" for part in content if part.type == "text")
+
+    def replace(self, **changes: Any) -> Message:
+        """Return a copy with ``changes`` applied."""
+        return attrs.evolve(self, **changes)
+
+
+@attrs.frozen(slots=True)
+class Usage:
+    """Token counts reported by the provider for one or more LLM calls."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.total_tokens + other.total_tokens,
+        )
+
+
+def as_messages(value: str | Message | Any) -> tuple[Message, ...]:
+    """Normalise a run's input: a string, one message or a sequence of messages."""
+    if isinstance(value, str):
+        return (Message("user", value),)
+    if isinstance(value, Message):
+        return (value,)
+    try:
+        items = tuple(value)
+    except TypeError:
+        msg = (
+            f"Cannot use {value!r} (a {type(value).__name__}) as run input; "
+            "pass a str, a Message or a sequence of Message."
+        )
+        raise TypeError(msg) from None
+    for index, item in enumerate(items):
+        if not isinstance(item, Message):
+            msg = (
+                f"Run input item [{index}] is {item!r} (a {type(item).__name__}); "
+                "every item must be a Message, e.g. Message.user('hi')."
+            )
+            raise TypeError(msg)
+    return items

@@ -1,0 +1,1 @@
+"""Chat model implementations behind the :class:`ChatModel` protocol."""

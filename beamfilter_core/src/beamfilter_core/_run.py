@@ -1,0 +1,481 @@
+"""One run of a kernel: the terminals of the four around scopes and the tool loop.
+
+A ``_Run`` binds the kernel's compiled chains to its terminals once, then drives rounds:
+each round is one pass of the iteration chain, whose terminal makes one LLM call through
+the chat chain and runs that call's tool batch through the tool chain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from ._messages import Message, ToolCall, Usage
+from ._records import (
+    ChatRequest,
+    ChatResponse,
+    Decision,
+    IterationRequest,
+    IterationResult,
+    PauseState,
+    ToolRequest,
+    ToolResult,
+    TurnRequest,
+    TurnResult,
+)
+from ._streaming import ToolCallFinished, ToolCallStarted, apply_to_text, pipeline
+from .errors import ConfigError, MaxIterationsExceeded, ResumeError
+
+if TYPE_CHECKING:
+    from ._kernel import CancelToken, Kernel
+    from ._streaming import Sink
+    from ._tools import Tool
+
+_CANCELLED_TOOL_TEXT = "cancelled: the run was cancelled before this tool call finished"
+
+
+def _as_decision(value: Any, where: str) -> Decision:
+    if isinstance(value, Decision):
+        return value
+    if value in ("approve", "reject", "pause"):
+        return Decision(value)
+    if value is True:
+        return Decision("approve")
+    if value is False:
+        return Decision("reject")
+    msg = (
+        f"{where} is {value!r}; give a Decision (Decision.approve(), Decision.reject(reason), "
+        "Decision.reply(text), Decision.pause()) or one of 'approve', 'reject', 'pause'."
+    )
+    raise ConfigError(msg)
+
+
+def _classify(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError | ConnectionError):
+        return "transient"
+    if isinstance(exc, PermissionError):
+        return "permission"
+    return "semantic"
+
+
+def _to_result(tool: Tool, value: Any) -> ToolResult:
+    if type(value) is ToolResult:
+        return value
+    if isinstance(value, str):
+        return ToolResult(value)
+    try:
+        return ToolResult(json.dumps(value, ensure_ascii=False))
+    except (TypeError, ValueError):
+        message = (
+            f"Tool {tool.name!r} returned a {type(value).__name__}, which is not JSON-serialisable; "
+            "the tool should return a str, JSON data or a ToolResult."
+        )
+        return ToolResult.failure("semantic", message)
+
+
+def heal(messages: Sequence[Message], text: str = _CANCELLED_TOOL_TEXT) -> tuple[Message, ...]:
+    """Answer every tool call in ``messages`` that has no result with ``text``."""
+    answered = {m.tool_call_id for m in messages if m.role == "tool"}
+    healed: list[Message] = []
+    for message in messages:
+        healed.append(message)
+        for call in message.tool_calls:
+            if call.id not in answered:
+                healed.append(Message.tool(call.id, text, call.name))
+                answered.add(call.id)
+    return tuple(healed)
+
+
+class _Loop:
+    """The state of one pass through the tool loop (a turn-terminal call)."""
+
+    __slots__ = ("llm_calls", "remaining", "round_base", "round_context", "tool_calls_made", "transcript", "usage")
+
+    def __init__(self, transcript: list[Message], remaining: int) -> None:
+        self.transcript = transcript
+        self.remaining = remaining
+        self.llm_calls = 0
+        self.tool_calls_made = 0
+        self.usage = Usage()
+        self.round_base = 0
+        self.round_context: dict[str, Any] | None = None
+
+
+class _Run:
+    """Bound chains and mutable state for one ``run``/``resume`` call."""
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        context: Mapping[str, Any] | None,
+        *,
+        sink: Sink | None = None,
+        emit: Callable[[Any], None] | None = None,
+        cancel: CancelToken | None = None,
+        resume: tuple[PauseState, dict[str, Decision]] | None = None,
+    ) -> None:
+        self.kernel = kernel
+        self.model = kernel.model
+        self.tools = kernel._tools_by_name
+        self.context: dict[str, Any] = dict(context) if context else {}
+        self.view: Mapping[str, Any] = MappingProxyType(self.context)
+        self.sink = sink
+        self.emit = emit
+        self.cancel = cancel
+        self.pending_resume = resume
+        self.loop = _Loop([], kernel.max_iterations)
+        states = [item.new_state() for item in kernel._filters]
+        compiled = kernel._chains
+        chat_terminal = self._chat_stream_terminal if sink is not None else self._chat_terminal
+        self.chat = compiled["chat"].bind(states, chat_terminal)
+        self.tool = compiled["tool"].bind(states, self._tool_terminal)
+        self.iteration = compiled["iteration"].bind(states, self._iteration_terminal)
+        self.turn = compiled["turn"].bind(states, self._turn_terminal)
+
+    # -- chat ---------------------------------------------------------------------------
+
+    async def _chat_terminal(self, request: ChatRequest) -> ChatResponse:
+        if request.system is not None:
+            request = request.replace(messages=(Message("system", request.system), *request.messages))
+        response = await self.model.complete(request)
+        answer = self.kernel._answer_transforms
+        if answer and response.message.content is not None:
+            text = apply_to_text(answer, response.message.text)
+            response = response.replace(message=response.message.replace(content=text))
+        return response
+
+    async def _chat_stream_terminal(self, request: ChatRequest) -> ChatResponse:
+        if request.system is not None:
+            request = request.replace(messages=(Message("system", request.system), *request.messages))
+        kernel = self.kernel
+        assert self.sink is not None  # set for streaming runs only
+        push, flush = pipeline(kernel._stream_transforms, self.sink)
+        answer = kernel._answer_transforms
+        collected: list[str] | None = None
+        if answer:
+            collected = []
+            tee_list = collected
+            deliver = push
+
+            def tee(token: str) -> None:
+                tee_list.append(token)
+                deliver(token)
+
+            push, answer_flush = pipeline(answer, tee)
+            stream_flush = flush
+
+            def flush_all() -> None:
+                if answer_flush is not None:
+                    answer_flush()
+                if stream_flush is not None:
+                    stream_flush()
+
+            flush = flush_all
+        response = await self.model.stream(request, push)
+        if flush is not None:
+            flush()
+        if collected is not None and response.message.content is not None:
+            response = response.replace(message=response.message.replace(content="".join(collected)))
+        return response
+
+    # -- tools --------------------------------------------------------------------------
+
+    async def _tool_terminal(self, request: ToolRequest) -> ToolResult:
+        tool = request.tool
+        if request.raw_arguments is not None and not request.arguments:
+            text = request.raw_arguments
+            shown = text if len(text) <= 200 else text[:200] + "..."
+            return ToolResult.failure(
+                "semantic",
+                f"Arguments for tool {tool.name!r} are not a JSON object: {shown!r}. "
+                "Call the tool again with a JSON object of arguments.",
+            )
+        fn = tool.fn
+        if fn is None:
+            return ToolResult.failure("semantic", f"Tool {tool.name!r} is declared but has no implementation.")
+        arguments = dict(request.arguments)
+        validate = tool.validate
+        if validate is not None:
+            try:
+                validate(arguments)
+            except Exception as exc:  # fastjsonschema.JsonSchemaValueException
+                detail = getattr(exc, "message", str(exc))
+                return ToolResult.failure(
+                    "semantic", f"Invalid arguments for tool {tool.name!r}: {detail}. Fix them and call again."
+                )
+        if tool.takes_context:
+            arguments["context"] = request.context
+        timeout = tool.timeout if tool.timeout is not None else self.kernel.tool_timeout
+        try:
+            if tool.is_async:
+                pending: Awaitable[Any] = fn(**arguments)
+            else:
+                pending = asyncio.to_thread(fn, **arguments)
+            value = await (asyncio.wait_for(pending, timeout) if timeout is not None else pending)
+        except TimeoutError:
+            if timeout is None:
+                raise
+            return ToolResult.failure("transient", f"Tool {tool.name!r} timed out after {timeout:g} s.")
+        except Exception as exc:
+            kind = _classify(exc)
+            return ToolResult.failure(kind, f"Tool {tool.name!r} failed: {type(exc).__name__}: {exc}")  # type: ignore[arg-type]
+        return _to_result(tool, value)
+
+    async def _run_one(self, call: ToolCall, snapshot: Mapping[str, Any], decision: Decision | None) -> ToolResult:
+        tool = self.tools.get(call.name)
+        if tool is None:
+            names = ", ".join(sorted(self.tools)) or "none"
+            return ToolResult.failure(
+                "semantic", f"Unknown tool {call.name!r}. Available tools: {names}. Call one of these."
+            )
+        arguments = call.arguments
+        if decision is not None:
+            kind = decision.kind
+            if kind == "reject":
+                reason = f": {decision.message}" if decision.message else "."
+                return ToolResult.failure("permission", f"The call to {call.name!r} was rejected{reason}")
+            if kind == "reply":
+                return ToolResult(decision.message or "")
+            if decision.arguments is not None:
+                arguments = decision.arguments
+        emit = self.emit
+        if emit is not None:
+            emit(ToolCallStarted(call))
+        request = ToolRequest(tool, arguments, call.id, snapshot, call.raw_arguments if arguments is call.arguments else None)
+        result = await self.tool(request)
+        if type(result) is not ToolResult:
+            self._wrong_type("tool", result, "ToolResult")
+        if emit is not None:
+            emit(ToolCallFinished(call, result))
+        return result
+
+    async def _run_batch(self, calls: Sequence[ToolCall], decided: Mapping[str, Decision]) -> list[ToolResult]:
+        snapshot = MappingProxyType(dict(self.context))
+        if len(calls) == 1:
+            call = calls[0]
+            return [await self._run_one(call, snapshot, decided.get(call.id))]
+        tools = self.tools
+        if any(t.serial for t in (tools.get(c.name) for c in calls) if t is not None):
+            return [await self._run_one(call, snapshot, decided.get(call.id)) for call in calls]
+        return list(await asyncio.gather(*(self._run_one(c, snapshot, decided.get(c.id)) for c in calls)))
+
+    def _after_batch(self, calls: Sequence[ToolCall], results: Sequence[ToolResult]) -> IterationResult:
+        loop = self.loop
+        loop.tool_calls_made += len(calls)
+        context = self.context
+        messages = []
+        direct = True
+        tools = self.tools
+        for call, result in zip(calls, results, strict=True):
+            messages.append(Message("tool", result.content, (), call.id, call.name))
+            if result.error is None:
+                if result.writes:
+                    context.update(result.writes)
+                tool = tools.get(call.name)
+                if tool is None or not tool.return_direct:
+                    direct = False
+            else:
+                direct = False
+        if direct:
+            loop.transcript.extend(messages)
+            final = Message("assistant", "\n".join(r.content for r in results))
+            return IterationResult("completed", (final,), return_direct=True)
+        return IterationResult("continue", tuple(messages))
+
+    async def _gate(self, calls: Sequence[ToolCall]) -> tuple[dict[str, Decision], list[str], str | None]:
+        gate = self.kernel.gate
+        decided: dict[str, Decision] = {}
+        awaiting: list[str] = []
+        reason: str | None = None
+        if gate is None:
+            return decided, awaiting, reason
+        for call in calls:
+            tool = self.tools.get(call.name)
+            if tool is None or not tool.sensitive:
+                continue
+            value = gate(call, tool, self.view)
+            if inspect.isawaitable(value):
+                value = await value
+            decision = _as_decision(value, f"The gate's decision for call {call.id!r} ({call.name})")
+            if decision.kind == "pause":
+                awaiting.append(call.id)
+                reason = reason or decision.message
+            else:
+                decided[call.id] = decision
+        return decided, awaiting, reason
+
+    # -- iteration ----------------------------------------------------------------------
+
+    async def _iteration_terminal(self, request: IterationRequest) -> IterationResult:
+        loop = self.loop
+        transcript = loop.transcript
+        del transcript[loop.round_base :]  # a re-run replaces the previous attempt
+        if loop.round_context is not None:
+            self.context.clear()
+            self.context.update(loop.round_context)
+        transcript.extend(request.messages)
+        if loop.remaining <= 0:
+            maximum = self.kernel.max_iterations
+            msg = (
+                f"The run needed more than max_iterations={maximum} LLM calls; "
+                "raise max_iterations or stop the model from calling tools forever (e.g. loop_guard)."
+            )
+            raise MaxIterationsExceeded(msg, messages=transcript, max_iterations=maximum)
+        loop.round_context = dict(self.context)
+        loop.remaining -= 1
+        loop.llm_calls += 1
+        kernel = self.kernel
+        chat_request = ChatRequest(
+            tuple(transcript), kernel._tool_list, None, kernel.options, self.view, request.messages, kernel.system_prompt
+        )
+        response = await self.chat(chat_request)
+        if type(response) is not ChatResponse:
+            self._wrong_type("chat", response, "ChatResponse")
+        if response.usage is not None:
+            loop.usage = loop.usage + response.usage
+        message = response.message
+        calls = message.tool_calls
+        if not calls:
+            return IterationResult("completed", (message,))
+        transcript.append(message)
+        decided, awaiting, reason = await self._gate(calls)
+        if awaiting:
+            pause = PauseState(
+                tuple(transcript),
+                tuple(calls),
+                tuple(awaiting),
+                decided,
+                dict(self.context),
+                loop.remaining,
+                loop.tool_calls_made,
+                loop.llm_calls,
+                loop.usage,
+                reason,
+            )
+            return IterationResult("paused", pause=pause)
+        results = await self._run_batch(calls, decided)
+        return self._after_batch(calls, results)
+
+    def _wrong_type(self, scope: str, value: Any, expected: str) -> None:
+        names = self.kernel._chains[scope].names  # type: ignore[index]
+        where = f"the {scope} chain (filters, outermost first: {', '.join(names)})" if names else f"the {scope} terminal"
+        msg = f"{where} returned {value!r} (a {type(value).__name__}); around_{scope} hooks must return a {expected}."
+        raise ConfigError(msg)
+
+    # -- turn ---------------------------------------------------------------------------
+
+    async def _drive(self, delta: tuple[Message, ...]) -> TurnResult:
+        loop = self.loop
+        iteration = self.iteration
+        view = self.view
+        index = 0
+        while True:
+            loop.round_base = len(loop.transcript)
+            loop.round_context = None
+            result = await iteration(IterationRequest(delta, view, index, loop.remaining))
+            if type(result) is not IterationResult:
+                self._wrong_type("iteration", result, "IterationResult")
+            status = result.status
+            if status == "continue":
+                delta = result.messages
+                index += 1
+                continue
+            if status == "completed":
+                loop.transcript.extend(result.messages)
+                final = result.messages[-1] if result.messages else None
+                return TurnResult(
+                    "completed",
+                    final,
+                    tuple(loop.transcript),
+                    loop.tool_calls_made,
+                    loop.llm_calls,
+                    loop.usage,
+                    None,
+                    result.blocked_by,
+                    result.return_direct,
+                )
+            if status == "paused":
+                pause = result.pause
+                messages = pause.messages if pause is not None else tuple(loop.transcript)
+                return TurnResult(
+                    "paused", None, messages, loop.tool_calls_made, loop.llm_calls, loop.usage, pause, result.blocked_by
+                )
+            return self._cancelled()
+
+    def _cancelled(self) -> TurnResult:
+        loop = self.loop
+        return TurnResult("cancelled", None, heal(loop.transcript), loop.tool_calls_made, loop.llm_calls, loop.usage)
+
+    async def _continue(self, pause: PauseState, decisions: dict[str, Decision]) -> TurnResult:
+        loop = self.loop = _Loop(list(pause.messages), pause.remaining)
+        loop.tool_calls_made = pause.tool_calls_made
+        loop.llm_calls = pause.iterations
+        loop.usage = pause.usage
+        merged = dict(pause.decided)
+        merged.update(decisions)
+        results = await self._run_batch(pause.calls, merged)
+        outcome = self._after_batch(pause.calls, results)
+        if outcome.status == "completed":
+            loop.transcript.extend(outcome.messages)
+            return TurnResult(
+                "completed",
+                outcome.messages[-1],
+                tuple(loop.transcript),
+                loop.tool_calls_made,
+                loop.llm_calls,
+                loop.usage,
+                return_direct=True,
+            )
+        return await self._drive(outcome.messages)
+
+    async def _turn_terminal(self, request: TurnRequest) -> TurnResult:
+        if request.context is not self.view:
+            self.context = dict(request.context)
+            self.view = MappingProxyType(self.context)
+        pending = self.pending_resume
+        if pending is not None:
+            self.pending_resume = None  # one-shot: later entries start fresh loops
+            work = self._continue(*pending)
+        else:
+            self.loop = _Loop([*request.history], self.kernel.max_iterations)
+            work = self._drive(request.messages)
+        cancel = self.cancel
+        if cancel is None:
+            return await work
+        return await cancel._race(work, self._cancelled)
+
+    async def execute(self, request: TurnRequest) -> TurnResult:
+        result = await self.turn(request)
+        if type(result) is not TurnResult:
+            self._wrong_type("turn", result, "TurnResult")
+        return result
+
+
+def check_decisions(pause: PauseState, decisions: Mapping[str, Any]) -> dict[str, Decision]:
+    """Validate the decisions given to resume ``pause``: one per awaited call, no others."""
+    awaiting = set(pause.awaiting)
+    unknown = sorted(set(decisions) - {call.id for call in pause.calls})
+    missing = sorted(awaiting - set(decisions))
+    problems = []
+    if unknown:
+        problems.append(f"decisions name calls that are not in this pause: {', '.join(unknown)}")
+    if missing:
+        problems.append(f"no decision for awaited calls: {', '.join(missing)}")
+    checked: dict[str, Decision] = {}
+    for call_id, value in decisions.items():
+        try:
+            decision = _as_decision(value, f"decisions[{call_id!r}]")
+        except ConfigError as exc:
+            problems.append(str(exc))
+            continue
+        if decision.kind == "pause":
+            problems.append(f"decisions[{call_id!r}] is 'pause'; at resume give approve, reject or reply")
+        checked[call_id] = decision
+    if problems:
+        msg = "Cannot resume: " + "; ".join(problems) + f". Awaited calls: {', '.join(pause.awaiting)}."
+        raise ResumeError(msg)
+    return checked

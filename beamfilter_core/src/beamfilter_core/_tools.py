@@ -1,0 +1,225 @@
+"""Tools: declarations the model can call, built from Python functions by :func:`tool`."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, TypeVar, overload
+
+import attrs
+
+from .errors import ToolDefinitionError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_SCALARS: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+def _compile_validator(name: str, schema: Mapping[str, Any]) -> Callable[[Any], Any]:
+    import fastjsonschema
+
+    try:
+        return fastjsonschema.compile(dict(schema))  # type: ignore[no-any-return]
+    except fastjsonschema.JsonSchemaDefinitionException as exc:
+        msg = f"Tool {name!r} has an invalid parameters schema: {exc}. Fix the schema."
+        raise ToolDefinitionError(msg) from exc
+
+
+def _check_timeout(name: str, timeout: float | None) -> float | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+        msg = f"Tool {name!r} has timeout={timeout!r}; give a positive number of seconds or None."
+        raise ToolDefinitionError(msg)
+    return float(timeout)
+
+
+@attrs.frozen(slots=True, eq=False)
+class Tool:
+    """A callable the model may ask for, with its JSON-schema parameters.
+
+    Build one with :func:`tool`; ``Tool.declaration`` builds one that only describes a
+    tool (for schemas restored from JSON) and fails if run.
+    """
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    fn: Callable[..., Any] | None = attrs.field(default=None, repr=False)
+    sensitive: bool = False
+    serial: bool = False
+    timeout: float | None = None
+    return_direct: bool = False
+    is_async: bool = attrs.field(default=False, repr=False)
+    takes_context: bool = attrs.field(default=False, repr=False)
+    validate: Callable[[Any], Any] | None = attrs.field(default=None, repr=False)
+
+    @classmethod
+    def declaration(cls, name: str, description: str, parameters: Mapping[str, Any]) -> Tool:
+        """A tool that is only described (no function to run)."""
+        return cls(name, description, parameters)
+
+    @property
+    def definition(self) -> dict[str, Any]:
+        """The OpenAI ``tools`` entry for this tool."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": dict(self.parameters)},
+        }
+
+
+def _schema_for(annotation: Any, where: str) -> dict[str, Any]:
+    if annotation is inspect.Parameter.empty or annotation is Any:
+        return {}
+    if annotation in _SCALARS:
+        return {"type": _SCALARS[annotation]}
+    if annotation is type(None):
+        return {"type": "null"}
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is Literal:
+        return {"enum": list(args)}
+    if origin in (typing.Union, types.UnionType):
+        return {"anyOf": [_schema_for(arg, where) for arg in args]}
+    if annotation in (list, tuple) or origin in (list, tuple, typing.Sequence):
+        item = args[0] if args else Any
+        return {"type": "array", "items": _schema_for(item, where)}
+    if annotation is dict or origin in (dict, typing.Mapping):
+        return {"type": "object"}
+    msg = (
+        f"Cannot derive a JSON schema for {where} annotated {annotation!r}; "
+        "use str, int, float, bool, Literal, list, dict or a union of them, "
+        "or pass parameters= explicitly."
+    )
+    raise ToolDefinitionError(msg)
+
+
+def _signature_schema(fn: Callable[..., Any], name: str) -> tuple[dict[str, Any], bool]:
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # noqa: BLE001  # unresolvable hints: fall back to raw annotations
+        hints = {}
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    takes_context = False
+    for param in inspect.signature(fn).parameters.values():
+        if param.name == "context":
+            takes_context = True
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            msg = f"Tool {name!r} takes *{param.name}; tools need named parameters only."
+            raise ToolDefinitionError(msg)
+        annotation = hints.get(param.name, param.annotation)
+        properties[param.name] = _schema_for(annotation, f"parameter {param.name!r} of tool {name!r}")
+        if param.default is inspect.Parameter.empty:
+            required.append(param.name)
+    schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        schema["required"] = required
+    return schema, takes_context
+
+
+def make_tool(
+    fn: Callable[..., Any],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
+    sensitive: bool = False,
+    serial: bool = False,
+    timeout: float | None = None,
+    return_direct: bool = False,
+) -> Tool:
+    """Build a :class:`Tool` from ``fn`` (see :func:`tool`)."""
+    if not callable(fn):
+        msg = f"Cannot make a tool from {fn!r}: it is not callable."
+        raise ToolDefinitionError(msg)
+    tool_name = name or getattr(fn, "__name__", "")
+    if not _NAME.match(tool_name):
+        msg = f"Tool name {tool_name!r} is invalid; use 1-64 letters, digits, '_' or '-'."
+        raise ToolDefinitionError(msg)
+    doc = inspect.getdoc(fn) or ""
+    text = description if description is not None else doc.split("\n\n", 1)[0].strip()
+    schema, takes_context = _signature_schema(fn, tool_name)
+    if parameters is not None:
+        schema = dict(parameters)
+    return Tool(
+        tool_name,
+        text,
+        schema,
+        fn,
+        sensitive=sensitive,
+        serial=serial,
+        timeout=_check_timeout(tool_name, timeout),
+        return_direct=return_direct,
+        is_async=inspect.iscoroutinefunction(fn),
+        takes_context=takes_context,
+        validate=_compile_validator(tool_name, schema),
+    )
+
+
+@overload
+def tool(fn: F, /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
+    sensitive: bool = False,
+    serial: bool = False,
+    timeout: float | None = None,
+    return_direct: bool = False,
+) -> Callable[[F], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
+    sensitive: bool = False,
+    serial: bool = False,
+    timeout: float | None = None,
+    return_direct: bool = False,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Turn a function (sync or async) into a :class:`Tool`.
+
+    The JSON schema comes from the type hints, the description from the docstring's
+    first paragraph. A parameter named ``context`` receives the run's read-only context
+    and is not shown to the model.
+
+    Example::
+
+        @tool
+        def add(a: int, b: int) -> int:
+            \"\"\"Add two integers.\"\"\"
+            return a + b
+
+        @tool(sensitive=True, timeout=5)
+        async def delete_file(path: str) -> str: ...
+    """
+    options = {
+        "name": name,
+        "description": description,
+        "parameters": parameters,
+        "sensitive": sensitive,
+        "serial": serial,
+        "timeout": timeout,
+        "return_direct": return_direct,
+    }
+    if fn is not None:
+        return make_tool(fn, **options)  # type: ignore[arg-type]
+
+    def decorate(func: Callable[..., Any]) -> Tool:
+        return make_tool(func, **options)  # type: ignore[arg-type]
+
+    return decorate

@@ -1,0 +1,262 @@
+"""Every exception beamfilter raises, in one module.
+
+The tree::
+
+    BeamfilterError
+      ConfigError (ValueError)           a kernel, filter, tool or config value is wrong
+        ToolDefinitionError              a tool declaration cannot be used
+      PluginError                        entry-point plugins
+        PluginLoadError                  a plugin failed to import or register
+        AmbiguousFilterError             an unqualified name has several providers
+        UnknownNameError (LookupError)   no installed plugin provides that name
+      FilterError                        a filter raised; ``.filter_name`` names it
+      ProviderError                      talking to a chat model failed
+        ProviderConnectionError          connection refused, reset, DNS
+        ProviderTimeoutError             the request or stream stalled past the timeout
+        ProviderHTTPError                the server answered with an error status
+          BadRequestError                400
+          AuthenticationError            401
+          PermissionDeniedError          403
+          NotFoundError                  404
+          ConflictError                  409
+          UnprocessableEntityError       422
+          RateLimitError                 429
+          InternalServerError            5xx
+        ProviderResponseError            the body broke the wire protocol
+          IncompleteStreamError          a stream ended without finish_reason / [DONE]
+      ScriptExhaustedError               a ScriptedModel ran out of responses
+      LimitError                         a run hit a hard limit
+        MaxIterationsExceeded            more LLM calls than ``max_iterations``
+        LimitExceeded                    a configured call or token limit
+      ResumeError (ValueError)           a pause state or its decisions cannot resume
+      StoreError                         a memory store failed
+
+Errors raised *by a filter's own code* are re-raised as :class:`FilterError` with the
+filter's name, unless they already are a :class:`BeamfilterError`, in which case the
+name is attached as ``.filter_name`` and the original type is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._messages import Message
+
+__all__ = [
+    "AmbiguousFilterError",
+    "AuthenticationError",
+    "BadRequestError",
+    "BeamfilterError",
+    "ConfigError",
+    "ConflictError",
+    "FilterError",
+    "IncompleteStreamError",
+    "InternalServerError",
+    "LimitError",
+    "LimitExceeded",
+    "MaxIterationsExceeded",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "PluginError",
+    "PluginLoadError",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderHTTPError",
+    "ProviderResponseError",
+    "ProviderTimeoutError",
+    "RateLimitError",
+    "ResumeError",
+    "ScriptExhaustedError",
+    "StoreError",
+    "ToolDefinitionError",
+    "UnknownNameError",
+    "UnprocessableEntityError",
+]
+
+
+class BeamfilterError(Exception):
+    """Base of every beamfilter exception.
+
+    ``filter_name`` is set when the error was raised by a filter's code.
+    """
+
+    filter_name: str | None = None
+
+
+class ConfigError(BeamfilterError, ValueError):
+    """A value given to beamfilter is wrong; ``problems`` lists every problem found.
+
+    Each problem is one line such as ``filters[2].max_retries: must be >= 0``.
+    """
+
+    def __init__(self, message: str, problems: Sequence[str] = ()) -> None:
+        self.problems: tuple[str, ...] = tuple(problems) or (message,)
+        super().__init__(message)
+
+
+class ToolDefinitionError(ConfigError):
+    """A tool declaration cannot be used (bad schema, timeout, duplicate name)."""
+
+
+class PluginError(BeamfilterError):
+    """Base of plugin discovery and lookup errors."""
+
+
+class PluginLoadError(PluginError):
+    """A plugin failed to import or register.
+
+    Attributes name the plugin, its distribution and version, and a hint.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        plugin: str,
+        distribution: str | None = None,
+        version: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.plugin = plugin
+        self.distribution = distribution
+        self.version = version
+        self.hint = hint
+        super().__init__(message)
+
+
+class AmbiguousFilterError(PluginError):
+    """An unqualified name is provided by several plugins; ``candidates`` lists them."""
+
+    def __init__(self, message: str, candidates: Sequence[str]) -> None:
+        self.candidates = tuple(candidates)
+        super().__init__(message)
+
+
+class UnknownNameError(PluginError, LookupError):
+    """No installed plugin provides the requested filter, store or model name."""
+
+
+class FilterError(BeamfilterError):
+    """A filter raised an exception; ``__cause__`` holds the original one."""
+
+    def __init__(self, message: str, filter_name: str) -> None:
+        self.filter_name = filter_name
+        super().__init__(message)
+
+
+class ProviderError(BeamfilterError):
+    """Talking to a chat model failed."""
+
+
+class ProviderConnectionError(ProviderError):
+    """The model server could not be reached or dropped the connection."""
+
+
+class ProviderTimeoutError(ProviderError):
+    """The request, or the gap between two stream chunks, exceeded the timeout."""
+
+
+class ProviderHTTPError(ProviderError):
+    """The server answered with an error status.
+
+    Attributes: ``status_code``, ``message`` (the server's own text), ``error_type``,
+    ``code`` and ``body`` (decoded JSON or raw text).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int,
+        error_type: str | None = None,
+        code: str | None = None,
+        body: Any = None,
+        retry_after: float | None = None,
+    ) -> None:
+        self.status_code = status_code
+        self.message = message
+        self.error_type = error_type
+        self.code = code
+        self.body = body
+        self.retry_after = retry_after
+        super().__init__(f"HTTP {status_code}: {message}")
+
+
+class BadRequestError(ProviderHTTPError):
+    """400: the server rejected the request body."""
+
+
+class AuthenticationError(ProviderHTTPError):
+    """401: the API key is missing or wrong."""
+
+
+class PermissionDeniedError(ProviderHTTPError):
+    """403: the key may not use this model or endpoint."""
+
+
+class NotFoundError(ProviderHTTPError):
+    """404: unknown model or endpoint."""
+
+
+class ConflictError(ProviderHTTPError):
+    """409: the server reports a conflict (retried)."""
+
+
+class UnprocessableEntityError(ProviderHTTPError):
+    """422: the request was well-formed but not acceptable."""
+
+
+class RateLimitError(ProviderHTTPError):
+    """429: rate limited or out of quota (``code == "insufficient_quota"``)."""
+
+
+class InternalServerError(ProviderHTTPError):
+    """5xx: the server failed."""
+
+
+class ProviderResponseError(ProviderError):
+    """The server's answer broke the wire protocol (bad JSON, bad chunk, no choices)."""
+
+
+class IncompleteStreamError(ProviderResponseError):
+    """A stream ended without ``finish_reason``/``[DONE]``, or a 200 had an empty body."""
+
+
+class ScriptExhaustedError(BeamfilterError):
+    """A :class:`~beamfilter_core.ScriptedModel` was called more often than scripted."""
+
+
+class LimitError(BeamfilterError):
+    """A run hit a hard limit."""
+
+
+class MaxIterationsExceeded(LimitError):
+    """The run needed more LLM calls than ``max_iterations``.
+
+    ``messages`` holds the transcript up to the limit; ``max_iterations`` the limit.
+    """
+
+    def __init__(self, message: str, *, messages: Sequence[Message], max_iterations: int) -> None:
+        self.messages = tuple(messages)
+        self.max_iterations = max_iterations
+        super().__init__(message)
+
+
+class LimitExceeded(LimitError):
+    """A configured limit (model calls, tool calls, tokens, cost) was exceeded."""
+
+    def __init__(self, message: str, *, limit: str, value: float, maximum: float) -> None:
+        self.limit = limit
+        self.value = value
+        self.maximum = maximum
+        super().__init__(message)
+
+
+class ResumeError(BeamfilterError, ValueError):
+    """A pause state, or the decisions given to resume it, cannot be used."""
+
+
+class StoreError(BeamfilterError):
+    """A memory store failed to load or save."""

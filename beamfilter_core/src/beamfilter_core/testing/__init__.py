@@ -1,0 +1,14 @@
+"""The testing kit: what beamfilter's own tests use, for your filters and plugins.
+
+- :class:`ScriptedModel` replays answers and records requests.
+- :func:`trace_filter` records the order in which hooks run.
+- pytest fixtures ``scripted_model`` and ``make_kernel`` (registered through the
+  ``pytest11`` entry point when beamfilter-core is installed).
+"""
+
+from __future__ import annotations
+
+from .._models._scripted import ScriptedModel
+from ._helpers import collect_stream, trace_filter
+
+__all__ = ["ScriptedModel", "collect_stream", "trace_filter"]

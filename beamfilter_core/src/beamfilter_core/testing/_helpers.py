@@ -1,0 +1,40 @@
+"""Helpers for tests of filters and kernels."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from .._filter import SCOPES, Filter
+from .._streaming import Event, RunFinished, TextDelta
+
+
+def trace_filter(name: str, log: list[str], scopes: tuple[str, ...] = SCOPES) -> Filter:
+    """A pass-through filter that appends ``"<name>.before <scope>"`` and
+    ``"<name>.after <scope>"`` to ``log`` around each scope it is given."""
+
+    def make(scope: str) -> Callable[[Any, dict[str, Any], Callable[[Any], Awaitable[Any]]], Awaitable[Any]]:
+        async def hook(request: Any, state: dict[str, Any], call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+            log.append(f"{name}.before {scope}")
+            response = await call_next(request)
+            log.append(f"{name}.after {scope}")
+            return response
+
+        return hook
+
+    hooks = {f"around_{scope}": make(scope) for scope in scopes}
+    return Filter(name, **hooks)
+
+
+async def collect_stream(events: AsyncIterator[Event]) -> tuple[str, list[Event]]:
+    """Drain a ``run_stream`` iterator: return the streamed text and every event."""
+    seen: list[Event] = []
+    text: list[str] = []
+    async for event in events:
+        seen.append(event)
+        if type(event) is TextDelta:
+            text.append(event.text)
+    if not seen or type(seen[-1]) is not RunFinished:
+        msg = "the stream ended without a RunFinished event"
+        raise AssertionError(msg)
+    return "".join(text), seen

@@ -1,0 +1,7 @@
+"""beamfilter-memory: the memory filter and its stores."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]

@@ -1,0 +1,1 @@
+"""Entry-point module of beamfilter-memory (its hook implementations)."""
