@@ -29,15 +29,18 @@ from ._records import (
     TurnResult,
 )
 from ._serde import converter
+from ._specs import BuildContext, FilterSpec, ModelSpec, StoreSpec
 from ._streaming import Event, RunFinished, TextDelta, ToolCallFinished, ToolCallStarted
 from ._tools import Tool, tool
 
 if TYPE_CHECKING:
+    from ._hookspecs import hookimpl
     from ._models._openai import OpenAIChatModel
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BuildContext",
     "CancelToken",
     "ChatModel",
     "ChatRequest",
@@ -48,14 +51,17 @@ __all__ = [
     "Event",
     "Filter",
     "FilterLike",
+    "FilterSpec",
     "IterationRequest",
     "IterationResult",
     "Kernel",
     "Message",
+    "ModelSpec",
     "OpenAIChatModel",
     "PauseState",
     "RunFinished",
     "ScriptedModel",
+    "StoreSpec",
     "TextDelta",
     "TokenTransform",
     "Tool",
@@ -71,12 +77,14 @@ __all__ = [
     "__version__",
     "converter",
     "errors",
+    "hookimpl",
     "tool",
 ]
 
 # httpx and pluggy are imported on first use only, to keep ``import beamfilter_core`` fast.
 _LAZY = {
     "OpenAIChatModel": ("._models._openai", "OpenAIChatModel"),
+    "hookimpl": ("._hookspecs", "hookimpl"),
 }
 
 

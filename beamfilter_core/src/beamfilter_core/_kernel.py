@@ -162,6 +162,24 @@ class Kernel:
             )
         )
 
+    @classmethod
+    def from_config(
+        cls,
+        config: Any,
+        *,
+        registry: Any = None,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        **overrides: Any,
+    ) -> Kernel:
+        """Build a kernel from a TOML file path or a config dict (see docs/configuration.md).
+
+        Filters are enabled by name; their options are validated when the kernel is
+        built, and every problem is reported at once in one :class:`ConfigError`.
+        """
+        from ._config import kernel_from_config
+
+        return kernel_from_config(config, registry=registry, tools=tools, **overrides)
+
     # -- introspection ------------------------------------------------------------------
 
     @property
@@ -299,3 +317,4 @@ class Kernel:
         run = _Run(self, merged, sink=channel.push_text, emit=channel.push, cancel=cancel, resume=(state, checked))
         async for event in self._pump(channel, self._execute(run, TurnRequest((), run.view, True))):
             yield event
+

@@ -1,0 +1,32 @@
+"""The hooks a beamfilter plugin may implement (pluggy project name ``beamfilter``).
+
+A plugin is a module named by an entry point in the ``beamfilter`` group; it marks its
+functions with ``@hookimpl`` (imported from ``beamfilter_core``). Each hook returns a
+list of records; the chain order never comes from plugins, only from the config list.
+"""
+
+from __future__ import annotations
+
+import pluggy
+
+from ._specs import FilterSpec, ModelSpec, StoreSpec
+
+PROJECT = "beamfilter"
+hookspec = pluggy.HookspecMarker(PROJECT)
+#: Marks a plugin's hook implementations: ``@hookimpl def beamfilter_register_filters(): ...``
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def beamfilter_register_filters() -> list[FilterSpec]:  # type: ignore[empty-body]
+    """Return the filters this plugin provides."""
+
+
+@hookspec
+def beamfilter_register_stores() -> list[StoreSpec]:  # type: ignore[empty-body]
+    """Return the memory stores this plugin provides."""
+
+
+@hookspec
+def beamfilter_register_models() -> list[ModelSpec]:  # type: ignore[empty-body]
+    """Return the chat model providers this plugin provides."""

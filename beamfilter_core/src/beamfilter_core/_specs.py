@@ -1,0 +1,86 @@
+"""Records that plugins return from their hooks: filters, stores, models, presets."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from .errors import ConfigError
+
+_SPEC_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def _check_name(instance: Any, attribute: attrs.Attribute[str], value: str) -> None:
+    if not isinstance(value, str) or not _SPEC_NAME.match(value):
+        msg = (
+            f"{type(instance).__name__}.{attribute.name} is {value!r}; "
+            "names must match ^[a-z][a-z0-9_]*$ (lower case, digits, underscores)."
+        )
+        raise ConfigError(msg)
+
+
+def _check_callable(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not callable(value):
+        msg = f"{type(instance).__name__}.{attribute.name} is {value!r}, which is not callable."
+        raise ConfigError(msg)
+
+
+@attrs.frozen(slots=True)
+class BuildContext:
+    """What a factory may need besides its options while a kernel is being built.
+
+    A factory receives it when its signature has a keyword parameter named ``build``.
+    ``model`` is the kernel's chat model, ``models`` the other models named in the config,
+    ``registry`` the registry in use and ``config_dir`` the folder of the config file.
+    """
+
+    model: Any = None
+    models: Mapping[str, Any] = attrs.field(factory=dict)
+    registry: Any = None
+    config_dir: str | None = None
+
+
+@attrs.frozen(slots=True)
+class FilterSpec:
+    """A filter a plugin provides, enabled by ``name`` in config.
+
+    ``factory(**options)`` returns a :class:`Filter` (or filter-like object). Options are
+    validated against ``options_schema`` (JSON schema) before the factory is called.
+    ``scopes`` lists the scopes the filter uses, for listings and ``beamfilter chain``.
+    """
+
+    name: str = attrs.field(validator=_check_name)
+    factory: Callable[..., Any] = attrs.field(validator=_check_callable)
+    options_schema: Mapping[str, Any] = attrs.field(factory=lambda: {"type": "object"})
+    summary: str = ""
+    scopes: Sequence[str] = ()
+
+
+@attrs.frozen(slots=True)
+class StoreSpec:
+    """A memory store a plugin provides, selected by URL scheme (``sqlite``, ``redis``...).
+
+    ``factory(url, **options)`` returns the store.
+    """
+
+    name: str = attrs.field(validator=_check_name)
+    factory: Callable[..., Any] = attrs.field(validator=_check_callable)
+    schemes: Sequence[str] = ()
+    options_schema: Mapping[str, Any] = attrs.field(factory=lambda: {"type": "object"})
+    summary: str = ""
+
+
+@attrs.frozen(slots=True)
+class ModelSpec:
+    """A chat model provider (``openai``, ``local``, ``scripted``...) enabled by name.
+
+    ``factory(**options)`` returns a :class:`ChatModel`.
+    """
+
+    name: str = attrs.field(validator=_check_name)
+    factory: Callable[..., Any] = attrs.field(validator=_check_callable)
+    options_schema: Mapping[str, Any] = attrs.field(factory=lambda: {"type": "object"})
+    summary: str = ""
