@@ -1,1 +1,21 @@
-"""Entry-point module of beamfilter-builtins (its hook implementations)."""
+"""Entry-point module of beamfilter-builtins: registers every built-in filter.
+
+Each filter module exposes ``SPEC``, a :class:`beamfilter_core.FilterSpec`.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+from beamfilter_core import FilterSpec, hookimpl
+
+# Filters that shape content and control flow.
+_CONTENT_MODULES: tuple[str, ...] = ()
+# Filters for reliability and operations.
+_OPERATIONS_MODULES: tuple[str, ...] = ()
+
+
+@hookimpl
+def beamfilter_register_filters() -> list[FilterSpec]:
+    """Return the specs of every built-in filter."""
+    return [import_module(f"beamfilter_builtins.{name}").SPEC for name in (*_CONTENT_MODULES, *_OPERATIONS_MODULES)]

@@ -87,6 +87,10 @@ class Filter:
     around_tool: Hook | None = attrs.field(default=None, kw_only=True)
     token: TokenTransform | None = attrs.field(default=None, kw_only=True)
     init: Mapping[str, Any] | Callable[[], dict[str, Any]] | None = attrs.field(default=None, kw_only=True)
+    #: What a filter exposes to the kernel and to users, e.g. ``{"store": store}``. A
+    #: callable ``extras["load_pause"](conversation_id)`` lets ``Kernel.resume`` find a
+    #: paused run by conversation id.
+    extras: Mapping[str, Any] = attrs.field(factory=dict, kw_only=True)
 
     def hook(self, scope: Scope) -> Hook | None:
         """The hook of ``scope``, or None."""
@@ -153,6 +157,7 @@ def normalise(item: Any, index: int) -> CompiledFilter:
             around_tool=getattr(item, "around_tool", None),
             token=getattr(item, "token", None),
             init=getattr(item, "init", None),
+            extras=getattr(item, "extras", None) or {},
         )
     if not _FILTER_NAME.match(flt.name):
         msg = f"{where} has the name {flt.name!r}; use letters, digits, '_', '-', '.' or ':'."

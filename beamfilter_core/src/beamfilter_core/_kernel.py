@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +14,7 @@ from ._records import Decision, PauseState, TurnRequest, TurnResult
 from ._run import _Run, check_decisions
 from ._streaming import Channel, Event, RunFinished
 from ._tools import Tool, make_tool
-from .errors import ConfigError, ToolDefinitionError
+from .errors import ConfigError, ResumeError, ToolDefinitionError
 
 if TYPE_CHECKING:
     from ._models._base import ChatModel
@@ -150,6 +151,9 @@ class Kernel:
         self._stream_transforms: tuple[TokenTransform, ...] = tuple(
             t for t, _ in transforms if t is not None and t.applies_to != "answer"
         )
+        self._pause_loaders = tuple(
+            item.filter.extras["load_pause"] for item in compiled if callable(item.filter.extras.get("load_pause"))
+        )
         self._codes = hook_codes(compiled)
         self._boundaries = frozenset(
             fn.__code__
@@ -270,48 +274,77 @@ class Kernel:
                 except asyncio.CancelledError:
                     pass
 
+    async def _pause_for(
+        self, pause: PauseState | str | None, conversation_id: str | None
+    ) -> PauseState:
+        if pause is not None:
+            return PauseState.from_json(pause) if isinstance(pause, str) else pause
+        if conversation_id is None:
+            msg = "Kernel.resume needs a pause state, or conversation_id= with a memory filter that saved one."
+            raise ResumeError(msg)
+        for load in self._pause_loaders:
+            found = load(conversation_id)
+            if inspect.isawaitable(found):
+                found = await found
+            if found is not None:
+                return found  # type: ignore[no-any-return]
+        msg = (
+            f"No paused run is stored for conversation {conversation_id!r}"
+            + ("" if self._pause_loaders else " (no filter of this kernel stores pauses; add the memory filter)")
+            + "."
+        )
+        raise ResumeError(msg)
+
     async def resume(
         self,
-        pause: PauseState | str,
+        pause: PauseState | str | None = None,
         decisions: Mapping[str, Decision | str] | None = None,
         *,
+        conversation_id: str | None = None,
         context: Mapping[str, Any] | None = None,
         cancel: CancelToken | None = None,
     ) -> TurnResult:
         """Continue a paused run with a decision for each awaited call.
 
         Goes through the turn chain with ``request.resume == True`` on the first entry.
-        ``pause`` may be a :class:`PauseState` or its JSON text.
+        ``pause`` may be a :class:`PauseState` or its JSON text; or give
+        ``conversation_id=`` to resume the pause a memory filter stored for it.
         """
-        state = PauseState.from_json(pause) if isinstance(pause, str) else pause
+        state = await self._pause_for(pause, conversation_id)
         checked = check_decisions(state, decisions or {})
         merged = dict(state.context)
+        if conversation_id is not None:
+            merged["conversation_id"] = conversation_id
         merged.update(context or {})
         run = _Run(self, merged, cancel=cancel, resume=(state, checked))
         return await self._execute(run, TurnRequest((), run.view, True))
 
     def resume_sync(
         self,
-        pause: PauseState | str,
+        pause: PauseState | str | None = None,
         decisions: Mapping[str, Decision | str] | None = None,
         *,
+        conversation_id: str | None = None,
         context: Mapping[str, Any] | None = None,
     ) -> TurnResult:
         """:meth:`resume` from synchronous code."""
-        return asyncio.run(self.resume(pause, decisions, context=context))
+        return asyncio.run(self.resume(pause, decisions, conversation_id=conversation_id, context=context))
 
     async def resume_stream(
         self,
-        pause: PauseState | str,
+        pause: PauseState | str | None = None,
         decisions: Mapping[str, Decision | str] | None = None,
         *,
+        conversation_id: str | None = None,
         context: Mapping[str, Any] | None = None,
         cancel: CancelToken | None = None,
     ) -> AsyncIterator[Event]:
         """:meth:`resume`, streaming events like :meth:`run_stream`."""
-        state = PauseState.from_json(pause) if isinstance(pause, str) else pause
+        state = await self._pause_for(pause, conversation_id)
         checked = check_decisions(state, decisions or {})
         merged = dict(state.context)
+        if conversation_id is not None:
+            merged["conversation_id"] = conversation_id
         merged.update(context or {})
         channel = Channel()
         run = _Run(self, merged, sink=channel.push_text, emit=channel.push, cancel=cancel, resume=(state, checked))
