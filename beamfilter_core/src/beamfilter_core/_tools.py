@@ -98,10 +98,19 @@ def _schema_for(annotation: Any, where: str) -> dict[str, Any]:
     raise ToolDefinitionError(msg)
 
 
+def _resolve(annotation: str, fn: Callable[..., Any], where: str) -> Any:
+    namespace = {**vars(typing), **getattr(fn, "__globals__", {})}
+    try:
+        return eval(annotation, namespace)  # noqa: S307  # a type annotation of the user's own function
+    except Exception as exc:
+        msg = f"Cannot resolve the annotation {annotation!r} of {where}: {exc}. Import the type at module level."
+        raise ToolDefinitionError(msg) from exc
+
+
 def _signature_schema(fn: Callable[..., Any], name: str) -> tuple[dict[str, Any], bool]:
     try:
         hints = typing.get_type_hints(fn)
-    except Exception:  # noqa: BLE001  # unresolvable hints: fall back to raw annotations
+    except Exception:  # noqa: BLE001  # e.g. a name imported inside a function: resolve one by one
         hints = {}
     properties: dict[str, Any] = {}
     required: list[str] = []
@@ -114,6 +123,8 @@ def _signature_schema(fn: Callable[..., Any], name: str) -> tuple[dict[str, Any]
             msg = f"Tool {name!r} takes *{param.name}; tools need named parameters only."
             raise ToolDefinitionError(msg)
         annotation = hints.get(param.name, param.annotation)
+        if isinstance(annotation, str):
+            annotation = _resolve(annotation, fn, f"parameter {param.name!r} of tool {name!r}")
         properties[param.name] = _schema_for(annotation, f"parameter {param.name!r} of tool {name!r}")
         if param.default is inspect.Parameter.empty:
             required.append(param.name)
