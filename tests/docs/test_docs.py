@@ -1,0 +1,242 @@
+"""Executes every ```python block of every page under ``docs/`` and checks the table of contents.
+
+Blocks of one page run in order in one shared namespace (a fresh module per page), so a
+page reads top to bottom like a session. A block whose first line is ``# doc: skip`` is
+not run (only for examples that cannot run offline). Top-level ``await`` is not available:
+examples use ``kernel.run_sync(...)`` or ``asyncio.run(main())``.
+
+Each block is compiled with its page path as file name and its real line numbers, so a
+traceback points at the Markdown line that failed. One pytest item per page; the failure
+message names the page and the line where the failing block starts.
+
+The second part asserts that ``docs/index.md`` exists and links every existing page.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import traceback
+import types
+from pathlib import Path
+
+import attrs
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+SKIP_MARK = "# doc: skip"
+
+_FENCE = re.compile(r"^(?P<indent>[ ]{0,3})(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
+_LINK = re.compile(r"\[[^\]]*\]\(\s*<?(?P<target>[^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+
+
+@attrs.frozen
+class Block:
+    """One fenced ```python block: its first code line (1-based) and its source."""
+
+    page: Path
+    line: int
+    source: str
+
+    @property
+    def skipped(self) -> bool:
+        """True when the block opts out with ``# doc: skip`` on its first line."""
+        first = self.source.lstrip("\n").split("\n", 1)[0]
+        return first.strip() == SKIP_MARK
+
+
+class DocExampleError(AssertionError):
+    """A docs example failed; the message names the page, the block line and the error."""
+
+
+def extract_blocks(page: Path, text: str | None = None) -> list[Block]:
+    """Return the ```python blocks of ``page`` in order (other languages are ignored).
+
+    Raises:
+        DocExampleError: a fence is never closed (the rest of the page would be swallowed).
+    """
+    if text is None:
+        text = page.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    blocks: list[Block] = []
+    index = 0
+    while index < len(lines):
+        match = _FENCE.match(lines[index])
+        if match is None:
+            index += 1
+            continue
+        fence = match["fence"]
+        indent = len(match["indent"])
+        language = match["info"].strip().split(" ", 1)[0].lower() if match["info"].strip() else ""
+        opened_at = index + 1
+        body: list[str] = []
+        index += 1
+        closed = False
+        while index < len(lines):
+            line = lines[index]
+            stripped = line.lstrip(" ")
+            if stripped.startswith(fence[0] * len(fence)) and not stripped.strip(fence[0]).strip():
+                closed = True
+                index += 1
+                break
+            # Inside an indented fence, drop the fence's own indentation (CommonMark).
+            body.append(line[min(indent, len(line) - len(line.lstrip(" "))) :])
+            index += 1
+        if not closed:
+            msg = f"{_rel(page)}:{opened_at}: the code fence opened here is never closed."
+            raise DocExampleError(msg)
+        if language in ("python", "py", "python3"):
+            blocks.append(Block(page, opened_at + 1, "\n".join(body) + "\n"))
+    return blocks
+
+
+def _rel(page: Path) -> str:
+    try:
+        return str(page.relative_to(ROOT))
+    except ValueError:
+        return str(page)
+
+
+def _doc_frames(exc: BaseException, filename: str) -> str:
+    """The traceback lines that belong to the page (the rest is library internals)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == filename]
+    return "".join(traceback.format_list(frames))
+
+
+def run_page(page: Path, text: str | None = None) -> int:
+    """Execute the page's python blocks in order in one namespace; return how many ran.
+
+    Raises:
+        DocExampleError: naming the page and the line of the block that failed.
+    """
+    blocks = extract_blocks(page, text)
+    name = "docs_" + re.sub(r"\W", "_", _rel(page).removesuffix(".md"))
+    module = types.ModuleType(name)
+    module.__file__ = str(page)
+    # Registered so attrs/dataclasses/typing can resolve names defined by the examples.
+    sys.modules[name] = module
+    filename = str(page)
+    ran = 0
+    try:
+        for block in blocks:
+            if block.skipped:
+                continue
+            # Leading newlines keep tracebacks on the page's own line numbers.
+            padded = "\n" * (block.line - 1) + block.source
+            try:
+                code = compile(padded, filename, "exec", dont_inherit=True)
+                exec(code, module.__dict__)
+            except Exception as exc:
+                where = _doc_frames(exc, filename)
+                msg = (
+                    f"{_rel(page)}: the python block starting at line {block.line} failed with "
+                    f"{type(exc).__name__}: {exc}\n{where}"
+                )
+                raise DocExampleError(msg) from exc
+            ran += 1
+    finally:
+        sys.modules.pop(name, None)
+    return ran
+
+
+def doc_pages() -> list[Path]:
+    """Every Markdown page under ``docs/``, sorted."""
+    return sorted(DOCS.rglob("*.md"))
+
+
+def index_links(index: Path) -> set[Path]:
+    """The local pages that ``index`` links to, resolved (anchors and URLs ignored)."""
+    found: set[Path] = set()
+    for match in _LINK.finditer(index.read_text(encoding="utf-8")):
+        target = match["target"].split("#", 1)[0]
+        if not target or re.match(r"^[a-z][a-z0-9+.-]*:", target):
+            continue
+        found.add((index.parent / target).resolve())
+    return found
+
+
+# -- the docs themselves -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("page", doc_pages(), ids=lambda page: str(page.relative_to(DOCS)))
+def test_page_examples_run(page: Path) -> None:
+    try:
+        run_page(page)
+    except DocExampleError as exc:
+        message = str(exc)
+    else:
+        return
+    # Failing outside the except block keeps the report free of chained tracebacks.
+    pytest.fail(message, pytrace=False)
+
+
+def test_index_exists() -> None:
+    assert (DOCS / "index.md").is_file(), "docs/index.md is missing: it is the table of contents of the docs."
+
+
+def test_every_existing_page_is_linked_from_the_index() -> None:
+    index = DOCS / "index.md"
+    linked = index_links(index)
+    unlinked = [_rel(page) for page in doc_pages() if page != index and page.resolve() not in linked]
+    assert not unlinked, f"docs/index.md does not link these pages: {', '.join(unlinked)}; add a link to each."
+
+
+# -- the harness itself --------------------------------------------------------------------
+
+
+def test_blocks_keep_order_language_and_line_numbers(tmp_path: Path) -> None:
+    page = tmp_path / "p.md"
+    text = "# T\n\n```python\nx = 1\n```\n\n```bash\necho no\n```\n\n~~~py\ny = x + 1\n~~~\n"
+    blocks = extract_blocks(page, text)
+    assert [(b.line, b.source) for b in blocks] == [(4, "x = 1\n"), (12, "y = x + 1\n")]
+
+
+def test_blocks_share_one_namespace_in_order(tmp_path: Path) -> None:
+    page = tmp_path / "p.md"
+    text = "```python\nvalues = [1]\n```\ntext\n```python\nvalues.append(2)\nassert values == [1, 2]\n```\n"
+    assert run_page(page, text) == 2
+
+
+def test_skip_marker_on_first_line_skips_the_block(tmp_path: Path) -> None:
+    page = tmp_path / "p.md"
+    text = "```python\n# doc: skip\nraise RuntimeError('needs an API key')\n```\n```python\nok = True\n```\n"
+    assert run_page(page, text) == 1
+
+
+def test_skip_marker_elsewhere_does_not_skip(tmp_path: Path) -> None:
+    page = tmp_path / "p.md"
+    text = "```python\nx = 1\n# doc: skip\nraise RuntimeError('boom')\n```\n"
+    with pytest.raises(DocExampleError, match="boom"):
+        run_page(page, text)
+
+
+def test_failure_names_page_block_line_and_points_at_the_markdown_line(tmp_path: Path) -> None:
+    page = tmp_path / "guide.md"
+    text = "# Guide\n\n```python\na = 1\n```\n\nprose\n\n```python\nb = 2\nassert a == b, 'a is not b'\n```\n"
+    with pytest.raises(DocExampleError) as caught:
+        run_page(page, text)
+    message = str(caught.value)
+    assert message.startswith(f"{page}: the python block starting at line 10 failed with AssertionError: a is not b")
+    assert f'File "{page}", line 11' in message
+
+
+def test_syntax_error_is_reported_with_the_block_line(tmp_path: Path) -> None:
+    page = tmp_path / "p.md"
+    with pytest.raises(DocExampleError, match=r"block starting at line 2 failed with SyntaxError"):
+        run_page(page, "```python\nawait something()\n```\n")
+
+
+def test_unclosed_fence_is_an_error(tmp_path: Path) -> None:
+    page = tmp_path / "p.md"
+    with pytest.raises(DocExampleError, match=r"p.md:3: the code fence opened here is never closed"):
+        extract_blocks(page, "x\n\n```python\ny = 1\n")
+
+
+def test_index_links_resolve_relative_targets_and_ignore_urls(tmp_path: Path) -> None:
+    index = tmp_path / "index.md"
+    index.write_text(
+        "- [A](a.md)\n- [B](sub/b.md#part)\n- [web](https://example.com/x.md)\n- [top](#top)\n",
+        encoding="utf-8",
+    )
+    assert index_links(index) == {(tmp_path / "a.md").resolve(), (tmp_path / "sub" / "b.md").resolve()}
