@@ -244,7 +244,7 @@ class Kernel:
         """:meth:`run` from synchronous code (starts an event loop)."""
         return asyncio.run(self.run(input, context=context, cancel=cancel))
 
-    async def run_stream(
+    def run_stream(
         self,
         input: str | Message | Sequence[Message],
         *,
@@ -256,11 +256,10 @@ class Kernel:
         messages = as_messages(input)
         channel = Channel()
         run = _Run(self, context, sink=channel.push_text, emit=channel.push, cancel=cancel)
-        async for event in self._pump(channel, self._execute(run, TurnRequest(messages, run.view))):
-            yield event
+        return self._pump(channel, run, TurnRequest(messages, run.view))
 
-    async def _pump(self, channel: Channel, work: Awaitable[TurnResult]) -> AsyncIterator[Event]:
-        task = asyncio.ensure_future(work)
+    async def _pump(self, channel: Channel, run: _Run, request: TurnRequest) -> AsyncIterator[Event]:
+        task = asyncio.ensure_future(self._execute(run, request))
         task.add_done_callback(lambda _: channel.close())
         try:
             async for event in channel.drain():
@@ -330,7 +329,7 @@ class Kernel:
         """:meth:`resume` from synchronous code."""
         return asyncio.run(self.resume(pause, decisions, conversation_id=conversation_id, context=context))
 
-    async def resume_stream(
+    def resume_stream(
         self,
         pause: PauseState | str | None = None,
         decisions: Mapping[str, Decision | str] | None = None,
@@ -340,6 +339,16 @@ class Kernel:
         cancel: CancelToken | None = None,
     ) -> AsyncIterator[Event]:
         """:meth:`resume`, streaming events like :meth:`run_stream`."""
+        return self._resume_pump(pause, decisions, conversation_id, context, cancel)
+
+    async def _resume_pump(
+        self,
+        pause: PauseState | str | None,
+        decisions: Mapping[str, Decision | str] | None,
+        conversation_id: str | None,
+        context: Mapping[str, Any] | None,
+        cancel: CancelToken | None,
+    ) -> AsyncIterator[Event]:
         state = await self._pause_for(pause, conversation_id)
         checked = check_decisions(state, decisions or {})
         merged = dict(state.context)
@@ -348,6 +357,10 @@ class Kernel:
         merged.update(context or {})
         channel = Channel()
         run = _Run(self, merged, sink=channel.push_text, emit=channel.push, cancel=cancel, resume=(state, checked))
-        async for event in self._pump(channel, self._execute(run, TurnRequest((), run.view, True))):
-            yield event
+        pump = self._pump(channel, run, TurnRequest((), run.view, True))
+        try:
+            async for event in pump:
+                yield event
+        finally:
+            await pump.aclose()
 
