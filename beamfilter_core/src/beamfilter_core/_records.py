@@ -6,14 +6,12 @@ All are frozen attrs classes: rewrite them with ``request.replace(...)``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import attrs
 
 from ._messages import Message, ToolCall, Usage
-
-if TYPE_CHECKING:
-    from ._tools import Tool
+from ._tools import Tool
 
 TurnStatus = Literal["completed", "paused", "cancelled"]
 IterationStatus = Literal["continue", "completed", "paused", "cancelled"]
