@@ -6,7 +6,7 @@ run turns. See the docs in ``docs/`` for the five scopes and how to write a filt
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import typing as _typing
 
 from . import errors
 from ._chain import CompiledChain
@@ -33,9 +33,10 @@ from ._specs import BuildContext, FilterSpec, ModelSpec, StoreSpec
 from ._streaming import Event, RunFinished, TextDelta, ToolCallFinished, ToolCallStarted
 from ._tools import Tool, tool
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from ._hookspecs import hookimpl
     from ._models._openai import OpenAIChatModel
+    from ._registry import PluginInfo, Registry, StaticEntryPoint, list_plugins
 
 __version__ = "0.1.0"
 
@@ -59,8 +60,11 @@ __all__ = [
     "ModelSpec",
     "OpenAIChatModel",
     "PauseState",
+    "PluginInfo",
+    "Registry",
     "RunFinished",
     "ScriptedModel",
+    "StaticEntryPoint",
     "StoreSpec",
     "TextDelta",
     "TokenTransform",
@@ -78,6 +82,7 @@ __all__ = [
     "converter",
     "errors",
     "hookimpl",
+    "list_plugins",
     "tool",
 ]
 
@@ -85,10 +90,14 @@ __all__ = [
 _LAZY = {
     "OpenAIChatModel": ("._models._openai", "OpenAIChatModel"),
     "hookimpl": ("._hookspecs", "hookimpl"),
+    "PluginInfo": ("._registry", "PluginInfo"),
+    "Registry": ("._registry", "Registry"),
+    "StaticEntryPoint": ("._registry", "StaticEntryPoint"),
+    "list_plugins": ("._registry", "list_plugins"),
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     target = _LAZY.get(name)
     if target is None:
         msg = f"module 'beamfilter_core' has no attribute {name!r}"
