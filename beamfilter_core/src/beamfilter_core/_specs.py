@@ -50,6 +50,8 @@ class FilterSpec:
     ``factory(**options)`` returns a :class:`Filter` (or filter-like object). Options are
     validated against ``options_schema`` (JSON schema) before the factory is called.
     ``scopes`` lists the scopes the filter uses, for listings and ``beamfilter chain``.
+    With ``options_type`` (an attrs class) the validated options are structured into it
+    with cattrs and the factory is called as ``factory(options)``.
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -57,6 +59,7 @@ class FilterSpec:
     options_schema: Mapping[str, Any] = attrs.field(factory=lambda: {"type": "object"})
     summary: str = ""
     scopes: Sequence[str] = ()
+    options_type: type | None = None
 
 
 @attrs.frozen(slots=True)
@@ -71,16 +74,19 @@ class StoreSpec:
     schemes: Sequence[str] = ()
     options_schema: Mapping[str, Any] = attrs.field(factory=lambda: {"type": "object"})
     summary: str = ""
+    options_type: type | None = None
 
 
 @attrs.frozen(slots=True)
 class ModelSpec:
     """A chat model provider (``openai``, ``local``, ``scripted``...) enabled by name.
 
-    ``factory(**options)`` returns a :class:`ChatModel`.
+    ``factory(**options)`` returns a :class:`ChatModel`; ``options_type`` as for
+    :class:`FilterSpec`.
     """
 
     name: str = attrs.field(validator=_check_name)
     factory: Callable[..., Any] = attrs.field(validator=_check_callable)
     options_schema: Mapping[str, Any] = attrs.field(factory=lambda: {"type": "object"})
     summary: str = ""
+    options_type: type | None = None

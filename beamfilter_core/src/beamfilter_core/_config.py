@@ -1,0 +1,371 @@
+"""Build a kernel from a ``beamfilter.toml`` file or a dict (see docs/configuration.md).
+
+Filters, models and stores are enabled by name through the :class:`Registry`. Every
+option is validated against its spec's compiled JSON schema when the kernel is built,
+and all problems are reported at once in one :class:`ConfigError`.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import os
+import tomllib
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import cattrs
+import fastjsonschema
+
+from ._kernel import Kernel
+from ._registry import Registered, Registry, suggest
+from ._serde import converter
+from ._specs import BuildContext
+from ._tools import Tool
+from .errors import ConfigError, PluginError
+
+__all__ = ["BuiltConfig", "BuiltFilter", "build_config", "kernel_from_config", "read_config"]
+
+_TOP_KEYS = ("filters", "kernel", "model", "models", "plugins")
+_PLUGIN_KEYS = ("disable", "only", "strict")
+_KERNEL_KEYS = ("max_iterations", "options", "system_prompt", "tool_timeout")
+
+
+@attrs.frozen(slots=True)
+class BuiltFilter:
+    """One ``[[filters]]`` entry once built: where it came from and the filter object."""
+
+    index: int
+    use: str
+    qualified: str
+    filter: Any
+
+
+@attrs.frozen(slots=True)
+class BuiltConfig:
+    """The kernel a config built, with the registry and the provenance of each filter."""
+
+    kernel: Kernel
+    registry: Registry
+    filters: tuple[BuiltFilter, ...]
+    model: str | None
+    source: str
+
+
+def read_config(config: Any) -> tuple[dict[str, Any], str | None, str]:
+    """Return ``(data, config_dir, label)`` for a TOML path or a mapping.
+
+    Raises:
+        ConfigError: the file is missing or is not valid TOML, or ``config`` has a wrong type.
+    """
+    if isinstance(config, Mapping):
+        return copy.deepcopy(dict(config)), None, "config"
+    if isinstance(config, str | os.PathLike):
+        path = Path(config)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            msg = f"The config file {str(path)!r} does not exist."
+            raise ConfigError(msg) from None
+        except OSError as exc:
+            msg = f"The config file {str(path)!r} cannot be read: {exc}."
+            raise ConfigError(msg) from exc
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            msg = f"{path} is not valid TOML: {exc}."
+            raise ConfigError(msg) from exc
+        return data, str(path.resolve().parent), str(path)
+    msg = f"A config is a path to a TOML file or a dict; got {config!r} (a {type(config).__name__})."
+    raise ConfigError(msg)
+
+
+def _resolve_env(value: Any, path: str, problems: list[str]) -> Any:
+    """Replace every ``{"$env": "NAME"}`` (optionally with ``default``) by the variable's value."""
+    if isinstance(value, Mapping):
+        if "$env" in value:
+            name = value["$env"]
+            extra = set(value) - {"$env", "default"}
+            if not isinstance(name, str) or not name or extra:
+                problems.append(f'{path}: write secrets as {{ "$env" = "NAME" }} (optionally with default = ...).')
+                return None
+            if name in os.environ:
+                return os.environ[name]
+            if "default" in value:
+                return value["default"]
+            problems.append(f"{path}: the environment variable {name} is not set.")
+            return None
+        return {key: _resolve_env(item, f"{path}.{key}" if path else key, problems) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_resolve_env(item, f"{path}[{i}]", problems) for i, item in enumerate(value)]
+    return value
+
+
+def _schema_problem(exc: fastjsonschema.JsonSchemaValueException, where: str) -> str:
+    name = exc.name or "data"
+    path = where + name[len("data") :]
+    rule, limit, value = exc.rule, exc.rule_definition, exc.value
+    words = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
+    if rule in words:
+        text = f"must be {words[rule]} {limit}, got {value!r}"
+    elif rule == "type":
+        text = f"must be of type {limit}, got {value!r}"
+    elif rule == "enum":
+        text = f"must be one of {', '.join(map(repr, limit))}, got {value!r}"
+    else:
+        text = (exc.message or "")[len(name) :].strip() or str(exc)
+    return f"{path}: {text}"
+
+
+def _accepted(factory: Callable[..., Any]) -> set[str] | None:
+    """The keyword options a factory accepts, or None when it takes ``**kwargs``."""
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)} - {"build"}
+
+
+def _wants_build(factory: Callable[..., Any]) -> bool:
+    try:
+        param = inspect.signature(factory).parameters.get("build")
+    except (TypeError, ValueError):
+        return False
+    return param is not None and param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY)
+
+
+def _check_options(item: Registered[Any], kind: str, options: dict[str, Any], where: str, problems: list[str]) -> Any:
+    """Validate (and, with ``options_type``, structure) options; None after a problem."""
+    schema = item.spec.options_schema
+    known = schema.get("properties", {})
+    start = len(problems)
+    closed = schema.get("additionalProperties") is False
+    accepted = None if closed or item.spec.options_type is not None else _accepted(item.spec.factory)
+    allowed = set(known) if closed else accepted
+    if allowed is not None:
+        for key in options:
+            if key not in allowed:
+                listing = f" Known options: {', '.join(sorted(allowed))}." if allowed else " It takes no options."
+                problems.append(
+                    f"{where}.{key}: unknown option for the {kind} {item.qualified!r}.{suggest(key, allowed)}{listing}"
+                )
+    for key in schema.get("required", ()):
+        if key not in options:
+            problems.append(f"{where}.{key}: required option of the {kind} {item.qualified!r} is missing.")
+    if len(problems) > start:
+        return None
+    try:
+        validated = item.validator(copy.deepcopy(options))
+    except fastjsonschema.JsonSchemaValueException as exc:
+        problems.append(_schema_problem(exc, where))
+        return None
+    if item.spec.options_type is None:
+        return validated
+    try:
+        return converter.structure(validated, item.spec.options_type)
+    except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
+        if isinstance(exc, cattrs.BaseValidationError):
+            for line in cattrs.transform_error(exc, path=where):
+                text, _, at = line.rpartition(" @ ")
+                problems.append(f"{at}: {text}")
+        else:
+            problems.append(f"{where}: {exc}")
+        return None
+
+
+def _build(item: Registered[Any], options: Any, context: BuildContext, where: str, problems: list[str]) -> Any:
+    factory = item.spec.factory
+    extra = {"build": context} if _wants_build(factory) else {}
+    try:
+        if item.spec.options_type is not None:
+            return factory(options, **extra)
+        return factory(**options, **extra)
+    except ConfigError as exc:
+        problems.extend(f"{where}: {p}" for p in exc.problems)
+    except (PluginError, TypeError, ValueError) as exc:
+        problems.append(f"{where}: {item.qualified!r} could not be built: {type(exc).__name__}: {exc}")
+    return None
+
+
+def _table(data: Mapping[str, Any], key: str, problems: list[str]) -> dict[str, Any] | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        problems.append(f"{key}: must be a table ([{key}]), got {value!r}.")
+        return None
+    return dict(value)
+
+
+def _registry_for(plugins: dict[str, Any] | None, registry: Registry | None, problems: list[str]) -> Registry:
+    plugins = plugins or {}
+    for key in plugins:
+        if key not in _PLUGIN_KEYS:
+            problems.append(
+                f"plugins.{key}: unknown key.{suggest(key, _PLUGIN_KEYS)} Known keys: {', '.join(_PLUGIN_KEYS)}."
+            )
+    lists: dict[str, list[str] | None] = {}
+    for key in ("disable", "only"):
+        value = plugins.get(key)
+        if value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            problems.append(f"plugins.{key}: must be a list of plugin names, got {value!r}.")
+            value = None
+        lists[key] = value
+    strict = plugins.get("strict")
+    if strict is not None and not isinstance(strict, bool):
+        problems.append(f"plugins.strict: must be true or false, got {strict!r}.")
+        strict = None
+    try:
+        if registry is None:
+            return Registry(strict=strict, only=lists["only"], disable=lists["disable"])
+        if lists["disable"]:
+            registry.block(lists["disable"])
+        if lists["only"] is not None:
+            registry.allow_only(lists["only"])
+    except ConfigError as exc:
+        problems.extend(exc.problems)
+    return registry if registry is not None else Registry()
+
+
+def _kernel_options(table: dict[str, Any] | None, problems: list[str]) -> dict[str, Any]:
+    table = table or {}
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        where = f"kernel.{key}"
+        if key not in _KERNEL_KEYS:
+            problems.append(f"{where}: unknown key.{suggest(key, _KERNEL_KEYS)} Known keys: {', '.join(_KERNEL_KEYS)}.")
+        elif key == "max_iterations" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            problems.append(f"{where}: must be an integer >= 1, got {value!r}")
+        elif key == "tool_timeout" and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
+            problems.append(f"{where}: must be a number of seconds > 0, got {value!r}")
+        elif key == "system_prompt" and not isinstance(value, str):
+            problems.append(f"{where}: must be a string, got {value!r}")
+        elif key == "options" and not isinstance(value, Mapping):
+            problems.append(f"{where}: must be a table, got {value!r}")
+        else:
+            out[key] = value
+    return out
+
+
+def _split_use(table: Mapping[str, Any], where: str, problems: list[str]) -> tuple[str, dict[str, Any]] | None:
+    use = table.get("use")
+    if not isinstance(use, str) or not use:
+        problems.append(f'{where}.use: missing; name what to enable, e.g. use = "name" (got {use!r}).')
+        return None
+    return use, {k: v for k, v in table.items() if k != "use"}
+
+
+def _model_from(
+    registry: Registry, table: Mapping[str, Any], where: str, context: BuildContext, problems: list[str]
+) -> tuple[Any, str | None]:
+    parsed = _split_use(table, where, problems)
+    if parsed is None:
+        return None, None
+    use, options = parsed
+    try:
+        item = registry.get_model(use)
+    except PluginError as exc:
+        problems.append(f"{where}.use: {exc}")
+        return None, None
+    checked = _check_options(item, "model", options, where, problems)
+    if checked is None:
+        return None, item.qualified
+    return _build(item, checked, context, where, problems), item.qualified
+
+
+def build_config(
+    config: Any,
+    *,
+    registry: Registry | None = None,
+    tools: Iterable[Tool | Callable[..., Any]] = (),
+    **overrides: Any,
+) -> BuiltConfig:
+    """Build a kernel from a config, keeping where each filter came from (used by the CLI).
+
+    Raises:
+        ConfigError: with ``problems`` listing every problem found, each with its path.
+    """
+    data, config_dir, label = read_config(config)
+    problems: list[str] = []
+    data = _resolve_env(data, "", problems)
+    for key in data:
+        if key not in _TOP_KEYS:
+            problems.append(f"{key}: unknown section.{suggest(key, _TOP_KEYS)} Known sections: {', '.join(_TOP_KEYS)}.")
+    reg = _registry_for(_table(data, "plugins", problems), registry, problems)
+    kernel_opts = _kernel_options(_table(data, "kernel", problems), problems)
+    context = BuildContext(registry=reg, config_dir=config_dir)
+
+    model = overrides.pop("model", None)
+    model_use: str | None = None
+    if model is None:
+        table = _table(data, "model", problems)
+        if table is None:
+            if "model" not in data:
+                problems.append(
+                    'model: missing; add a [model] table, e.g. [model] use = "openai" model = "gpt-4o-mini".'
+                )
+        else:
+            model, model_use = _model_from(reg, table, "model", context, problems)
+    context = attrs.evolve(context, model=model)
+
+    models: dict[str, Any] = {}
+    for name, table in (_table(data, "models", problems) or {}).items():
+        where = f"models.{name}"
+        if not isinstance(table, Mapping):
+            problems.append(f"{where}: must be a table ([models.{name}]) with use = ..., got {table!r}.")
+            continue
+        models[name], _ = _model_from(reg, table, where, context, problems)
+    context = attrs.evolve(context, models=models)
+
+    entries = data.get("filters", [])
+    if not isinstance(entries, list):
+        problems.append(f"filters: must be an array of tables ([[filters]] use = ...), got {entries!r}.")
+        entries = []
+    built: list[BuiltFilter] = []
+    for index, entry in enumerate(entries):
+        where = f"filters[{index}]"
+        if not isinstance(entry, Mapping):
+            problems.append(f"{where}: must be a table with use = ..., got {entry!r}.")
+            continue
+        parsed = _split_use(entry, where, problems)
+        if parsed is None:
+            continue
+        use, options = parsed
+        try:
+            item = reg.get_filter(use)
+        except PluginError as exc:
+            problems.append(f"{where}.use: {exc}")
+            continue
+        checked = _check_options(item, "filter", options, where, problems)
+        if checked is None:
+            continue
+        flt = _build(item, checked, context, where, problems)
+        if flt is not None:
+            built.append(BuiltFilter(index, use, item.qualified, flt))
+
+    if problems:
+        count = f"{len(problems)} problem" + ("s" if len(problems) > 1 else "")
+        msg = f"{label} has {count}:\n" + "\n".join(f"  - {p}" for p in problems)
+        raise ConfigError(msg, problems)
+    kernel = Kernel(model, tools, [b.filter for b in built], **{**kernel_opts, **overrides})
+    return BuiltConfig(kernel, reg, tuple(built), model_use, label)
+
+
+def kernel_from_config(
+    config: Any,
+    *,
+    registry: Registry | None = None,
+    tools: Iterable[Tool | Callable[..., Any]] = (),
+    **overrides: Any,
+) -> Kernel:
+    """Build a :class:`Kernel` from a TOML path or a dict; ``overrides`` are Kernel arguments.
+
+    Example::
+
+        kernel = Kernel.from_config({"model": {"use": "scripted", "script": ["Hi!"]}})
+    """
+    return build_config(config, registry=registry, tools=tools, **overrides).kernel

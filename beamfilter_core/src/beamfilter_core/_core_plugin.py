@@ -1,0 +1,87 @@
+"""The core's own plugin: the ``openai``, ``local`` and ``scripted`` model providers.
+
+Registered through the ``beamfilter`` entry point group (``core``) like any third-party
+plugin. The model classes are imported inside the factories, so a provider whose module
+or optional dependency is missing fails only when a config uses it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ._hookspecs import hookimpl
+from ._specs import BuildContext, ModelSpec
+
+_OPENAI_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "model": {"type": "string", "minLength": 1},
+        "base_url": {"type": "string", "minLength": 1},
+        "api_key": {"type": "string"},
+        "api_key_env": {"type": "string", "minLength": 1},
+        "options": {"type": "object"},
+        "timeout": {"type": "number", "exclusiveMinimum": 0},
+        "max_retries": {"type": "integer", "minimum": 0},
+    },
+    "required": ["model"],
+    "additionalProperties": False,
+}
+
+_LOCAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"model_path": {"type": ["string", "null"]}},
+}
+
+_SCRIPTED_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "script": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+        "chunk": {"type": "integer", "minimum": 1},
+        "token_delay": {"type": "number", "minimum": 0},
+        "repeat": {"type": "boolean"},
+    },
+    "required": ["script"],
+    "additionalProperties": False,
+}
+
+
+def openai_model(**options: Any) -> Any:
+    """An :class:`~beamfilter_core.OpenAIChatModel` (any OpenAI-compatible server)."""
+    from ._models._openai import OpenAIChatModel
+
+    return OpenAIChatModel(**options)
+
+
+def local_model(*, build: BuildContext | None = None, **options: Any) -> Any:
+    """The embedded llama.cpp model (extra ``beamfilter-core[local]``).
+
+    A relative ``model_path`` is resolved against the config file's folder.
+    """
+    from ._models._local import LocalModel  # type: ignore[import-not-found,unused-ignore]
+
+    path = options.get("model_path")
+    if isinstance(path, str):
+        path = os.path.expanduser(path)
+        if build is not None and build.config_dir and not os.path.isabs(path):
+            path = os.path.join(build.config_dir, path)
+        options["model_path"] = path
+    return LocalModel(**options)
+
+
+def scripted_model(**options: Any) -> Any:
+    """A :class:`~beamfilter_core.ScriptedModel` replaying ``script`` (tests, docs, demos)."""
+    from ._models._scripted import ScriptedModel
+
+    script = options.pop("script")
+    return ScriptedModel(script, **options)
+
+
+@hookimpl
+def beamfilter_register_models() -> list[ModelSpec]:
+    """The chat model providers shipped with beamfilter-core."""
+    return [
+        ModelSpec("openai", openai_model, _OPENAI_SCHEMA, "OpenAI-compatible chat completions over HTTP"),
+        ModelSpec("local", local_model, _LOCAL_SCHEMA, "embedded llama.cpp model (extra: beamfilter-core[local])"),
+        ModelSpec("scripted", scripted_model, _SCRIPTED_SCHEMA, "replays scripted answers (tests, docs, demos)"),
+    ]

@@ -1,0 +1,580 @@
+"""The plugin registry: entry-point discovery through pluggy, isolated per plugin.
+
+Every :class:`Registry` owns its own ``PluginManager("beamfilter")`` and loads lazily, on
+first use. Each entry point of the ``beamfilter`` group is loaded and registered inside
+its own error handling: a plugin that fails to import, or returns an invalid record, is
+recorded as failed and the others keep working (``strict=True`` re-raises instead).
+Host code uses the typed accessors (:meth:`Registry.get_filter`...), never ``pm.hook``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from importlib import metadata
+from typing import Any, Generic, Literal, Protocol, TypeVar
+
+import attrs
+import fastjsonschema
+import pluggy
+
+from . import _hookspecs
+from ._specs import FilterSpec, ModelSpec, StoreSpec
+from .errors import AmbiguousFilterError, ConfigError, PluginLoadError, UnknownNameError
+
+__all__ = [
+    "CORE_PLUGIN",
+    "EntryPointLike",
+    "PluginInfo",
+    "Registered",
+    "Registry",
+    "StaticEntryPoint",
+    "list_plugins",
+]
+
+log = logging.getLogger("beamfilter_core.plugins")
+
+GROUP = "beamfilter"
+#: The core's own plugin (the model providers): always registered, cannot be blocked.
+CORE_PLUGIN = "core"
+_CORE_MODULE = "beamfilter_core._core_plugin"
+_CORE_DIST = "beamfilter-core"
+
+Kind = Literal["filter", "store", "model"]
+Status = Literal["loaded", "failed", "blocked"]
+SpecT = TypeVar("SpecT", FilterSpec, StoreSpec, ModelSpec)
+
+# hook name -> (kind, record type it must return)
+_HOOKS: dict[str, tuple[Kind, type[Any]]] = {
+    "beamfilter_register_filters": ("filter", FilterSpec),
+    "beamfilter_register_stores": ("store", StoreSpec),
+    "beamfilter_register_models": ("model", ModelSpec),
+}
+_PLURAL: dict[Kind, str] = {"filter": "filters", "store": "stores", "model": "models"}
+
+
+def core_version() -> str:
+    """The installed beamfilter-core version (the package's own when not installed)."""
+    try:
+        return metadata.version(_CORE_DIST)
+    except metadata.PackageNotFoundError:  # running from a source tree
+        from . import __version__
+
+        return __version__
+
+
+class EntryPointLike(Protocol):
+    """What the registry needs from an entry point (``importlib.metadata.EntryPoint``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def value(self) -> str: ...
+
+    def load(self) -> Any: ...
+
+
+@attrs.frozen(slots=True)
+class StaticEntryPoint:
+    """An entry point given in code, for tests of discovery: ``load()`` imports ``value``
+    (``"module"`` or ``"module:attr"``), or returns ``target`` when one is given."""
+
+    name: str
+    value: str
+    distribution: str | None = None
+    version: str | None = None
+    target: Any = None
+
+    def load(self) -> Any:
+        """Import the module (or return ``target``)."""
+        if self.target is not None:
+            return self.target
+        from importlib import import_module
+
+        module_name, _, attr = self.value.partition(":")
+        obj: Any = import_module(module_name.strip())
+        for part in filter(None, attr.strip().split(".")):
+            obj = getattr(obj, part)
+        return obj
+
+
+@attrs.frozen(slots=True)
+class Registered(Generic[SpecT]):
+    """A spec with its provenance and its compiled options validator."""
+
+    spec: SpecT
+    plugin: str
+    distribution: str | None
+    version: str | None
+    validator: Callable[[Any], Any] = attrs.field(repr=False)
+
+    @property
+    def name(self) -> str:
+        """The unqualified name (``retry``)."""
+        return self.spec.name
+
+    @property
+    def qualified(self) -> str:
+        """The always-unambiguous ``plugin:name``."""
+        return f"{self.plugin}:{self.spec.name}"
+
+    @property
+    def summary(self) -> str:
+        """The spec's one-line summary."""
+        return self.spec.summary
+
+
+@attrs.frozen(slots=True)
+class PluginInfo:
+    """One plugin as listed by ``beamfilter plugins``: provenance, status and what it provides."""
+
+    name: str
+    distribution: str | None
+    version: str | None
+    status: Status
+    module: str | None = None
+    hooks: tuple[str, ...] = ()
+    filters: tuple[str, ...] = ()
+    stores: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    error: str | None = None
+    hint: str | None = None
+    #: The beamfilter-core version a failure happened with.
+    core_version: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return attrs.asdict(self, retain_collection_types=False)
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _names(value: Iterable[str] | None, where: str) -> frozenset[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        msg = f"{where} is the string {value!r}; give a list of plugin names, e.g. [{value!r}]."
+        raise ConfigError(msg)
+    return frozenset(value)
+
+
+def _dist_of(ep: Any) -> tuple[str | None, str | None]:
+    dist = getattr(ep, "dist", None)
+    if dist is not None:
+        return dist.name, dist.version
+    return getattr(ep, "distribution", None), getattr(ep, "version", None)
+
+
+def _compile_schema(spec: Any, where: str) -> Callable[[Any], Any]:
+    schema = spec.options_schema
+    if not isinstance(schema, Mapping):
+        msg = f"{where}: options_schema is {schema!r}; give a JSON schema mapping."
+        raise ConfigError(msg)
+    try:
+        return fastjsonschema.compile(dict(schema))  # type: ignore[no-any-return,unused-ignore]
+    except fastjsonschema.JsonSchemaDefinitionException as exc:
+        msg = f"{where}: options_schema is not a valid JSON schema: {exc}"
+        raise ConfigError(msg) from exc
+
+
+def suggest(name: str, known: Iterable[str]) -> str:
+    """``" Did you mean 'x'?"`` for the closest known names, or ``""``."""
+    close = difflib.get_close_matches(name, sorted(set(known)), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return " Did you mean " + " or ".join(repr(c) for c in close) + "?"
+
+
+class _Loaded:
+    """What one plugin contributed (kept so that a later failure can roll it back)."""
+
+    __slots__ = ("hooks", "items")
+
+    def __init__(self) -> None:
+        self.items: list[tuple[Kind, Registered[Any]]] = []
+        self.hooks: list[str] = []
+
+
+class Registry:
+    """Filters, stores and model providers of the installed ``beamfilter`` plugins.
+
+    Args:
+        entry_points: where plugins come from; default the ``beamfilter`` entry-point
+            group of the installed distributions. Tests pass :class:`StaticEntryPoint`
+            values (or a callable returning them).
+        autoload: ``False`` loads no entry points (only the core plugin and what you
+            :meth:`register`).
+        strict: re-raise plugin failures as :class:`PluginLoadError`; default from
+            ``BEAMFILTER_STRICT_PLUGINS=1``.
+        only: load only these entry-point names (an allowlist). The environment variable
+            ``BEAMFILTER_PLUGINS="a,b"`` does the same (``""`` loads none).
+        disable: never import these entry-point names.
+        environ: the environment to read (default ``os.environ``).
+
+    Example::
+
+        registry = Registry()
+        spec = registry.get_filter("retry").spec
+    """
+
+    def __init__(
+        self,
+        *,
+        entry_points: Iterable[EntryPointLike] | Callable[[], Iterable[EntryPointLike]] | None = None,
+        autoload: bool = True,
+        strict: bool | None = None,
+        only: Iterable[str] | None = None,
+        disable: Iterable[str] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        env = os.environ if environ is None else environ
+        self._source = entry_points
+        self._autoload = autoload
+        self.strict = _truthy(env.get("BEAMFILTER_STRICT_PLUGINS")) if strict is None else strict
+        self._trace = _truthy(env.get("BEAMFILTER_TRACE_PLUGINS"))
+        self._only = _names(only, "Registry(only=...)")
+        allow = env.get("BEAMFILTER_PLUGINS")
+        self._env_only = None if allow is None else frozenset(n.strip() for n in allow.split(",") if n.strip())
+        self._disable: dict[str, str] = {}
+        for name in _names(disable, "Registry(disable=...)") or ():
+            self._block(name, "disabled by Registry(disable=...)")
+        self._pm = pluggy.PluginManager(_hookspecs.PROJECT)
+        self._pm.add_hookspecs(_hookspecs)
+        self._lock = threading.RLock()
+        self._loaded = False
+        self._infos: dict[str, PluginInfo] = {}
+        self._contrib: dict[str, _Loaded] = {}
+        self._by_kind: dict[Kind, dict[str, list[Registered[Any]]]] = {"filter": {}, "store": {}, "model": {}}
+        self._qualified: dict[Kind, dict[str, Registered[Any]]] = {"filter": {}, "store": {}, "model": {}}
+        self.failures: list[PluginLoadError] = []
+
+    def __repr__(self) -> str:
+        state = "loaded" if self._loaded else "not loaded"
+        return f"Registry({state}, {len(self._infos)} plugins)"
+
+    # -- blocking -------------------------------------------------------------------------
+
+    def _block(self, name: str, reason: str) -> None:
+        if name == CORE_PLUGIN:
+            msg = f"The plugin {CORE_PLUGIN!r} provides beamfilter's model providers and cannot be disabled."
+            raise ConfigError(msg)
+        self._disable.setdefault(name, reason)
+
+    def block(self, names: Iterable[str], reason: str = "disabled by config plugins.disable") -> None:
+        """Block plugins by entry-point name before they are imported.
+
+        Raises:
+            ConfigError: a plugin is already loaded (block it when creating the registry).
+        """
+        names = list(_names(names, "plugins.disable") or ())
+        with self._lock:
+            late = [
+                n
+                for n in names
+                if self._loaded and self._infos.get(n, None) is not None and self._infos[n].status == "loaded"
+            ]
+            if late:
+                msg = (
+                    f"plugins.disable: {', '.join(map(repr, late))} is already loaded by the registry given; "
+                    f"create it with Registry(disable={sorted(late)!r}) instead."
+                )
+                raise ConfigError(msg)
+            for name in names:
+                self._block(name, reason)
+
+    def allow_only(self, names: Iterable[str]) -> None:
+        """Load only these entry-point names (config ``plugins.only``); before loading only."""
+        allowed = _names(names, "plugins.only") or frozenset()
+        with self._lock:
+            if self._loaded:
+                extra = sorted(
+                    n for n, i in self._infos.items() if i.status == "loaded" and n != CORE_PLUGIN and n not in allowed
+                )
+                if extra:
+                    msg = (
+                        f"plugins.only: the registry given already loaded {', '.join(map(repr, extra))}; "
+                        f"create it with Registry(only={sorted(allowed)!r}) instead."
+                    )
+                    raise ConfigError(msg)
+            self._only = allowed if self._only is None else self._only & allowed
+
+    def _blocked_reason(self, name: str) -> str | None:
+        if name in self._disable:
+            return self._disable[name]
+        if self._env_only is not None and name not in self._env_only:
+            return "not listed in BEAMFILTER_PLUGINS"
+        if self._only is not None and name not in self._only:
+            return "not listed in plugins.only"
+        return None
+
+    # -- loading --------------------------------------------------------------------------
+
+    def load(self) -> Registry:
+        """Discover and register the plugins now (otherwise done on first use)."""
+        with self._lock:
+            if not self._loaded:
+                self._loaded = True
+                self._load_all()
+        return self
+
+    def _entry_points(self) -> list[Any]:
+        if not self._autoload:
+            return []
+        source = self._source
+        if source is None:
+            return list(metadata.entry_points(group=GROUP))
+        if callable(source):
+            source = source()
+        return list(source)
+
+    def _load_all(self) -> None:
+        from . import _core_plugin
+
+        version = core_version()
+        self._add(_core_plugin, CORE_PLUGIN, _CORE_DIST, version, module=_CORE_MODULE, raise_errors=True)
+        for ep in self._entry_points():
+            name = ep.name
+            dist, ver = _dist_of(ep)
+            if name == CORE_PLUGIN and ep.value.strip() == _CORE_MODULE:
+                continue  # registered above, as an essential plugin
+            if name in self._infos:
+                self._fail(
+                    name,
+                    dist,
+                    ver,
+                    ep.value,
+                    None,
+                    f"another distribution ({self._infos[name].distribution}) already provides a plugin named {name!r}",
+                    "uninstall one of the two distributions",
+                )
+                continue
+            reason = self._blocked_reason(name)
+            if reason is not None:
+                self._pm.set_blocked(name)  # never imported
+                self._infos[name] = PluginInfo(name, dist, ver, "blocked", module=ep.value, error=reason)
+                continue
+            try:
+                obj = ep.load()
+            except Exception as exc:  # noqa: BLE001  # a plugin may raise anything on import: isolate it
+                self._fail(name, dist, ver, ep.value, exc, None, None)
+                continue
+            self._add(obj, name, dist, ver, module=ep.value, raise_errors=False)
+
+    def register(
+        self, plugin: Any, name: str | None = None, *, distribution: str | None = None, version: str | None = None
+    ) -> PluginInfo:
+        """Register a plugin object (a module or an object with ``@hookimpl`` methods) in code.
+
+        Raises:
+            PluginLoadError: the plugin is invalid (nothing of it stays registered).
+        """
+        self.load()
+        plugin_name = name or getattr(plugin, "__name__", None) or type(plugin).__name__
+        with self._lock:
+            if plugin_name in self._infos and self._infos[plugin_name].status == "loaded":
+                msg = f"A plugin named {plugin_name!r} is already registered; give another name=."
+                raise PluginLoadError(msg, plugin=plugin_name, distribution=distribution, version=version)
+            self._add(plugin, plugin_name, distribution, version, module=None, raise_errors=True)
+        return self._infos[plugin_name]
+
+    def _add(
+        self, obj: Any, name: str, dist: str | None, ver: str | None, *, module: str | None, raise_errors: bool
+    ) -> None:
+        contrib = _Loaded()
+        try:
+            self._pm.register(obj, name=name)
+            try:
+                self._pm.check_pending()  # hookimpls without a hookspec: a misspelt hook name
+                self._collect(obj, name, dist, ver, contrib)
+            except BaseException:
+                self._pm.unregister(name=name)
+                raise
+        except Exception as exc:  # noqa: BLE001  # any failure of one plugin is recorded, the rest go on
+            self._fail(name, dist, ver, module, exc, None, None, always_raise=raise_errors)
+            return
+        self._commit(contrib)
+        self._contrib[name] = contrib
+        kinds: dict[Kind, list[str]] = {"filter": [], "store": [], "model": []}
+        for kind, item in contrib.items:
+            kinds[kind].append(item.name)
+        self._infos[name] = PluginInfo(
+            name,
+            dist,
+            ver,
+            "loaded",
+            module=module,
+            hooks=tuple(contrib.hooks),
+            filters=tuple(kinds["filter"]),
+            stores=tuple(kinds["store"]),
+            models=tuple(kinds["model"]),
+        )
+
+    def _collect(self, obj: Any, name: str, dist: str | None, ver: str | None, contrib: _Loaded) -> None:
+        # Call this plugin's own impls one by one, so every record knows where it came from.
+        seen: set[tuple[Kind, str]] = set()
+        for caller in self._pm.get_hookcallers(obj) or ():
+            kind, record_type = _HOOKS[caller.name]
+            contrib.hooks.append(caller.name)
+            for impl in caller.get_hookimpls():
+                if impl.plugin is not obj:
+                    continue
+                if self._trace:
+                    print(f"beamfilter: calling {name}.{caller.name}()", file=sys.stderr)
+                records = impl.function()  # the hookspecs take no arguments
+                if inspect.isgenerator(records):
+                    records = list(records)
+                if not isinstance(records, list | tuple):
+                    msg = f"{caller.name}() returned {records!r}; return a list of {record_type.__name__}."
+                    raise ConfigError(msg)
+                for index, record in enumerate(records):
+                    where = f"{caller.name}()[{index}]"
+                    if not isinstance(record, record_type):
+                        msg = f"{where} is {record!r}; return {record_type.__name__} records."
+                        raise ConfigError(msg)
+                    if (kind, record.name) in seen:
+                        msg = f"{where}: the {kind} {record.name!r} is registered twice by this plugin."
+                        raise ConfigError(msg)
+                    seen.add((kind, record.name))
+                    validator = _compile_schema(record, f"{where} ({kind} {record.name!r})")
+                    contrib.items.append((kind, Registered(record, name, dist, ver, validator)))
+
+    def _commit(self, contrib: _Loaded) -> None:
+        for kind, item in contrib.items:
+            self._by_kind[kind].setdefault(item.name, []).append(item)
+            self._qualified[kind][item.qualified] = item
+
+    def _fail(
+        self,
+        name: str,
+        dist: str | None,
+        ver: str | None,
+        module: str | None,
+        exc: BaseException | None,
+        reason: str | None,
+        hint: str | None,
+        *,
+        always_raise: bool = False,
+    ) -> None:
+        error = reason or f"{type(exc).__name__}: {exc}"
+        if hint is None:
+            hint = _hint(name, dist, exc)
+        where = f"{dist} {ver}" if dist else "(no distribution)"
+        msg = (
+            f"beamfilter plugin {name!r} from {where} failed to load with beamfilter-core "
+            f"{core_version()}: {error}. Hint: {hint}"
+        )
+        failure = PluginLoadError(msg, plugin=name, distribution=dist, version=ver, hint=hint)
+        if exc is not None:
+            failure.__cause__ = exc
+        if always_raise or self.strict:
+            raise failure
+        self.failures.append(failure)
+        self._infos[name] = PluginInfo(
+            name, dist, ver, "failed", module=module, error=error, hint=hint, core_version=core_version()
+        )
+        log.warning("%s", msg)
+
+    # -- typed accessors ------------------------------------------------------------------
+
+    def plugins(self) -> tuple[PluginInfo, ...]:
+        """Every plugin seen: loaded, failed or blocked, sorted by name (core first)."""
+        self.load()
+        return tuple(sorted(self._infos.values(), key=lambda i: (i.name != CORE_PLUGIN, i.name)))
+
+    def _all(self, kind: Kind) -> tuple[Registered[Any], ...]:
+        self.load()
+        return tuple(sorted(self._qualified[kind].values(), key=lambda r: (r.name, r.plugin)))
+
+    def filters(self) -> tuple[Registered[FilterSpec], ...]:
+        """Every registered filter, sorted by name then plugin."""
+        return self._all("filter")
+
+    def stores(self) -> tuple[Registered[StoreSpec], ...]:
+        """Every registered memory store, sorted by name then plugin."""
+        return self._all("store")
+
+    def models(self) -> tuple[Registered[ModelSpec], ...]:
+        """Every registered chat model provider, sorted by name then plugin."""
+        return self._all("model")
+
+    def _get(self, kind: Kind, name: str, *, by_scheme: bool = False) -> Registered[Any]:
+        self.load()
+        if not isinstance(name, str) or not name:
+            msg = f"A {kind} name must be a non-empty string, got {name!r}."
+            raise UnknownNameError(msg)
+        if ":" in name and not by_scheme:
+            found = self._qualified[kind].get(name)
+            if found is not None:
+                return found
+            candidates: list[Registered[Any]] = []
+        else:
+            candidates = list(self._by_kind[kind].get(name, ()))
+            if by_scheme and not candidates:
+                candidates = [r for r in self._qualified[kind].values() if name in r.spec.schemes]
+        if len(candidates) == 1:
+            return candidates[0]
+        if candidates:
+            names = sorted(c.qualified for c in candidates)
+            msg = (
+                f"The {kind} name {name!r} is provided by several plugins: {', '.join(names)}. "
+                f"Use a qualified name, e.g. use = {names[0]!r}."
+            )
+            raise AmbiguousFilterError(msg, names)
+        known = list(self._qualified[kind] if ":" in name else self._by_kind[kind])
+        if by_scheme:
+            known += [s for r in self._qualified[kind].values() for s in r.spec.schemes]
+        msg = f"No installed plugin provides a {kind} named {name!r}.{suggest(name, known)}"
+        failed = [i for i in self._infos.values() if i.status == "failed"]
+        if failed:
+            msg += " Plugins that failed to load: " + "; ".join(f"{i.name} ({i.error})" for i in failed) + "."
+        msg += f" Run `beamfilter plugins` to list the installed {_PLURAL[kind]}."
+        raise UnknownNameError(msg)
+
+    def get_filter(self, name: str) -> Registered[FilterSpec]:
+        """The filter named ``name`` (``retry``) or ``plugin:name``.
+
+        Raises:
+            UnknownNameError: no plugin provides it (the message suggests close names).
+            AmbiguousFilterError: several plugins provide the unqualified name.
+        """
+        return self._get("filter", name)
+
+    def get_model(self, name: str) -> Registered[ModelSpec]:
+        """The chat model provider named ``name`` (``openai``) or ``plugin:name``."""
+        return self._get("model", name)
+
+    def get_store(self, url: str) -> Registered[StoreSpec]:
+        """The store for a URL (``sqlite:///x.db`` -> scheme ``sqlite``), a scheme, a name
+        or ``plugin:name``."""
+        if "://" in url:
+            return self._get("store", url.split("://", 1)[0], by_scheme=True)
+        if ":" in url:
+            return self._get("store", url)
+        return self._get("store", url, by_scheme=True)
+
+
+def _hint(name: str, dist: str | None, exc: BaseException | None) -> str:
+    disable = f'disable it with [plugins] disable = ["{name}"] or BEAMFILTER_PLUGINS'
+    if isinstance(exc, ModuleNotFoundError) and exc.name:
+        owner = f"reinstall {dist}" if dist else "install it"
+        return f"the module {exc.name!r} is not installed; {owner} or `pip install {exc.name}`, or {disable}."
+    if isinstance(exc, ImportError | AttributeError | TypeError | ConfigError | pluggy.PluginValidationError):
+        who = dist or name
+        return (
+            f"check that {who} supports beamfilter-core {core_version()} (upgrade it), or {disable}; "
+            "BEAMFILTER_STRICT_PLUGINS=1 shows the traceback."
+        )
+    return f"{disable}; BEAMFILTER_STRICT_PLUGINS=1 shows the traceback."
+
+
+def list_plugins(registry: Registry | None = None) -> tuple[PluginInfo, ...]:
+    """Every installed plugin with its status (``loaded``, ``failed`` or ``blocked``)."""
+    return (registry or Registry()).plugins()
