@@ -1,0 +1,57 @@
+"""The testing kit: the pytest11 fixtures and ScriptedModel's scripting and streaming."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from beamfilter_core import ChatRequest, ChatResponse, Message, ScriptedModel
+from beamfilter_core.errors import ConfigError
+from beamfilter_core.testing import collect_stream
+
+
+def test_fixtures_come_from_the_installed_pytest_plugin(request: pytest.FixtureRequest) -> None:
+    plugin = request.config.pluginmanager.get_plugin("beamfilter")
+    assert plugin is not None
+    assert plugin.__name__ == "beamfilter_core.testing._pytest_plugin"
+
+
+def test_make_kernel_wraps_a_script(make_kernel: Any) -> None:
+    kernel = make_kernel(["hello"], max_iterations=2)
+    assert kernel.max_iterations == 2
+    assert kernel.run_sync("hi").text == "hello"
+
+
+def test_scripted_model_records_requests_and_calls_callables(scripted_model: Any) -> None:
+    def echo(request: ChatRequest) -> str:
+        return "echo: " + request.messages[-1].text
+
+    async def later(request: ChatRequest) -> ChatResponse:
+        return ChatResponse.from_text(f"{len(request.messages)} messages")
+
+    model = scripted_model([echo, later])
+    request = ChatRequest((Message.user("ping"),))
+    import asyncio
+
+    assert asyncio.run(model.complete(request)).text == "echo: ping"
+    assert asyncio.run(model.complete(request)).text == "1 messages"
+    assert model.requests == [request, request]
+
+
+@pytest.mark.anyio
+async def test_streaming_splits_words_or_fixed_chunks(make_kernel: Any) -> None:
+    words = ScriptedModel(["one two  three"])
+    assert words.tokens("one two  three") == ["one", " two", "  three"]
+    chunks = ScriptedModel(["abcdefg"], chunk=3)
+    assert chunks.tokens("abcdefg") == ["abc", "def", "g"]
+    text, events = await collect_stream(make_kernel(chunks).run_stream("go"))
+    assert text == "abcdefg"
+    assert len(events) == 4  # three deltas and RunFinished
+
+
+def test_bad_scripts_are_rejected() -> None:
+    with pytest.raises(ConfigError, match=r"ScriptedModel script\[1\] is 42; items must be a str"):
+        ScriptedModel(["ok", 42])  # type: ignore[list-item]
+    with pytest.raises(ConfigError, match=r"ScriptedModel chunk=0"):
+        ScriptedModel([], chunk=0)
