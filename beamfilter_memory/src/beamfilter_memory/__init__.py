@@ -1,7 +1,58 @@
-"""beamfilter-memory: the memory filter and its stores."""
+"""beamfilter-memory: the memory filter and its stores.
+
+- :func:`memory_filter` keeps each conversation (``context["conversation_id"]``) in a
+  store, committing every turn atomically; put it first in the filter list.
+- Stores implement :class:`ChatStore`: :class:`InMemoryStore` (``memory://``),
+  :class:`SQLiteStore` (``sqlite:///path.db``, the embedded default),
+  :class:`PostgresStore` (``postgresql://...``) and :class:`RedisStore` (``redis://...``).
+  :func:`open_store` builds one from its URL.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from ._filter import ABANDONED_CALL_TEXT, DEFAULT_STORE, memory_filter
+from ._stores import open_store
+from ._stores._base import KEEP_PAUSE, ChatStore, trim_window
+from ._stores._memory import InMemoryStore
+from ._stores._sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from ._stores._postgres import PostgresStore
+    from ._stores._redis import RedisStore
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = [
+    "ABANDONED_CALL_TEXT",
+    "DEFAULT_STORE",
+    "KEEP_PAUSE",
+    "ChatStore",
+    "InMemoryStore",
+    "PostgresStore",
+    "RedisStore",
+    "SQLiteStore",
+    "__version__",
+    "memory_filter",
+    "open_store",
+    "trim_window",
+]
+
+# psycopg and redis are optional extras: import their stores on first use only.
+_LAZY = {
+    "PostgresStore": "._stores._postgres",
+    "RedisStore": "._stores._redis",
+}
+
+
+def __getattr__(name: str) -> Any:
+    target = _LAZY.get(name)
+    if target is None:
+        msg = f"module 'beamfilter_memory' has no attribute {name!r}"
+        raise AttributeError(msg)
+    from importlib import import_module
+
+    value = getattr(import_module(target, __name__), name)
+    globals()[name] = value
+    return value

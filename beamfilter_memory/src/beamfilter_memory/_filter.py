@@ -1,0 +1,175 @@
+"""The memory filter: conversations kept in a store, one atomic commit per turn.
+
+How a run is mirrored (see docs/memory.md):
+
+- The turn hook loads the stored history once per turn, runs the turn, then commits the
+  turn's new messages (entry, every round, tool results, the final answer) in **one**
+  store transaction. A turn that raises or is cancelled commits nothing. A paused turn
+  commits its messages so far together with its :class:`PauseState`.
+- The chat hook replaces each prompt by: system messages of the request, the stored
+  history, then this turn's messages so far. It maps the in-run transcript by position,
+  so a re-run iteration (the kernel drops the failed attempt) and a re-entering turn
+  filter inside memory (whose history is the run so far) never duplicate a message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from beamfilter_core import ChatRequest, ChatResponse, Filter, Message, PauseState, TurnRequest, TurnResult
+from beamfilter_core.errors import ConfigError
+
+from ._stores import open_store
+from ._stores._base import KEEP_PAUSE, STORE_METHODS, ChatStore, PauseChange, check_conversation_id
+
+DEFAULT_STORE = "sqlite:///beamfilter.db"
+
+#: The result given to tool calls that awaited a decision when a new turn started instead.
+ABANDONED_CALL_TEXT = "not run: the conversation went on before a decision on this call was made"
+
+_CID = "conversation_id"
+
+
+def _heal_tail(history: list[Message]) -> tuple[Message, ...]:
+    """Results for the calls of a trailing assistant message that were never answered."""
+    answered: set[str | None] = set()
+    index = len(history) - 1
+    while index >= 0 and history[index].role == "tool":
+        answered.add(history[index].tool_call_id)
+        index -= 1
+    if index < 0:
+        return ()
+    last = history[index]
+    if last.role != "assistant" or not last.tool_calls:
+        return ()
+    return tuple(
+        Message.tool(call.id, ABANDONED_CALL_TEXT, call.name) for call in last.tool_calls if call.id not in answered
+    )
+
+
+def _direct_tail(messages: tuple[Message, ...]) -> list[Message]:
+    """The tool results and final answer that end a ``return_direct`` transcript."""
+    index = len(messages) - 1
+    while index > 0 and messages[index - 1].role == "tool":
+        index -= 1
+    return list(messages[index:])
+
+
+def _check_store(store: Any) -> ChatStore:
+    if isinstance(store, str):
+        return open_store(store)
+    missing = [name for name in STORE_METHODS if not callable(getattr(store, name, None))]
+    if missing:
+        msg = (
+            f"memory(store={store!r}) is not a ChatStore: it lacks {', '.join(missing)}. "
+            "Give a store URL such as 'sqlite:///chats.db' or an object with async "
+            + ", ".join(STORE_METHODS)
+            + "."
+        )
+        raise ConfigError(msg)
+    return store  # type: ignore[no-any-return]
+
+
+def memory_filter(
+    store: str | ChatStore = DEFAULT_STORE, *, window: int | None = None, name: str = "memory"
+) -> Filter:
+    """The memory filter: keeps each conversation (by ``context["conversation_id"]``) in ``store``.
+
+    Put it **first** in the filter list, so that every retry and re-entry happens inside it.
+    Without a ``conversation_id`` in the run context it passes through and stores nothing.
+    The kernel's system prompt and system messages are never stored.
+
+    Args:
+        store: a store URL (``memory://``, ``sqlite:///path.db`` — the default is
+            ``sqlite:///beamfilter.db`` in the working directory —, ``postgresql://...``,
+            ``redis://...``) or a :class:`ChatStore` object.
+        window: send only the last ``window`` stored messages to the model (never starting
+            on a tool result); the store keeps everything. None sends all.
+        name: the filter's name in the chain.
+
+    Returns:
+        A :class:`Filter` with ``extras={"store": store, "load_pause": ...}``, so
+        ``kernel.resume(conversation_id=..., decisions=...)`` finds a paused run on any worker.
+
+    Example::
+
+        kernel = Kernel(model, filters=[memory_filter("sqlite:///chats.db", window=50)])
+        await kernel.run("Hi, I'm Ada", context={"conversation_id": "ada"})
+    """
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+        msg = f"memory(window={window!r}) is invalid; give a positive number of messages, or None for all."
+        raise ConfigError(msg)
+    chat_store = _check_store(store)
+    load = chat_store.load
+    append = chat_store.append
+
+    async def around_turn(
+        request: TurnRequest, state: dict[str, Any], call_next: Callable[[TurnRequest], Awaitable[TurnResult]]
+    ) -> TurnResult:
+        cid = request.context.get(_CID)
+        if cid is None:
+            state.clear()
+            return await call_next(request)
+        cid = check_conversation_id(cid)
+        resumed = request.resume
+        history = await load(cid, window)
+        offset: int | None
+        if resumed:
+            # The paused part of the run is stored already: map positions past it.
+            paused = await chat_store.load_pause(cid)
+            offset = len(paused.messages) if paused is not None else None
+            healed: tuple[Message, ...] = ()
+        else:
+            # An outer re-entry passes the committed transcript as history.
+            offset = len(request.history)
+            healed = _heal_tail(history)
+        state[_CID] = cid
+        state["history"] = (*history, *healed)
+        state["offset"] = offset
+        result = await call_next(request)
+        status = result.status
+        if status == "cancelled":
+            return result
+        offset = state["offset"]
+        if offset is not None and offset <= len(result.messages):
+            new = [m for m in result.messages[offset:] if m.role != "system"]
+        elif result.return_direct:  # resumed straight into a direct answer, no stored pause
+            new = _direct_tail(result.messages)
+        else:  # an inner filter answered with a shorter transcript than the run's
+            new = [result.message] if result.message is not None else []
+        pause: PauseChange
+        if status == "paused" and result.pause is not None:
+            pause = result.pause
+        elif resumed or healed:
+            pause = None
+        else:
+            pause = KEEP_PAUSE
+        await append(cid, [*healed, *new], pause=pause)
+        return result
+
+    async def around_chat(
+        request: ChatRequest, state: dict[str, Any], call_next: Callable[[ChatRequest], Awaitable[ChatResponse]]
+    ) -> ChatResponse:
+        if _CID not in state:
+            return await call_next(request)
+        messages = request.messages
+        offset: int | None = state["offset"]
+        if offset is None:  # resumed without a stored pause: what came before the delta is not ours
+            offset = state["offset"] = len(messages) - len(request.delta)
+        # The in-run transcript past ``offset`` is this turn so far; the kernel has already
+        # dropped a re-run round's failed attempt from it, so nothing is sent twice.
+        prompt = [m for m in messages if m.role == "system"]
+        prompt.extend(state["history"])
+        prompt.extend(m for m in messages[offset:] if m.role != "system")
+        return await call_next(request.replace(messages=tuple(prompt)))
+
+    async def load_pause(conversation_id: str) -> PauseState | None:
+        return await chat_store.load_pause(conversation_id)
+
+    return Filter(
+        name,
+        around_turn=around_turn,
+        around_chat=around_chat,
+        extras={"store": chat_store, "load_pause": load_pause, "window": window},
+    )

@@ -1,0 +1,172 @@
+"""The ``ChatStore`` protocol and what every store shares: encoding, checks, windows."""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any, Final, Protocol, runtime_checkable
+
+from beamfilter_core import Message, PauseState, converter
+from beamfilter_core.errors import ConfigError, StoreError
+
+
+class _Keep(enum.Enum):
+    KEEP = "KEEP"
+
+    def __repr__(self) -> str:
+        return "KEEP_PAUSE"
+
+
+#: Default of ``append(..., pause=...)``: leave the stored pause state as it is.
+KEEP_PAUSE: Final = _Keep.KEEP
+
+#: What ``append(..., pause=...)`` accepts: a state to save, ``None`` to clear, or KEEP_PAUSE.
+PauseChange = PauseState | None | _Keep
+
+
+@runtime_checkable
+class ChatStore(Protocol):
+    """Where the memory filter keeps conversations: messages in order, and pause states.
+
+    Every method is async and keyed by a conversation id (a non-empty ``str``).
+    :meth:`append` is one transaction: all of its messages (and its pause change) are
+    stored, or none. Stores connect lazily, on first use; :meth:`aclose` releases them.
+
+    Example::
+
+        store = open_store("sqlite:///chats.db")
+        await store.append("c1", [Message.user("hi"), Message.assistant("hello")])
+        assert [m.text for m in await store.load("c1")] == ["hi", "hello"]
+        await store.aclose()
+    """
+
+    async def load(self, conversation_id: str, limit: int | None = None) -> list[Message]:
+        """The stored messages in order; with ``limit``, only the last ``limit`` of them,
+        never starting on a tool result (whose call would be cut off)."""
+        ...
+
+    async def append(
+        self, conversation_id: str, messages: Sequence[Message], *, pause: PauseChange = KEEP_PAUSE
+    ) -> None:
+        """Store ``messages`` after the existing ones, and optionally save (a
+        :class:`PauseState`) or clear (``None``) the pause, all in one transaction."""
+        ...
+
+    async def clear(self, conversation_id: str) -> None:
+        """Forget the conversation: its messages and its pause state."""
+        ...
+
+    async def save_pause(self, conversation_id: str, pause: PauseState) -> None:
+        """Store ``pause`` as the conversation's paused run (replacing any older one)."""
+        ...
+
+    async def load_pause(self, conversation_id: str) -> PauseState | None:
+        """The conversation's paused run, or None."""
+        ...
+
+    async def clear_pause(self, conversation_id: str) -> None:
+        """Forget the conversation's paused run (no error when there is none)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections, threads and pools (the store may not be used after)."""
+        ...
+
+
+STORE_METHODS: Final = ("load", "append", "clear", "save_pause", "load_pause", "clear_pause", "aclose")
+
+
+def check_conversation_id(conversation_id: Any) -> str:
+    """Return ``conversation_id`` if it is a non-empty str, else raise ConfigError."""
+    if type(conversation_id) is str and conversation_id:
+        return conversation_id
+    msg = (
+        f"conversation_id is {conversation_id!r} (a {type(conversation_id).__name__}); "
+        "give a non-empty str, e.g. context={'conversation_id': 'user-42'}."
+    )
+    raise ConfigError(msg)
+
+
+def check_limit(limit: Any) -> int | None:
+    """Return ``limit`` if it is None or a positive int, else raise ConfigError."""
+    if limit is None or (type(limit) is int and limit > 0):
+        return limit  # type: ignore[no-any-return]
+    msg = f"load(limit={limit!r}) is invalid; give a positive number of messages or None for all."
+    raise ConfigError(msg)
+
+
+def check_messages(messages: Any) -> tuple[Message, ...]:
+    """Return ``messages`` as a tuple of Message, or raise ConfigError naming the bad item."""
+    items = tuple(messages)
+    for index, item in enumerate(items):
+        if type(item) is not Message:
+            msg = (
+                f"append(messages[{index}]) is {item!r} (a {type(item).__name__}); "
+                "stores keep beamfilter_core.Message values only."
+            )
+            raise ConfigError(msg)
+    return items
+
+
+def encode(message: Message) -> str:
+    """One message as JSON text (the core converter's form)."""
+    return json.dumps(converter.unstructure(message), ensure_ascii=False)
+
+
+def decode(text: str | bytes, where: str) -> Message:
+    """A message from its stored JSON text; fields this version does not know are ignored
+    (the stored row itself is never rewritten, so they are kept)."""
+    try:
+        return converter.structure(json.loads(text), Message)
+    except Exception as exc:  # json or cattrs: the row is not a message we can read
+        msg = f"Cannot read the stored message {where}: {type(exc).__name__}: {exc}"
+        raise StoreError(msg) from exc
+
+
+def encode_pause(pause: PauseState) -> str:
+    """A pause state as JSON text."""
+    if type(pause) is not PauseState:
+        msg = f"save_pause(pause={pause!r}) needs a beamfilter_core.PauseState (from a paused TurnResult)."
+        raise ConfigError(msg)
+    return pause.to_json()
+
+
+def decode_pause(text: str | bytes, where: str) -> PauseState:
+    """A pause state from its stored JSON text."""
+    try:
+        return PauseState.from_json(text)
+    except Exception as exc:  # json or cattrs
+        msg = f"Cannot read the stored pause state {where}: {type(exc).__name__}: {exc}"
+        raise StoreError(msg) from exc
+
+
+def decode_all(rows: Iterable[str | bytes], conversation_id: str, trim: bool) -> list[Message]:
+    """Decode rows in order; with ``trim``, drop leading tool results (a window's cut)."""
+    out = [decode(row, f"of conversation {conversation_id!r}") for row in rows]
+    return trim_window(out) if trim else out
+
+
+def trim_window(messages: list[Message]) -> list[Message]:
+    """Drop tool results at the head: their assistant call was cut off by a window."""
+    start = 0
+    end = len(messages)
+    while start < end and messages[start].role == "tool":
+        start += 1
+    return messages[start:] if start else messages
+
+
+def check_pause_change(pause: Any) -> str | None | _Keep:
+    """Encode an ``append(pause=...)`` argument: JSON text, None (clear) or KEEP_PAUSE."""
+    if pause is KEEP_PAUSE or pause is None:
+        return pause  # type: ignore[no-any-return]
+    return encode_pause(pause)
+
+
+def store_failure(action: str, conversation_id: str | None, store: str, exc: BaseException) -> StoreError:
+    """A StoreError that says what failed, where, and why."""
+    target = f" for conversation {conversation_id!r}" if conversation_id is not None else ""
+    msg = f"{store}: {action}{target} failed: {type(exc).__name__}: {exc}"
+    error = StoreError(msg)
+    error.__cause__ = exc
+    return error

@@ -1,0 +1,165 @@
+"""``redis://...``: a shared store for many workers (redis-py asyncio, one list per conversation)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from beamfilter_core import Message, PauseState
+from beamfilter_core.errors import ConfigError, StoreError
+
+from ._base import (
+    KEEP_PAUSE,
+    PauseChange,
+    check_conversation_id,
+    check_limit,
+    check_messages,
+    check_pause_change,
+    decode_all,
+    decode_pause,
+    encode,
+    encode_pause,
+    store_failure,
+)
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+
+class RedisStore:
+    """Conversations in Redis: one list per conversation plus one key for its pause state.
+
+    Keys are ``<prefix><conversation_id>:messages`` and ``<prefix><conversation_id>:pause``.
+    Each :meth:`append` is one ``MULTI``/``EXEC`` transaction (the ``RPUSH`` of all its
+    messages, the pause change and the TTL refresh), so no reader or crash ever sees half
+    of it. With ``ttl`` (seconds) a conversation expires that long after its last append.
+
+    Args:
+        url: ``redis://host:6379/0`` (``rediss://`` for TLS, ``unix://`` for a socket).
+        prefix: key prefix, default ``beamfilter:``.
+        ttl: seconds a conversation is kept after its last write, or None (forever).
+
+    Example::
+
+        store = RedisStore("redis://localhost:6379/0", ttl=7 * 24 * 3600)
+    """
+
+    def __init__(self, url: str, *, prefix: str = "beamfilter:", ttl: int | None = None) -> None:
+        if not url.startswith(("redis://", "rediss://", "unix://")):
+            msg = f"Redis store URL {url!r} is invalid; write redis://host:port/db (or rediss://, unix://)."
+            raise ConfigError(msg)
+        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int) or ttl <= 0):
+            msg = f"RedisStore(ttl={ttl!r}) is invalid; give whole seconds > 0, or None to keep forever."
+            raise ConfigError(msg)
+        if not isinstance(prefix, str):
+            msg = f"RedisStore(prefix={prefix!r}) is invalid; give a str such as 'beamfilter:'."
+            raise ConfigError(msg)
+        self.url = url
+        self.prefix = prefix
+        self.ttl = ttl
+        self._client: Redis | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"RedisStore({self.url!r}, prefix={self.prefix!r}, ttl={self.ttl!r})"
+
+    def _redis(self) -> Redis:
+        client = self._client
+        if client is not None:
+            return client
+        if self._closed:
+            msg = f"{self!r} is closed; open a new store (stores cannot be reopened)."
+            raise StoreError(msg)
+        try:
+            from redis.asyncio import Redis
+        except ImportError as exc:
+            msg = "RedisStore needs redis-py: pip install 'beamfilter-memory[redis]'."
+            raise ConfigError(msg) from exc
+        client = self._client = Redis.from_url(self.url)
+        return client
+
+    def _keys(self, cid: str) -> tuple[str, str]:
+        prefix = self.prefix
+        return f"{prefix}{cid}:messages", f"{prefix}{cid}:pause"
+
+    def _failure(self, action: str, cid: str, exc: Exception) -> StoreError:
+        return store_failure(action, cid, repr(self), exc)
+
+    async def load(self, conversation_id: str, limit: int | None = None) -> list[Message]:
+        """The stored messages in order (the last ``limit``, never starting on a tool result)."""
+        cid = check_conversation_id(conversation_id)
+        limit = check_limit(limit)
+        key = self._keys(cid)[0]
+        try:
+            rows: list[bytes] = await self._redis().lrange(key, 0 if limit is None else -limit, -1)  # type: ignore[misc]
+        except Exception as exc:
+            raise self._failure("load", cid, exc) from exc
+        return decode_all(rows, cid, limit is not None)
+
+    async def append(
+        self, conversation_id: str, messages: Sequence[Message], *, pause: PauseChange = KEEP_PAUSE
+    ) -> None:
+        """Store ``messages`` and the pause change in one MULTI/EXEC transaction."""
+        cid = check_conversation_id(conversation_id)
+        rows = [encode(message) for message in check_messages(messages)]
+        change = check_pause_change(pause)
+        if not rows and change is KEEP_PAUSE:
+            return
+        messages_key, pause_key = self._keys(cid)
+        ttl = self.ttl
+        try:
+            async with self._redis().pipeline(transaction=True) as pipe:
+                if rows:
+                    pipe.rpush(messages_key, *rows)
+                if change is None:
+                    pipe.delete(pause_key)
+                elif change is not KEEP_PAUSE:
+                    pipe.set(pause_key, change)  # type: ignore[arg-type]  # narrowed to str
+                if ttl is not None:
+                    pipe.expire(messages_key, ttl)
+                    pipe.expire(pause_key, ttl)
+                await pipe.execute()
+        except Exception as exc:
+            raise self._failure("append", cid, exc) from exc
+
+    async def clear(self, conversation_id: str) -> None:
+        """Forget the conversation and its pause state."""
+        cid = check_conversation_id(conversation_id)
+        try:
+            await self._redis().delete(*self._keys(cid))
+        except Exception as exc:
+            raise self._failure("clear", cid, exc) from exc
+
+    async def save_pause(self, conversation_id: str, pause: PauseState) -> None:
+        """Store the conversation's paused run."""
+        cid = check_conversation_id(conversation_id)
+        text = encode_pause(pause)
+        try:
+            await self._redis().set(self._keys(cid)[1], text, ex=self.ttl)
+        except Exception as exc:
+            raise self._failure("save_pause", cid, exc) from exc
+
+    async def load_pause(self, conversation_id: str) -> PauseState | None:
+        """The conversation's paused run, or None."""
+        cid = check_conversation_id(conversation_id)
+        try:
+            text: Any = await self._redis().get(self._keys(cid)[1])
+        except Exception as exc:
+            raise self._failure("load_pause", cid, exc) from exc
+        return None if text is None else decode_pause(text, f"of conversation {cid!r}")
+
+    async def clear_pause(self, conversation_id: str) -> None:
+        """Forget the conversation's paused run."""
+        cid = check_conversation_id(conversation_id)
+        try:
+            await self._redis().delete(self._keys(cid)[1])
+        except Exception as exc:
+            raise self._failure("clear_pause", cid, exc) from exc
+
+    async def aclose(self) -> None:
+        """Close the connection pool (idempotent)."""
+        self._closed = True
+        client = self._client
+        self._client = None
+        if client is not None:
+            await client.aclose()
