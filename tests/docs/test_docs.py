@@ -14,6 +14,7 @@ The second part asserts that ``docs/index.md`` exists and links every existing p
 
 from __future__ import annotations
 
+import ast
 import re
 import sys
 import traceback
@@ -98,6 +99,24 @@ def _rel(page: Path) -> str:
         return str(page)
 
 
+def _compile_block(block: Block, filename: str) -> types.CodeType:
+    """Compile ``block`` at its page line numbers, with pytest's assertion introspection.
+
+    A bare ``assert a == b`` in an example then fails with both values in the message,
+    exactly like in a test module.
+    """
+    # Leading newlines keep tracebacks on the page's own line numbers.
+    padded = "\n" * (block.line - 1) + block.source
+    tree = ast.parse(padded, filename)
+    try:
+        from _pytest.assertion.rewrite import rewrite_asserts
+    except ImportError:  # pragma: no cover - pytest moved its private rewriter; plain asserts still work
+        pass
+    else:
+        rewrite_asserts(tree, padded.encode(), filename)
+    return compile(tree, filename, "exec", dont_inherit=True)
+
+
 def _doc_frames(exc: BaseException, filename: str) -> str:
     """The traceback lines that belong to the page (the rest is library internals)."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == filename]
@@ -122,11 +141,8 @@ def run_page(page: Path, text: str | None = None) -> int:
         for block in blocks:
             if block.skipped:
                 continue
-            # Leading newlines keep tracebacks on the page's own line numbers.
-            padded = "\n" * (block.line - 1) + block.source
             try:
-                code = compile(padded, filename, "exec", dont_inherit=True)
-                exec(code, module.__dict__)
+                exec(_compile_block(block, filename), module.__dict__)
             except Exception as exc:
                 where = _doc_frames(exc, filename)
                 msg = (
@@ -219,6 +235,14 @@ def test_failure_names_page_block_line_and_points_at_the_markdown_line(tmp_path:
     message = str(caught.value)
     assert message.startswith(f"{page}: the python block starting at line 10 failed with AssertionError: a is not b")
     assert f'File "{page}", line 11' in message
+
+
+def test_failed_assert_shows_the_compared_values(tmp_path: Path) -> None:
+    page = tmp_path / "p.md"
+    text = "```python\nresult = 'The answer is 3.'\nassert result == 'The answer is 4.'\n```\n"
+    with pytest.raises(DocExampleError) as caught:
+        run_page(page, text)
+    assert "assert 'The answer is 3.' == 'The answer is 4.'" in str(caught.value)
 
 
 def test_syntax_error_is_reported_with_the_block_line(tmp_path: Path) -> None:
