@@ -1,0 +1,73 @@
+"""Helpers of the peer tests: where the peers live and how to talk to their control APIs."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+HERE = Path(__file__).parent
+AIMOCK_CLI = HERE / "node_modules" / "@copilotkit" / "aimock" / "dist" / "cli.js"
+AIMOCK_FIXTURES = HERE / "aimock_fixtures.json"
+#: aimock answers 401 to any other key.
+AIMOCK_KEY = "beam-test-key"
+_LISTENING = re.compile(r"listening on (http://127\.0\.0\.1:\d+)")
+
+
+class Peer:
+    """A running peer: its process, root URL and captured output."""
+
+    def __init__(
+        self, name: str, process: subprocess.Popen[str], url: str, output: list[str], headers: dict[str, str]
+    ) -> None:
+        self.name = name
+        self.headers = headers
+        self.process = process
+        self.url = url
+        self.base_url = url + "/v1"
+        self.output = output
+
+    def get(self, path: str, **params: Any) -> Any:
+        response = httpx.get(self.url + path, params=params, headers=self.headers, timeout=10)
+        response.raise_for_status()
+        return response.json() if "json" in response.headers.get("content-type", "") else response.text
+
+    def post(self, path: str, body: Any = None) -> Any:
+        response = httpx.post(self.url + path, json=body, headers=self.headers, timeout=10)
+        response.raise_for_status()
+        return response.json()
+
+    def delete(self, path: str) -> Any:
+        response = httpx.delete(self.url + path, headers=self.headers, timeout=10)
+        response.raise_for_status()
+        return response.json()
+
+
+def _drain(stream: Any, sink: list[str]) -> None:
+    for line in stream:
+        sink.append(line.rstrip("\n"))
+
+
+def _start(name: str, argv: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str], list[str]]:
+    process = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=HERE
+    )
+    output: list[str] = []
+    threading.Thread(target=_drain, args=(process.stdout, output), name=f"{name}-output", daemon=True).start()
+    return process, output
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+    if process.stdout is not None:
+        process.stdout.close()
