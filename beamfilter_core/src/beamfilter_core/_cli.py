@@ -1,11 +1,299 @@
-"""The ``beamfilter`` command (placeholder until the CLI lands)."""
+"""The ``beamfilter`` command (also ``python -m beamfilter_core``).
+
+Exit codes: 0 success, 1 the run failed, 2 usage or config error. The listing command
+works even when plugins fail to import: failures are listed, never fatal.
+"""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import json
 import sys
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TextIO
+
+from .errors import BeamfilterError, ConfigError, PluginError
+
+if TYPE_CHECKING:
+    from ._config import BuiltConfig
+    from ._kernel import Kernel
+    from ._records import TurnResult
+    from ._registry import Registered
+
+__all__ = ["main"]
+
+OK, RUN_ERROR, USAGE_ERROR = 0, 1, 2
+
+_TERMINALS = {
+    "turn": "[the tool loop]",
+    "iteration": "[one model call and its tool calls]",
+    "chat": "[the model]",
+    "tool": "[the tool]",
+}
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``beamfilter`` command."""
-    print("beamfilter: the command line is not built yet", file=sys.stderr)
-    return 2
+def _parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="beamfilter",
+        description="Run and inspect beamfilter kernels built from a beamfilter.toml config.",
+        epilog="Exit codes: 0 success, 1 the run failed, 2 usage or config error.",
+    )
+    parser.add_argument("--version", action="version", version=f"beamfilter-core {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    plugins = sub.add_parser("plugins", help="list plugins and what they provide", description=_cmd_plugins.__doc__)
+    plugins.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    plugins.set_defaults(handler=_cmd_plugins)
+
+    chain = sub.add_parser("chain", help="draw the filter onion of each scope", description=_cmd_chain.__doc__)
+    chain.add_argument("config", help="path to a beamfilter.toml")
+    chain.set_defaults(handler=_cmd_chain)
+
+    run = sub.add_parser("run", help="run one prompt, streaming the answer", description=_cmd_run.__doc__)
+    run.add_argument("config", help="path to a beamfilter.toml")
+    run.add_argument("prompt", help="the prompt ('-' reads it from stdin)")
+    run.add_argument("--json", action="store_true", help="print the TurnResult as JSON instead of streaming")
+    run.add_argument("--conversation-id", help="context conversation_id (used by the memory filter)")
+    run.set_defaults(handler=_cmd_run)
+
+    chat = sub.add_parser("chat", help="an interactive conversation", description=_cmd_chat.__doc__)
+    chat.add_argument("config", help="path to a beamfilter.toml")
+    chat.add_argument("--conversation-id", help="continue this conversation (default: a new id)")
+    chat.set_defaults(handler=_cmd_chat)
+
+    demo = sub.add_parser(
+        "demo", help="the README's demo on the embedded local model", description=_cmd_demo.__doc__, add_help=False
+    )
+    demo.add_argument("args", nargs=argparse.REMAINDER, help="passed to the demo (try: demo --help)")
+    demo.set_defaults(handler=_cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``beamfilter`` command with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help / --version (0) or a usage error (2)
+        return exc.code if isinstance(exc.code, int) else USAGE_ERROR
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return USAGE_ERROR
+    try:
+        return int(args.handler(args))
+    except (ConfigError, PluginError) as exc:
+        print(f"beamfilter {args.command}: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    except BeamfilterError as exc:
+        print(f"beamfilter {args.command}: the run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return RUN_ERROR
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return 130
+
+
+# -- plugins ----------------------------------------------------------------------------
+
+
+def _cmd_plugins(args: argparse.Namespace) -> int:
+    """List every plugin of the ``beamfilter`` entry point group: distribution, version,
+    status (loaded, failed with the reason, blocked) and the filters, stores and models it
+    provides. Failing plugins are listed, never fatal."""
+    from ._registry import Registry, core_version
+
+    registry = Registry(strict=False)
+    infos = registry.plugins()
+    provided: dict[str, list[dict[str, Any]]] = {}
+    groups: tuple[tuple[str, Sequence[Registered[Any]]], ...] = (
+        ("filter", registry.filters()),
+        ("store", registry.stores()),
+        ("model", registry.models()),
+    )
+    for kind, items in groups:
+        for item in items:
+            entry: dict[str, Any] = {
+                "kind": kind,
+                "name": item.name,
+                "qualified": item.qualified,
+                "summary": item.summary,
+            }
+            if kind == "filter":
+                entry["scopes"] = list(item.spec.scopes)
+            elif kind == "store":
+                entry["schemes"] = list(item.spec.schemes)
+            provided.setdefault(item.plugin, []).append(entry)
+    if args.json:
+        data = [{**info.to_dict(), "provides": provided.get(info.name, [])} for info in infos]
+        print(json.dumps({"core_version": core_version(), "plugins": data}, indent=2))
+        return OK
+    out = sys.stdout
+    print(f"beamfilter-core {core_version()}: {len(infos)} plugins", file=out)
+    for info in infos:
+        where = f"{info.distribution} {info.version}" if info.distribution else "(registered in code)"
+        print(f"\n{info.name}  [{info.status}]  {where}", file=out)
+        if info.status == "failed":
+            print(f"  error: {info.error}", file=out)
+            print(f"  hint:  {info.hint}", file=out)
+        elif info.status == "blocked":
+            print(f"  not imported: {info.error}", file=out)
+        for entry in provided.get(info.name, []):
+            extra = ", ".join(entry.get("scopes", []) or entry.get("schemes", []))
+            extra = f"  ({extra})" if extra else ""
+            print(f"  {entry['kind']:<6} {entry['qualified']:<28} {entry['summary']}{extra}", file=out)
+        if info.status == "loaded" and not provided.get(info.name):
+            print("  (provides nothing yet)", file=out)
+    return OK
+
+
+# -- chain ------------------------------------------------------------------------------
+
+
+def _memory_warning(built: BuiltConfig, err: TextIO) -> None:
+    for position, item in enumerate(built.filters):
+        if position and (item.qualified.rpartition(":")[2] == "memory" or getattr(item.filter, "name", "") == "memory"):
+            before = ", ".join(b.qualified for b in built.filters[:position])
+            print(
+                f"warning: the memory filter is filters[{item.index}], after {before}; put it first so that "
+                "every other filter sees the loaded history and its retries are saved.",
+                file=err,
+            )
+
+
+def _cmd_chain(args: argparse.Namespace) -> int:
+    """Draw the onion of each scope (turn, iteration, chat, tool) and the token transforms,
+    outermost filter first, as built from CONFIG."""
+    from ._config import build_config
+    from ._filter import SCOPES
+
+    built = build_config(args.config)
+    kernel = built.kernel
+    out = sys.stdout
+    names = [b.qualified for b in built.filters]
+    print(f"{built.source}: model {built.model or type(kernel.model).__name__}, {len(names)} filters", file=out)
+    for scope in SCOPES:
+        print(f"\n{scope}", file=out)
+        indent = "  "
+        for index, _hook in kernel.chain(scope).layers:
+            print(f"{indent}└─ {kernel.filters[index].name} ({names[index]})", file=out)
+            indent += "   "
+        terminal = f"[the model: {built.model}]" if scope == "chat" and built.model else _TERMINALS[scope]
+        print(f"{indent}└─ {terminal}", file=out)
+    transforms = [
+        (flt.name, names[i], flt.token.applies_to) for i, flt in enumerate(kernel.filters) if flt.token is not None
+    ]
+    print("\ntoken (the streamed text, in this order)", file=out)
+    steps = [f"{name} ({qualified}, {applies})" for name, qualified, applies in transforms]
+    print("  " + " → ".join(["[model tokens]", *steps, "[output]"]), file=out)
+    _memory_warning(built, sys.stderr)
+    return OK
+
+
+# -- run / chat -------------------------------------------------------------------------
+
+
+async def _stream(kernel: Kernel, entry: Any, context: dict[str, Any] | None, out: TextIO, err: TextIO) -> TurnResult:
+    from ._streaming import RunFinished, TextDelta, ToolCallFinished, ToolCallStarted
+
+    result: TurnResult | None = None
+    async for event in kernel.run_stream(entry, context=context):
+        kind = type(event)
+        if kind is TextDelta:
+            out.write(event.text)  # type: ignore[union-attr]
+            out.flush()
+        elif kind is ToolCallStarted:
+            call = event.call  # type: ignore[union-attr]
+            print(f"[tool {call.name}({json.dumps(call.arguments)})]", file=err)
+        elif kind is ToolCallFinished:
+            status = "ok" if event.result.ok else "failed"  # type: ignore[union-attr]
+            print(f"[tool {event.call.name}: {status}]", file=err)  # type: ignore[union-attr]
+        elif isinstance(event, RunFinished):
+            result = event.result
+    out.write("\n")
+    out.flush()
+    if result is None:  # pragma: no cover - run_stream always ends with RunFinished
+        msg = "the stream ended without a result"
+        raise BeamfilterError(msg)
+    return result
+
+
+def _report_status(result: TurnResult, err: TextIO) -> None:
+    if result.status == "paused" and result.pause is not None:
+        print(f"paused: awaiting a decision on tool calls {', '.join(result.pause.awaiting)}", file=err)
+    elif result.status == "cancelled":
+        print("cancelled", file=err)
+    if result.blocked_by:
+        print(f"blocked by the filter {result.blocked_by!r}", file=err)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    """Run PROMPT through the kernel built from CONFIG, streaming the answer to stdout
+    (tool calls are shown on stderr). ``--json`` prints the whole TurnResult instead."""
+    from ._config import build_config
+
+    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    kernel = build_config(args.config).kernel
+    context = {"conversation_id": args.conversation_id} if args.conversation_id else None
+    if args.json:
+        from ._serde import converter
+
+        result = asyncio.run(kernel.run(prompt, context=context))
+        print(json.dumps(converter.unstructure(result), indent=2, ensure_ascii=False))
+    else:
+        result = asyncio.run(_stream(kernel, prompt, context, sys.stdout, sys.stderr))
+    _report_status(result, sys.stderr)
+    return OK
+
+
+def _cmd_chat(args: argparse.Namespace) -> int:
+    """An interactive conversation with the kernel built from CONFIG. Each turn runs with
+    context {"conversation_id": ID}, so a memory filter keeps the history; without one the
+    history is kept in this process. End with Ctrl-D or /exit."""
+    from ._config import build_config
+
+    built = build_config(args.config)
+    has_memory = any(b.qualified.rpartition(":")[2] == "memory" for b in built.filters)
+    conversation_id = args.conversation_id or uuid.uuid4().hex
+    print(f"conversation: {conversation_id}")
+    if not has_memory:
+        print("(no memory filter: the history lives in this process only)", file=sys.stderr)
+    _memory_warning(built, sys.stderr)
+    asyncio.run(_chat_loop(built.kernel, conversation_id, keep_history=not has_memory))
+    return OK
+
+
+async def _chat_loop(kernel: Kernel, conversation_id: str, *, keep_history: bool) -> None:
+    from ._messages import Message
+
+    history: tuple[Message, ...] = ()
+    context = {"conversation_id": conversation_id}
+    while True:
+        print("you> ", end="", flush=True)
+        line = await asyncio.to_thread(sys.stdin.readline)
+        if not line:  # EOF
+            print()
+            return
+        text = line.strip()
+        if text in ("/exit", "/quit"):
+            return
+        if not text:
+            continue
+        entry = (*history, Message("user", text)) if keep_history else text
+        print("assistant> ", end="", flush=True)
+        result = await _stream(kernel, entry, context, sys.stdout, sys.stderr)
+        _report_status(result, sys.stderr)
+        if keep_history:
+            history = result.messages
+
+
+# -- demo -------------------------------------------------------------------------------
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    """Run the README's demo (see ``beamfilter demo --help`` for its options)."""
+    from . import _demo  # type: ignore[attr-defined,unused-ignore]
+
+    return int(_demo.run_demo(list(args.args)) or 0)
