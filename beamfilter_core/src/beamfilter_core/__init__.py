@@ -28,12 +28,12 @@ from ._records import (
     TurnRequest,
     TurnResult,
 )
-from ._serde import converter
 from ._specs import BuildContext, FilterSpec, ModelSpec, StoreSpec
 from ._streaming import Event, RunFinished, TextDelta, ToolCallFinished, ToolCallStarted
 from ._tools import Tool, tool
 
 if _typing.TYPE_CHECKING:
+    from ._serde import converter
     from ._hookspecs import hookimpl
     from ._models._openai import OpenAIChatModel
     from ._registry import PluginInfo, Registry, StaticEntryPoint, list_plugins
@@ -88,6 +88,7 @@ __all__ = [
 
 # httpx and pluggy are imported on first use only, to keep ``import beamfilter_core`` fast.
 _LAZY = {
+    "converter": ("._serde", "converter"),
     "OpenAIChatModel": ("._models._openai", "OpenAIChatModel"),
     "hookimpl": ("._hookspecs", "hookimpl"),
     "PluginInfo": ("._registry", "PluginInfo"),

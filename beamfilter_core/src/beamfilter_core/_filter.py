@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import copy
-import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
+from ._lazy import lazy_module
 from .errors import ConfigError
+
+if TYPE_CHECKING:
+    import inspect
+else:
+    inspect = lazy_module("inspect", globals())
 
 #: ``async def hook(request, state, call_next) -> response``
 Hook = Callable[[Any, dict[str, Any], Callable[[Any], Awaitable[Any]]], Awaitable[Any]]

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._chain import CompiledChain, attribute, hook_codes
 from ._filter import SCOPES, CompiledFilter, Scope, TokenTransform, normalise_all
+from ._lazy import lazy_module
 from ._messages import Message, ToolCall, as_messages
 from ._records import Decision, PauseState, TurnRequest, TurnResult
 from ._run import _Run, check_decisions
 from ._streaming import Channel, Event, RunFinished
 from ._tools import Tool, make_tool
 from .errors import ConfigError, ResumeError, ToolDefinitionError
+
+if TYPE_CHECKING:
+    import asyncio
+    import inspect
+else:
+    asyncio = lazy_module("asyncio", globals())
+    inspect = lazy_module("inspect", globals())
 
 if TYPE_CHECKING:
     from ._models._base import ChatModel
@@ -273,9 +279,7 @@ class Kernel:
                 except asyncio.CancelledError:
                     pass
 
-    async def _pause_for(
-        self, pause: PauseState | str | None, conversation_id: str | None
-    ) -> PauseState:
+    async def _pause_for(self, pause: PauseState | str | None, conversation_id: str | None) -> PauseState:
         if pause is not None:
             return PauseState.from_json(pause) if isinstance(pause, str) else pause
         if conversation_id is None:
@@ -363,4 +367,3 @@ class Kernel:
                 yield event
         finally:
             await pump.aclose()
-

@@ -7,13 +7,12 @@ the chat chain and runs that call's tool batch through the tool chain.
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from ._lazy import lazy_module
 from ._messages import Message, ToolCall, Usage
 from ._records import (
     ChatRequest,
@@ -29,6 +28,13 @@ from ._records import (
 )
 from ._streaming import ToolCallFinished, ToolCallStarted, apply_to_text, pipeline
 from .errors import ConfigError, MaxIterationsExceeded, ResumeError
+
+if TYPE_CHECKING:
+    import asyncio
+    import inspect
+else:
+    asyncio = lazy_module("asyncio", globals())
+    inspect = lazy_module("inspect", globals())
 
 if TYPE_CHECKING:
     from ._kernel import CancelToken, Kernel
@@ -245,7 +251,9 @@ class _Run:
         emit = self.emit
         if emit is not None:
             emit(ToolCallStarted(call))
-        request = ToolRequest(tool, arguments, call.id, snapshot, call.raw_arguments if arguments is call.arguments else None)
+        request = ToolRequest(
+            tool, arguments, call.id, snapshot, call.raw_arguments if arguments is call.arguments else None
+        )
         result = await self.tool(request)
         if type(result) is not ToolResult:
             self._wrong_type("tool", result, "ToolResult")
@@ -330,7 +338,13 @@ class _Run:
         loop.llm_calls += 1
         kernel = self.kernel
         chat_request = ChatRequest(
-            tuple(transcript), kernel._tool_list, None, kernel.options, self.view, request.messages, kernel.system_prompt
+            tuple(transcript),
+            kernel._tool_list,
+            None,
+            kernel.options,
+            self.view,
+            request.messages,
+            kernel.system_prompt,
         )
         response = await self.chat(chat_request)
         if type(response) is not ChatResponse:
@@ -362,7 +376,9 @@ class _Run:
 
     def _wrong_type(self, scope: str, value: Any, expected: str) -> None:
         names = self.kernel._chains[scope].names  # type: ignore[index]
-        where = f"the {scope} chain (filters, outermost first: {', '.join(names)})" if names else f"the {scope} terminal"
+        where = (
+            f"the {scope} chain (filters, outermost first: {', '.join(names)})" if names else f"the {scope} terminal"
+        )
         msg = f"{where} returned {value!r} (a {type(value).__name__}); around_{scope} hooks must return a {expected}."
         raise ConfigError(msg)
 

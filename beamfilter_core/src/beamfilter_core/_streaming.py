@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import attrs
 
 from ._filter import TokenTransform
+from ._lazy import lazy_module
 from ._messages import ToolCall
 from ._records import ToolResult, TurnResult
+
+if TYPE_CHECKING:
+    import asyncio
+else:
+    asyncio = lazy_module("asyncio", globals())
 
 Sink = Callable[[str], None]
 

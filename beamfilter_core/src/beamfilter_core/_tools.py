@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-import inspect
 import re
 import types
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import attrs
 
+from ._lazy import lazy_module
 from .errors import ToolDefinitionError
+
+if TYPE_CHECKING:
+    import inspect
+else:
+    inspect = lazy_module("inspect", globals())
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import re
 from collections.abc import Callable, Iterable
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
+from .._lazy import lazy_module
 from .._records import ChatRequest, ChatResponse
 from ..errors import ConfigError, ScriptExhaustedError
 from ._base import TokenSink
+
+if TYPE_CHECKING:
+    import asyncio
+    import inspect
+else:
+    asyncio = lazy_module("asyncio", globals())
+    inspect = lazy_module("inspect", globals())
 
 ScriptItem = Union[str, ChatResponse, Callable[[ChatRequest], Any]]
 
