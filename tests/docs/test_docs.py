@@ -161,6 +161,47 @@ def doc_pages() -> list[Path]:
     return sorted(DOCS.rglob("*.md"))
 
 
+def heading_anchors(text: str) -> set[str]:
+    """The anchors GitHub-style renderers give the page's headings (``## A `b` c`` -> ``a-b-c``)."""
+    anchors: set[str] = set()
+    counts: dict[str, int] = {}
+    in_fence = False
+    for line in text.split("\n"):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+            continue
+        heading = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if in_fence or heading is None:
+            continue
+        slug = re.sub(r"[^\w\- ]", "", heading[1].lower()).replace(" ", "-")
+        seen = counts.get(slug, 0)
+        counts[slug] = seen + 1
+        anchors.add(slug if seen == 0 else f"{slug}-{seen}")
+    return anchors
+
+
+def broken_anchors(page: Path) -> list[str]:
+    """Links of ``page`` to ``#anchor`` in an existing page where no heading has that anchor.
+
+    Links to pages that do not exist (yet) are left to the index check.
+    """
+    problems: list[str] = []
+    text = page.read_text(encoding="utf-8")
+    for match in _LINK.finditer(text):
+        target = match["target"]
+        if "#" not in target or re.match(r"^[a-z][a-z0-9+.-]*:", target):
+            continue
+        file_part, anchor = target.split("#", 1)
+        linked = (page.parent / file_part).resolve() if file_part else page
+        if not linked.is_file():
+            continue
+        linked_text = text if linked == page else linked.read_text(encoding="utf-8")
+        if anchor not in heading_anchors(linked_text):
+            line = text.count("\n", 0, match.start()) + 1
+            problems.append(f"{_rel(page)}:{line}: no heading in {_rel(linked)} has the anchor #{anchor}")
+    return problems
+
+
 def index_links(index: Path) -> set[Path]:
     """The local pages that ``index`` links to, resolved (anchors and URLs ignored)."""
     found: set[Path] = set()
@@ -196,6 +237,11 @@ def test_every_existing_page_is_linked_from_the_index() -> None:
     linked = index_links(index)
     unlinked = [_rel(page) for page in doc_pages() if page != index and page.resolve() not in linked]
     assert not unlinked, f"docs/index.md does not link these pages: {', '.join(unlinked)}; add a link to each."
+
+
+def test_links_to_headings_resolve() -> None:
+    problems = [problem for page in doc_pages() for problem in broken_anchors(page)]
+    assert not problems, "broken links to headings:\n" + "\n".join(problems)
 
 
 # -- the harness itself --------------------------------------------------------------------
@@ -264,3 +310,18 @@ def test_index_links_resolve_relative_targets_and_ignore_urls(tmp_path: Path) ->
         encoding="utf-8",
     )
     assert index_links(index) == {(tmp_path / "a.md").resolve(), (tmp_path / "sub" / "b.md").resolve()}
+
+
+def test_heading_anchors_follow_github_slugs() -> None:
+    text = "# Top\n## Retry: calling `call_next` again\n```python\n# not a heading\n```\n## Top\n"
+    assert heading_anchors(text) == {"top", "retry-calling-call_next-again", "top-1"}
+
+
+def test_broken_anchor_is_reported_with_page_and_line(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("# A\n\n## Real part\n", encoding="utf-8")
+    page = tmp_path / "b.md"
+    page.write_text(
+        "# B\nSee [ok](a.md#real-part), [self](#b),\n[bad](a.md#gone) and [later](missing.md#x).\n",
+        encoding="utf-8",
+    )
+    assert broken_anchors(page) == [f"{page}:3: no heading in {tmp_path / 'a.md'} has the anchor #gone"]
