@@ -12,7 +12,18 @@ from beamfilter_core import FilterSpec, hookimpl
 # Filters that shape content and control flow.
 _CONTENT_MODULES: tuple[str, ...] = ()
 # Filters for reliability and operations.
-_OPERATIONS_MODULES: tuple[str, ...] = ()
+_OPERATIONS_MODULES: tuple[str, ...] = (
+    "_pii",
+    "_loop_guard",
+    "_call_limits",
+    "_tool_retry",
+    "_model_retry",
+    "_fallback",
+    "_tool_errors",
+    "_heal_dangling",
+    "_compaction",
+    "_tracing",
+)
 
 
 @hookimpl

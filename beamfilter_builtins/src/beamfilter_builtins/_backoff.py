@@ -1,0 +1,39 @@
+"""Exponential backoff with jitter, shared by ``tool_retry`` and ``model_retry``."""
+
+from __future__ import annotations
+
+import random
+
+import attrs
+
+from ._options import check_number
+
+
+@attrs.frozen(slots=True)
+class Backoff:
+    """Delays ``initial * multiplier**attempt``, capped at ``maximum``.
+
+    With ``jitter`` each delay is drawn uniformly from ``[delay / 2, delay]`` ("equal
+    jitter"), so concurrent clients spread out but never retry immediately.
+    """
+
+    initial: float = 1.0
+    maximum: float = 30.0
+    multiplier: float = 2.0
+    jitter: bool = True
+
+    @classmethod
+    def checked(cls, where: str, initial: float, maximum: float, multiplier: float, jitter: bool) -> Backoff:
+        """Build a backoff from user options, with clear errors."""
+        first = check_number(where, "initial_delay", initial, 0.0)
+        cap = check_number(where, "max_delay", maximum, 0.0)
+        factor = check_number(where, "multiplier", multiplier, 1.0)
+        assert first is not None and cap is not None and factor is not None  # not optional here
+        return cls(first, cap, factor, bool(jitter))
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait before retry number ``attempt`` (0 for the first retry)."""
+        base = min(self.maximum, self.initial * self.multiplier**attempt)
+        if self.jitter:
+            return random.uniform(base / 2, base)  # noqa: S311  # jitter, not cryptography
+        return base

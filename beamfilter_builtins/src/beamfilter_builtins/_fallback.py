@@ -1,0 +1,130 @@
+"""``fallback``: when the kernel's model fails, ask other models in turn.
+
+The primary call goes down the chain as usual. If it fails with a retryable error (see
+:func:`._model_retry.is_retryable`), an authentication/permission error (401/403) or a
+not-found error (404), and no text was streamed towards the consumer yet, each fallback
+model is asked in order with the same request. The first answer wins. When every model
+fails, the last error is raised with a note per failed model.
+
+Fallback models are called directly by this filter, with the kernel's system prompt
+prepended like the chat terminal does. Two consequences, documented in
+``docs/builtins/fallback.md``: a fallback model's answer is not streamed token by token
+(it arrives whole, in the result), and answer-rewriting token transforms such as
+``redact`` do not rewrite it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from beamfilter_core import BuildContext, ChatRequest, ChatResponse, Filter, FilterSpec, Message
+from beamfilter_core.errors import ConfigError
+
+from ._model_retry import is_auth_or_missing, is_retryable
+from ._streamwatch import StreamWatch
+
+__all__ = ["SPEC", "fallback_filter"]
+
+_log = logging.getLogger("beamfilter.fallback")
+
+
+def _should_fall_back(exc: BaseException) -> bool:
+    return is_retryable(exc) or is_auth_or_missing(exc)
+
+
+def _resolve_models(models: Any, build: BuildContext | None) -> tuple[tuple[str, Any], ...]:
+    where = "fallback_filter"
+    if isinstance(models, str) or not isinstance(models, Sequence) or not models:
+        msg = f"{where}(models={models!r}) is invalid; give a non-empty list of model names (config) or ChatModels."
+        raise ConfigError(msg)
+    known = dict(build.models) if build is not None else {}
+    resolved: list[tuple[str, Any]] = []
+    for index, item in enumerate(models):
+        if isinstance(item, str):
+            model = known.get(item)
+            if model is None:
+                names = ", ".join(sorted(known)) or "none"
+                msg = (
+                    f"{where}: models[{index}] is {item!r}, which is not a model named in the config "
+                    f"(known models: {names}); declare it under [models.{item}] or pass a ChatModel."
+                )
+                raise ConfigError(msg)
+            resolved.append((item, model))
+        elif callable(getattr(item, "complete", None)):
+            resolved.append((getattr(item, "name", None) or type(item).__name__, item))
+        else:
+            msg = f"{where}: models[{index}] is {item!r}; give a config model name or a ChatModel."
+            raise ConfigError(msg)
+    return tuple(resolved)
+
+
+def fallback_filter(*, models: Sequence[Any], build: BuildContext | None = None, name: str = "fallback") -> Filter:
+    """Answer with other models when the kernel's model fails.
+
+    Args:
+        models: Fallback models, tried in order: names of models declared in the config
+            (``[models.<name>]``, resolved through ``build.models``) or ChatModel objects.
+        build: Given by ``Kernel.from_config``; not needed with ChatModel objects.
+        name: The filter's name.
+
+    Returns:
+        A chat-scope filter (plus a pass-through token transform that notices streaming).
+        ``state["model"]`` records which model answered the last call (``"primary"`` or a
+        fallback's name).
+    """
+    chain = _resolve_models(models, build)
+    watch = StreamWatch(name)
+
+    async def around_chat(
+        request: ChatRequest, state: dict[str, Any], call_next: Callable[[ChatRequest], Awaitable[ChatResponse]]
+    ) -> ChatResponse:
+        with watch.attempt() as current:
+            try:
+                response = await call_next(request)
+            except Exception as exc:
+                if current.streamed or not _should_fall_back(exc):
+                    raise
+                error: Exception = exc
+            else:
+                state["model"] = "primary"
+                return response
+        direct = request
+        if request.system is not None:
+            direct = request.replace(messages=(Message("system", request.system), *request.messages))
+        failures = [f"primary model: {type(error).__name__}: {error}"]
+        for label, model in chain:
+            _log.warning("LLM call failed (%s); falling back to model %r", error, label)
+            try:
+                response = await model.complete(direct)
+            except Exception as exc:
+                if not _should_fall_back(exc):
+                    raise
+                failures.append(f"fallback {label!r}: {type(exc).__name__}: {exc}")
+                error = exc
+                continue
+            state["model"] = label
+            state["fallbacks"] = state.get("fallbacks", 0) + 1
+            return response  # type: ignore[no-any-return]
+        error.add_note("fallback tried every model: " + "; ".join(failures))
+        raise error
+
+    return Filter(name, around_chat=around_chat, token=watch.transform)
+
+
+SPEC = FilterSpec(
+    "fallback",
+    fallback_filter,
+    {
+        "type": "object",
+        "properties": {
+            "models": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            "name": {"type": "string"},
+        },
+        "required": ["models"],
+        "additionalProperties": False,
+    },
+    "Ask other configured models when the kernel's model fails (retryable, auth or 404 errors).",
+    ("chat", "token"),
+)
