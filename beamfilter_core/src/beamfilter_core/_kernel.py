@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._chain import CompiledChain, attribute, hook_codes
@@ -264,7 +264,7 @@ class Kernel:
         run = _Run(self, context, sink=channel.push_text, emit=channel.push, cancel=cancel)
         return self._pump(channel, run, TurnRequest(messages, run.view))
 
-    async def _pump(self, channel: Channel, run: _Run, request: TurnRequest) -> AsyncIterator[Event]:
+    async def _pump(self, channel: Channel, run: _Run, request: TurnRequest) -> AsyncGenerator[Event, None]:
         task = asyncio.ensure_future(self._execute(run, request))
         task.add_done_callback(lambda _: channel.close())
         try:

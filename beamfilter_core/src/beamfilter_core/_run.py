@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ._lazy import lazy_module
 from ._messages import Message, ToolCall, Usage
@@ -374,7 +374,7 @@ class _Run:
         results = await self._run_batch(calls, decided)
         return self._after_batch(calls, results)
 
-    def _wrong_type(self, scope: str, value: Any, expected: str) -> None:
+    def _wrong_type(self, scope: str, value: Any, expected: str) -> NoReturn:
         names = self.kernel._chains[scope].names  # type: ignore[index]
         where = (
             f"the {scope} chain (filters, outermost first: {', '.join(names)})" if names else f"the {scope} terminal"

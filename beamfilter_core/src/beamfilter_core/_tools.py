@@ -28,7 +28,8 @@ def _compile_validator(name: str, schema: Mapping[str, Any]) -> Callable[[Any], 
     import fastjsonschema
 
     try:
-        return fastjsonschema.compile(dict(schema))  # type: ignore[no-any-return]
+        validator: Callable[[Any], Any] = fastjsonschema.compile(dict(schema))
+        return validator
     except fastjsonschema.JsonSchemaDefinitionException as exc:
         msg = f"Tool {name!r} has an invalid parameters schema: {exc}. Fix the schema."
         raise ToolDefinitionError(msg) from exc
@@ -154,7 +155,7 @@ def make_tool(
     if not callable(fn):
         msg = f"Cannot make a tool from {fn!r}: it is not callable."
         raise ToolDefinitionError(msg)
-    tool_name = name or getattr(fn, "__name__", "")
+    tool_name: str = name or str(getattr(fn, "__name__", ""))
     if not _NAME.match(tool_name):
         msg = f"Tool name {tool_name!r} is invalid; use 1-64 letters, digits, '_' or '-'."
         raise ToolDefinitionError(msg)

@@ -22,8 +22,13 @@ def trace_filter(name: str, log: list[str], scopes: tuple[str, ...] = SCOPES) ->
 
         return hook
 
-    hooks = {f"around_{scope}": make(scope) for scope in scopes}
-    return Filter(name, **hooks)
+    return Filter(
+        name,
+        around_turn=make("turn") if "turn" in scopes else None,
+        around_iteration=make("iteration") if "iteration" in scopes else None,
+        around_chat=make("chat") if "chat" in scopes else None,
+        around_tool=make("tool") if "tool" in scopes else None,
+    )
 
 
 async def collect_stream(events: AsyncIterator[Event]) -> tuple[str, list[Event]]:
