@@ -1,0 +1,89 @@
+"""A separate process for the crash and multi-process tests: ``python _worker.py MODE KIND URL CID``.
+
+Modes:
+- ``append``: append batches of 10 messages forever, printing ``ready`` after the first;
+  the test SIGKILLs it at some moment (often in the middle of a transaction).
+- ``turn``: complete one turn, then start a second one that hangs inside its second LLM
+  call (after a tool round trip), printing ``mid-turn``; the test SIGKILLs it there.
+- ``pause``: run a turn that pauses on a sensitive tool, print ``paused`` and hang.
+- ``writer``: append 40 batches of 5 messages to CID, then exit (several run at once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+from beamfilter_core import ChatResponse, Decision, Kernel, Message, ScriptedModel, ToolCall, tool
+
+from beamfilter_memory import ChatStore, memory_filter, open_store
+
+BATCH = 10
+
+
+def _open(kind: str, url: str, prefix: str) -> ChatStore:
+    if kind in ("postgres", "redis"):
+        return open_store(url, prefix=prefix)
+    return open_store(url)
+
+
+@tool
+def lookup(city: str) -> str:
+    """Weather of a city."""
+    return f"sunny in {city}"
+
+
+@tool(sensitive=True)
+def transfer(amount: int) -> str:
+    """Move money."""
+    return f"moved {amount}"
+
+
+async def _hang(request: object) -> ChatResponse:
+    print("mid-turn", flush=True)
+    await asyncio.sleep(3600)
+    raise AssertionError("unreachable")
+
+
+async def main(mode: str, kind: str, url: str, cid: str, prefix: str) -> None:
+    store = _open(kind, url, prefix)
+    try:
+        if mode == "append":
+            batch = 0
+            while True:
+                payload = "x" * 2000
+                await store.append(
+                    cid, [Message.user(f"{batch}:{index}:{payload}") for index in range(BATCH)]
+                )
+                if batch == 0:
+                    print("ready", flush=True)
+                batch += 1
+        elif mode == "writer":
+            for batch in range(40):
+                await store.append(cid, [Message.user(f"{os.getpid()}:{batch}:{index}") for index in range(5)])
+        elif mode == "turn":
+            script = [
+                "first answer",
+                ChatResponse.tool_calls(ToolCall("lookup", {"city": "Oslo"}, "call_1")),
+                _hang,
+            ]
+            kernel = Kernel(ScriptedModel(script), tools=[lookup], filters=[memory_filter(store)])
+            await kernel.run("first question", context={"conversation_id": cid})
+            await kernel.run("second question", context={"conversation_id": cid})
+        elif mode == "pause":
+
+            def gate(call: ToolCall, tool: object, context: object) -> Decision:
+                return Decision.pause("needs a human")
+
+            script = [ChatResponse.tool_calls(ToolCall("transfer", {"amount": 5}, "call_t"))]
+            kernel = Kernel(ScriptedModel(script), tools=[transfer], filters=[memory_filter(store)], gate=gate)
+            result = await kernel.run("pay 5", context={"conversation_id": cid})
+            print(result.status, flush=True)
+            await asyncio.sleep(3600)
+    finally:
+        await store.aclose()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(*sys.argv[1:6]))

@@ -1,0 +1,408 @@
+"""Conformance suite: every ChatStore (memory, SQLite, real PostgreSQL, real Redis) behaves the same.
+
+Integration tests through the public store API; the servers come from ``conftest.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from beamfilter_core import ContentPart, Decision, Message, PauseState, ToolCall, Usage
+from beamfilter_core.errors import ConfigError, StoreError
+from beamfilter_memory import KEEP_PAUSE, ChatStore, InMemoryStore, SQLiteStore, open_store
+
+pytestmark = [pytest.mark.anyio, pytest.mark.services]
+
+WORKER = Path(__file__).with_name("_worker.py")
+
+
+def _pause(tag: str = "p") -> PauseState:
+    call = ToolCall("transfer", {"amount": 5, "note": "für Ærø ✓"}, f"call_{tag}")
+    return PauseState(
+        (Message.user("pay"), Message.assistant(None, (call,))),
+        (call,),
+        (call.id,),
+        {"call_other": Decision.approve({"amount": 1})},
+        {"conversation_id": "c1", "user": "ada"},
+        remaining=7,
+        tool_calls_made=2,
+        iterations=3,
+        usage=Usage(10, 5, 15),
+        reason="needs a human",
+    )
+
+
+def _tool_round(n: int) -> list[Message]:
+    calls = (ToolCall("lookup", {"q": f"a{n}"}, f"call_{n}a"), ToolCall("lookup", {"q": f"b{n}"}, f"call_{n}b"))
+    return [
+        Message.user(f"question {n}"),
+        Message.assistant(None, calls),
+        Message.tool(f"call_{n}a", f"result a{n}", "lookup"),
+        Message.tool(f"call_{n}b", f"result b{n}", "lookup"),
+        Message.assistant(f"answer {n}"),
+    ]
+
+
+async def test_append_then_load_keeps_order_and_every_field(store: ChatStore) -> None:
+    messages = [
+        Message.user("one"),
+        Message.assistant("two"),
+        Message("user", (ContentPart("text", text="look:"), ContentPart("image_url", url="https://x/y.png"))),
+        Message.assistant(None, (ToolCall("f", {"n": [1, {"k": None}]}, "call_1", None),)),
+        Message("tool", "r", (), "call_1", "f"),
+        Message.assistant(None, (ToolCall("g", {}, "call_2", raw_arguments="{not json"),)),
+        Message.tool("call_2", "bad arguments", "g"),
+        Message.assistant(""),
+    ]
+    assert await store.load("c1") == []
+    await store.append("c1", messages[:3])
+    await store.append("c1", messages[3:])
+    await store.append("c1", [])
+    assert await store.load("c1") == messages
+    assert await store.load("c1", 3) == messages[-3:]
+    assert await store.load("c1", 2) == messages[-1:]  # never starts on an orphan tool result
+
+
+async def test_conversations_are_isolated(store: ChatStore) -> None:
+    await store.append("a", [Message.user("a1")])
+    await store.append("b", [Message.user("b1")])
+    await store.append("a", [Message.assistant("a2")])
+    await store.save_pause("a", _pause("a"))
+    assert [m.text for m in await store.load("a")] == ["a1", "a2"]
+    assert [m.text for m in await store.load("b")] == ["b1"]
+    assert await store.load_pause("b") is None
+    await store.clear("a")
+    assert await store.load("a") == []
+    assert await store.load_pause("a") is None
+    assert [m.text for m in await store.load("b")] == ["b1"]
+    # Ids that look like key or SQL syntax are plain data.
+    odd = "x:messages'; DROP TABLE beamfilter_messages; --"
+    await store.append(odd, [Message.user("odd")])
+    assert [m.text for m in await store.load(odd)] == ["odd"]
+    assert [m.text for m in await store.load("b")] == ["b1"]
+
+
+async def test_window_never_starts_on_a_tool_result(store: ChatStore) -> None:
+    messages = _tool_round(1) + _tool_round(2)
+    await store.append("c", messages)
+    # The last 7 messages start on "result b1": its call was cut off, so it is dropped.
+    assert await store.load("c", 7) == messages[4:]
+    assert await store.load("c", 8) == messages[4:]  # starts on results a1 and b1: both dropped
+    assert await store.load("c", 9) == messages[1:]
+    assert await store.load("c", 10) == messages
+    assert await store.load("c", 1000) == messages
+    assert await store.load("c", 2) == [messages[-1]]  # result b2 is dropped, its call was cut off
+    assert await store.load("c", 3) == [messages[-1]]
+
+
+async def test_pause_save_load_clear_and_atomic_with_append(store: ChatStore) -> None:
+    first, second = _pause("1"), _pause("2")
+    assert await store.load_pause("c") is None
+    await store.save_pause("c", first)
+    assert await store.load_pause("c") == first
+    await store.save_pause("c", second)
+    assert await store.load_pause("c") == second
+    await store.clear_pause("c")
+    assert await store.load_pause("c") is None
+    await store.clear_pause("c")  # no error when there is none
+    await store.append("c", [Message.user("u")], pause=first)
+    assert await store.load_pause("c") == first
+    await store.append("c", [Message.assistant("a")], pause=KEEP_PAUSE)
+    assert await store.load_pause("c") == first
+    await store.append("c", [], pause=None)
+    assert await store.load_pause("c") is None
+    assert [m.text for m in await store.load("c")] == ["u", "a"]
+    restored = await store.load_pause("c") or second
+    assert restored.decided["call_other"] == Decision.approve({"amount": 1})
+
+
+async def test_unicode_and_a_one_megabyte_message(store: ChatStore) -> None:
+    text = "héllo wörld ✓ 日本語 العربية עברית 🧪🚀 \u200b zero\x00nul \t tab \"quote\" \\ back"
+    big = ("0123456789abcdéf" * 65536)[: 1024 * 1024]
+    call = ToolCall("emoji_🔧", {"ключ": "значение", "nested": {"emoji": "🎉"}}, "call_ü")
+    messages = [Message.user(text), Message.assistant(big), Message.assistant(None, (call,)), Message.tool("call_ü", big)]
+    await store.append("ünï-cødé 🗂", messages)
+    loaded = await store.load("ünï-cødé 🗂")
+    assert loaded == messages
+    assert len(loaded[1].text) == 1024 * 1024
+
+
+async def test_fifty_concurrent_conversations_twenty_turns_each(store: ChatStore) -> None:
+    async def talk(n: int) -> None:
+        cid = f"conv-{n}"
+        for turn in range(20):
+            await store.append(cid, [Message.user(f"{n}:{turn}:q"), Message.assistant(f"{n}:{turn}:a")])
+            if turn % 5 == 4:  # read while others write
+                assert len(await store.load(cid)) == 2 * (turn + 1)
+
+    await asyncio.gather(*(talk(n) for n in range(50)))
+    for n in range(50):
+        got = [m.text for m in await store.load(f"conv-{n}")]
+        assert got == [f"{n}:{t}:{s}" for t in range(20) for s in ("q", "a")]
+
+
+async def test_concurrent_appends_to_one_conversation_never_interleave(store: ChatStore) -> None:
+    async def writer(w: int) -> None:
+        for batch in range(10):
+            await store.append("shared", [Message.user(f"{w}:{batch}:{i}") for i in range(5)])
+
+    await asyncio.gather(*(writer(w) for w in range(8)))
+    texts = [m.text for m in await store.load("shared")]
+    assert len(texts) == 8 * 10 * 5
+    assert len(set(texts)) == len(texts)
+    for start in range(0, len(texts), 5):
+        heads = {t.rsplit(":", 1)[0] for t in texts[start : start + 5]}
+        assert len(heads) == 1, texts[start : start + 5]
+        assert [t.rsplit(":", 1)[1] for t in texts[start : start + 5]] == ["0", "1", "2", "3", "4"]
+    for w in range(8):  # each writer's batches stay in its own order
+        mine = [t for t in texts if t.startswith(f"{w}:")]
+        assert mine == [f"{w}:{b}:{i}" for b in range(10) for i in range(5)]
+
+
+async def test_bad_input_is_a_config_error_and_changes_nothing(store: ChatStore) -> None:
+    with pytest.raises(ConfigError) as caught:
+        await store.load("")
+    assert str(caught.value) == (
+        "conversation_id is '' (a str); give a non-empty str, e.g. context={'conversation_id': 'user-42'}."
+    )
+    with pytest.raises(ConfigError, match=r"conversation_id is 42 \(a int\)"):
+        await store.append(42, [Message.user("x")])  # type: ignore[arg-type]
+    with pytest.raises(ConfigError) as caught:
+        await store.load("c", 0)
+    assert str(caught.value) == "load(limit=0) is invalid; give a positive number of messages or None for all."
+    with pytest.raises(ConfigError) as caught:
+        await store.append("c", [Message.user("ok"), {"role": "user", "content": "no"}])  # type: ignore[list-item]
+    assert str(caught.value) == (
+        "append(messages[1]) is {'role': 'user', 'content': 'no'} (a dict); "
+        "stores keep beamfilter_core.Message values only."
+    )
+    with pytest.raises(ConfigError, match=r"needs a beamfilter_core.PauseState"):
+        await store.save_pause("c", "paused")  # type: ignore[arg-type]
+    assert await store.load("c") == []
+    assert await store.load_pause("c") is None
+
+
+async def _raw_append(store: ChatStore, cid: str, row: str) -> None:
+    """Write a row the way a newer beamfilter version might, behind the store's back."""
+    if isinstance(store, InMemoryStore):
+        store._messages.setdefault(cid, []).append(row)
+    elif isinstance(store, SQLiteStore):
+        with sqlite3.connect(store.path) as conn:
+            conn.execute("INSERT INTO beamfilter_messages (conversation_id, data) VALUES (?, ?)", (cid, row))
+        conn.close()
+    elif type(store).__name__ == "PostgresStore":
+        import psycopg
+
+        async with await psycopg.AsyncConnection.connect(store.url) as conn:  # type: ignore[attr-defined]
+            await conn.execute(
+                f"INSERT INTO {store.prefix}messages (conversation_id, data) VALUES (%s, %s)",  # type: ignore[attr-defined]
+                (cid, row),
+            )
+    else:
+        await store._redis().rpush(f"{store.prefix}{cid}:messages", row)  # type: ignore[attr-defined]
+
+
+async def _raw_rows(store: ChatStore, cid: str) -> list[str]:
+    if isinstance(store, InMemoryStore):
+        return list(store._messages[cid])
+    if isinstance(store, SQLiteStore):
+        with sqlite3.connect(store.path) as conn:
+            rows = [r[0] for r in conn.execute("SELECT data FROM beamfilter_messages WHERE conversation_id = ? ORDER BY seq", (cid,))]
+        conn.close()
+        return rows
+    if type(store).__name__ == "PostgresStore":
+        import psycopg
+
+        async with await psycopg.AsyncConnection.connect(store.url) as conn:  # type: ignore[attr-defined]
+            cursor = await conn.execute(
+                f"SELECT data FROM {store.prefix}messages WHERE conversation_id = %s ORDER BY seq",  # type: ignore[attr-defined]
+                (cid,),
+            )
+            return [r[0] for r in await cursor.fetchall()]
+    return [r.decode() for r in await store._redis().lrange(f"{store.prefix}{cid}:messages", 0, -1)]  # type: ignore[attr-defined]
+
+
+async def test_unknown_future_fields_are_read_and_kept(store: ChatStore) -> None:
+    await store.append("c", [Message.user("now")])  # creates the schema
+    future = json.dumps({"role": "assistant", "content": "later", "reasoning": {"steps": 3}, "tool_calls": []})
+    await _raw_append(store, "c", future)
+    await store.append("c", [Message.user("after")])
+    assert await store.load("c") == [Message.user("now"), Message.assistant("later"), Message.user("after")]
+    rows = await _raw_rows(store, "c")
+    assert json.loads(rows[1]) == json.loads(future)  # the stored row was not rewritten
+
+
+async def test_a_corrupt_row_is_a_store_error_naming_the_conversation(store: ChatStore) -> None:
+    await store.append("c", [Message.user("ok")])
+    await _raw_append(store, "c", "{not json")
+    with pytest.raises(StoreError, match=r"^Cannot read the stored message of conversation 'c': JSONDecodeError"):
+        await store.load("c")
+
+
+async def test_a_closed_store_refuses_work(store: ChatStore) -> None:
+    await store.append("c", [Message.user("x")])
+    await store.aclose()
+    await store.aclose()  # idempotent
+    with pytest.raises(StoreError, match=r"is closed; open a new store"):
+        await store.load("c")
+
+
+# -- open_store ---------------------------------------------------------------------------
+
+
+def test_open_store_picks_the_store_by_scheme(tmp_path: Path) -> None:
+    from beamfilter_memory import PostgresStore, RedisStore
+
+    assert type(open_store("memory://")) is InMemoryStore
+    sqlite = open_store(f"sqlite:///{tmp_path}/a.db")
+    assert type(sqlite) is SQLiteStore
+    assert sqlite.path == f"{tmp_path}/a.db"  # type: ignore[attr-defined]
+    assert open_store("sqlite:///rel/a.db").path == "rel/a.db"  # type: ignore[attr-defined]
+    pg = open_store("postgresql://u:secret@h:5432/d", max_size=3)
+    assert type(pg) is PostgresStore
+    assert repr(pg) == "PostgresStore('postgresql://u:***@h:5432/d')"
+    assert type(open_store("redis://localhost:6379/0", ttl=60)) is RedisStore
+    with pytest.raises(ConfigError) as caught:
+        open_store("mongodb://x")
+    assert str(caught.value).startswith("No memory store for the URL 'mongodb://x' (scheme 'mongodb'); use one of: memory://")
+    with pytest.raises(ConfigError, match=r"^SQLite store URL 'sqlite://a.db' is invalid"):
+        open_store("sqlite://a.db")
+    with pytest.raises(ConfigError, match=r"^open_store\('memory://'\) got options it does not accept \(ttl\)"):
+        open_store("memory://", ttl=3)
+    with pytest.raises(ConfigError, match=r"^RedisStore\(ttl=0\) is invalid"):
+        open_store("redis://h", ttl=0)
+
+
+async def test_redis_ttl_expires_a_conversation(make_store: Callable[..., ChatStore]) -> None:
+    store = make_store("redis", ttl=1)
+    try:
+        await store.append("c", [Message.user("x")], pause=_pause())
+        client = store._redis()  # type: ignore[attr-defined]
+        prefix = store.prefix  # type: ignore[attr-defined]
+        assert 0 < await client.ttl(f"{prefix}c:messages") <= 1
+        assert 0 < await client.ttl(f"{prefix}c:pause") <= 1
+        await asyncio.sleep(1.3)
+        assert await store.load("c") == []
+        assert await store.load_pause("c") is None
+    finally:
+        await store.aclose()
+
+
+async def test_postgres_migrate_is_idempotent_and_creates_the_tables(make_store: Callable[..., ChatStore]) -> None:
+    store = make_store("postgres", prefix="migrated_")
+    other = make_store("postgres", prefix="migrated_")
+    try:
+        await asyncio.gather(store.migrate(), other.migrate())  # type: ignore[attr-defined]
+        await store.migrate()  # type: ignore[attr-defined]
+        await store.append("c", [Message.user("x")])
+        assert [m.text for m in await other.load("c")] == ["x"]
+    finally:
+        await store.aclose()
+        await other.aclose()
+
+
+async def test_unreachable_servers_are_store_errors() -> None:
+    from _support import free_port
+
+    from beamfilter_memory import PostgresStore, RedisStore
+
+    port = free_port()
+    pg = PostgresStore(f"postgresql://nobody@127.0.0.1:{port}/x", timeout=1)
+    with pytest.raises(StoreError, match=r"^PostgresStore\('postgresql://nobody@127.0.0.1:\d+/x'\): connecting failed"):
+        await pg.load("c")
+    await pg.aclose()
+    redis = RedisStore(f"redis://127.0.0.1:{port}/0")
+    with pytest.raises(StoreError, match=r"^RedisStore\(.*\): load for conversation 'c' failed: ConnectionError"):
+        await redis.load("c")
+    await redis.aclose()
+
+
+# -- processes: crash safety and several writers -----------------------------------------
+
+DURABLE = ("sqlite", "postgres", "redis")
+
+
+def _url_and_prefix(store: ChatStore) -> tuple[str, str]:
+    return store.url, getattr(store, "prefix", "")  # type: ignore[attr-defined]
+
+
+def _spawn(mode: str, kind: str, store: ChatStore, cid: str) -> subprocess.Popen[str]:
+    url, prefix = _url_and_prefix(store)
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), mode, kind, url, cid, prefix],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=str(WORKER.parent),
+    )
+
+
+def _wait_line(proc: subprocess.Popen[str], expected: str) -> None:
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    if line != expected:
+        proc.kill()
+        _, err = proc.communicate(timeout=10)
+        raise AssertionError(f"worker printed {line!r}, expected {expected!r}; stderr:\n{err}")
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=10)
+    assert proc.returncode == -signal.SIGKILL
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", DURABLE)
+async def test_sigkill_during_appends_leaves_only_whole_batches(kind: str, make_store: Callable[..., ChatStore]) -> None:
+    store = make_store(kind)
+    try:
+        for attempt in range(3):
+            cid = f"crash-{attempt}"
+            proc = _spawn("append", kind, store, cid)
+            await asyncio.to_thread(_wait_line, proc, "ready")
+            await asyncio.sleep(0.15 + 0.1 * attempt)
+            _kill(proc)
+            texts = [m.text for m in await store.load(cid)]
+            assert len(texts) >= 10
+            assert len(texts) % 10 == 0, f"a partial batch survived: {len(texts)} messages"
+            expected = [f"{b}:{i}:" + "x" * 2000 for b in range(len(texts) // 10) for i in range(10)]
+            assert texts == expected
+            # The store still works for the next writer.
+            await store.append(cid, [Message.user("after the crash")])
+            assert (await store.load(cid, 1))[0].text == "after the crash"
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", DURABLE)
+async def test_several_processes_append_to_one_conversation(kind: str, make_store: Callable[..., ChatStore]) -> None:
+    store = make_store(kind)
+    try:
+        await store.append("warm", [Message.user("schema")])  # created once, before the race
+        procs = [_spawn("writer", kind, store, "shared") for _ in range(3)]
+        for proc in procs:
+            _, err = await asyncio.to_thread(proc.communicate, timeout=120)
+            assert proc.returncode == 0, err
+        texts = [m.text for m in await store.load("shared")]
+        assert len(texts) == 3 * 40 * 5 and len(set(texts)) == len(texts)
+        for start in range(0, len(texts), 5):
+            chunk = texts[start : start + 5]
+            assert len({t.rsplit(":", 1)[0] for t in chunk}) == 1, chunk
+            assert [t.rsplit(":", 1)[1] for t in chunk] == ["0", "1", "2", "3", "4"]
+        for writer in {t.split(":", 1)[0] for t in texts}:
+            mine = [t for t in texts if t.startswith(f"{writer}:")]
+            assert mine == [f"{writer}:{b}:{i}" for b in range(40) for i in range(5)]
+    finally:
+        await store.aclose()
+
