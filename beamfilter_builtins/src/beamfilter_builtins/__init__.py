@@ -2,29 +2,56 @@
 
 from __future__ import annotations
 
+from ._approval import approval_filter
 from ._call_limits import call_limits_filter
 from ._compaction import compaction_filter
 from ._fallback import fallback_filter
 from ._heal_dangling import heal_dangling_filter
+from ._hold_release import hold_release_filter
+from ._logging import logging_filter
 from ._loop_guard import loop_guard_filter
 from ._model_retry import model_retry_filter
 from ._pii import pii_filter
+from ._rag import Document, InMemoryRetriever, Retriever, rag_filter
+from ._re_reading import re_reading_filter
+from ._redact import redact_filter
+from ._safeguard import safeguard_filter
+from ._schema_validation import schema_validation_filter, schema_validator
 from ._tool_errors import tool_errors_filter
 from ._tool_retry import tool_retry_filter
+from ._tool_search import BM25ToolIndex, RegexToolIndex, ToolIndex, tool_search_filter
 from ._tracing import tracing_filter
+from ._validation import validation_filter
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BM25ToolIndex",
+    "Document",
+    "InMemoryRetriever",
+    "RegexToolIndex",
+    "Retriever",
+    "ToolIndex",
+    "approval_filter",
     "call_limits_filter",
     "compaction_filter",
     "fallback_filter",
     "heal_dangling_filter",
+    "hold_release_filter",
+    "logging_filter",
     "loop_guard_filter",
     "model_retry_filter",
     "pii_filter",
+    "rag_filter",
+    "re_reading_filter",
+    "redact_filter",
+    "safeguard_filter",
+    "schema_validation_filter",
+    "schema_validator",
     "tool_errors_filter",
     "tool_retry_filter",
+    "tool_search_filter",
     "tracing_filter",
+    "validation_filter",
     "__version__",
 ]

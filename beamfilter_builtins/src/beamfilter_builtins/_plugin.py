@@ -10,7 +10,18 @@ from importlib import import_module
 from beamfilter_core import FilterSpec, hookimpl
 
 # Filters that shape content and control flow.
-_CONTENT_MODULES: tuple[str, ...] = ()
+_CONTENT_MODULES: tuple[str, ...] = (
+    "_logging",
+    "_safeguard",
+    "_approval",
+    "_validation",
+    "_schema_validation",
+    "_redact",
+    "_hold_release",
+    "_tool_search",
+    "_re_reading",
+    "_rag",
+)
 # Filters for reliability and operations.
 _OPERATIONS_MODULES: tuple[str, ...] = (
     "_pii",

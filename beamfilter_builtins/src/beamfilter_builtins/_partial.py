@@ -1,0 +1,255 @@
+"""Partial matching for the standard ``re`` module.
+
+``re`` cannot tell whether the end of a text could still *become* a match once more
+text arrives. :func:`prefix_source` rewrites a pattern into one that matches every
+prefix of its matches, so ``(?:prefix)\\Z`` finds the shortest tail of a stream that
+must be held back. Constructs the rewrite cannot follow (back references, unknown
+opcodes) fall back to "anything may follow", which holds back more but never less.
+"""
+
+from __future__ import annotations
+
+import re
+from re import _constants as C  # type: ignore[attr-defined]  # the parser's opcodes
+from re import _parser  # type: ignore[attr-defined]  # the stdlib regex parser
+from typing import Any
+
+__all__ = ["first_chars", "first_source", "full_source", "prefix_source"]
+
+_CATEGORIES = {
+    C.CATEGORY_DIGIT: r"\d",
+    C.CATEGORY_NOT_DIGIT: r"\D",
+    C.CATEGORY_SPACE: r"\s",
+    C.CATEGORY_NOT_SPACE: r"\S",
+    C.CATEGORY_WORD: r"\w",
+    C.CATEGORY_NOT_WORD: r"\W",
+}
+_AT = {
+    C.AT_BEGINNING: "^",
+    C.AT_BEGINNING_STRING: r"\A",
+    C.AT_END: "$",
+    C.AT_END_STRING: r"\Z",
+    C.AT_BOUNDARY: r"\b",
+    C.AT_NON_BOUNDARY: r"\B",
+}
+_FLAG_LETTERS = ((re.IGNORECASE, "i"), (re.MULTILINE, "m"), (re.DOTALL, "s"), (re.ASCII, "a"))
+_ANYTHING = r"[\s\S]*"
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _char(code: int) -> str:
+    return re.escape(chr(code))
+
+
+def _flag_letters(flags: int) -> str:
+    return "".join(letter for flag, letter in _FLAG_LETTERS if flags & flag)
+
+
+def _klass(items: Any) -> str:
+    out: list[str] = []
+    for op, av in items:
+        if op is C.NEGATE:
+            out.insert(0, "^")
+        elif op is C.LITERAL:
+            out.append(_char(av))
+        elif op is C.RANGE:
+            out.append(f"{_char(av[0])}-{_char(av[1])}")
+        elif op is C.CATEGORY:
+            out.append(_CATEGORIES[av])
+        else:
+            raise _Unsupported(op)
+    return "[" + "".join(out) + "]"
+
+
+def _repeat(body: str, low: int, high: int) -> str:
+    top = "" if high is C.MAXREPEAT or high == C.MAXREPEAT else str(high)
+    return f"(?:{body}){{{low},{top}}}"
+
+
+def _full(seq: Any) -> str:
+    return "".join(_full_item(op, av) for op, av in seq)
+
+
+def _full_item(op: Any, av: Any) -> str:
+    if op is C.LITERAL:
+        return _char(av)
+    if op is C.NOT_LITERAL:
+        return f"[^{_char(av)}]"
+    if op is C.ANY:
+        return "."
+    if op is C.IN:
+        return _klass(av)
+    if op is C.BRANCH:
+        return "(?:" + "|".join(_full(branch) for branch in av[1]) + ")"
+    if op is C.SUBPATTERN:
+        _group, add, remove, body = av
+        flags = _flag_letters(add) + ("-" + _flag_letters(remove) if _flag_letters(remove) else "")
+        return f"(?{flags}:{_full(body)})"
+    if op is C.ATOMIC_GROUP:
+        return f"(?:{_full(av)})"
+    if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+        low, high, body = av
+        return _repeat(_full(body), low, high)
+    if op is C.AT:
+        return _AT[av]
+    if op in (C.ASSERT, C.ASSERT_NOT):
+        direction, body = av
+        kind = ("=" if op is C.ASSERT else "!") if direction == 1 else ("<=" if op is C.ASSERT else "<!")
+        return f"(?{kind}{_full(body)})"
+    raise _Unsupported(op)
+
+
+def _prefix(seq: Any) -> str:
+    # Prefixes of a sequence a1 a2 ... an: a prefix of a1, or all of a1 then a prefix of the rest.
+    items = [(op, av) for op, av in seq if op not in (C.AT, C.ASSERT, C.ASSERT_NOT)]  # unknowable yet: drop
+    out = ""
+    for op, av in reversed(items):
+        head = _prefix_item(op, av)
+        out = f"(?:{head}|{_full_item(op, av)}{out})" if out else head
+    return out
+
+
+def _prefix_item(op: Any, av: Any) -> str:
+    if op in (C.LITERAL, C.NOT_LITERAL, C.ANY, C.IN):
+        return f"(?:{_full_item(op, av)})?"
+    if op is C.BRANCH:
+        return "(?:" + "|".join(_prefix(branch) for branch in av[1]) + ")"
+    if op is C.SUBPATTERN:
+        _group, add, remove, body = av
+        flags = _flag_letters(add) + ("-" + _flag_letters(remove) if _flag_letters(remove) else "")
+        return f"(?{flags}:{_prefix(body)})"
+    if op is C.ATOMIC_GROUP:
+        return f"(?:{_prefix(av)})"
+    if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+        _low, high, body = av
+        if high == 0:
+            return ""
+        top = high if high is C.MAXREPEAT or high == C.MAXREPEAT else high - 1
+        return _repeat(_full(body), 0, top) + f"(?:{_prefix(body)})"
+    raise _Unsupported(op)
+
+
+def _parse(pattern: re.Pattern[str]) -> Any:
+    return _parser.parse(pattern.pattern, pattern.flags)
+
+
+def _scoped(flags: int, body: str) -> str:
+    letters = _flag_letters(flags)
+    return f"(?{letters}:{body})" if letters else f"(?:{body})"
+
+
+def full_source(pattern: re.Pattern[str]) -> str:
+    """``pattern`` as a non-capturing group that keeps its flags, to join with others.
+
+    Raises ValueError for back references (group numbers would shift when joined).
+    """
+    parsed = _parse(pattern)
+    try:
+        body = _full(parsed)
+    except (_Unsupported, KeyError) as exc:
+        msg = f"the pattern {pattern.pattern!r} uses a construct that cannot be joined with others ({exc})"
+        raise ValueError(msg) from None
+    return _scoped(parsed.state.flags, body)
+
+
+def prefix_source(pattern: re.Pattern[str]) -> str:
+    """A pattern matching every prefix of every match of ``pattern`` (the empty text too)."""
+    parsed = _parse(pattern)
+    try:
+        body = _prefix(parsed)
+    except (_Unsupported, KeyError):
+        body = _ANYTHING
+    return _scoped(parsed.state.flags, body)
+
+
+def _first(seq: Any) -> tuple[list[str], bool]:
+    """The sources of the characters a match of ``seq`` can start with, and whether it can be empty."""
+    found: list[str] = []
+    for op, av in seq:
+        chars, nullable = _first_item(op, av)
+        found.extend(chars)
+        if not nullable:
+            return found, False
+    return found, True
+
+
+def _first_item(op: Any, av: Any) -> tuple[list[str], bool]:
+    if op in (C.LITERAL, C.NOT_LITERAL, C.ANY, C.IN):
+        return [_full_item(op, av)], False
+    if op in (C.AT, C.ASSERT, C.ASSERT_NOT):
+        return [], True
+    if op is C.BRANCH:
+        found: list[str] = []
+        nullable = False
+        for branch in av[1]:
+            chars, empty = _first(branch)
+            found.extend(chars)
+            nullable = nullable or empty
+        return found, nullable
+    if op is C.SUBPATTERN:
+        _group, add, remove, body = av
+        chars, nullable = _first(body)
+        flags = _flag_letters(add) + ("-" + _flag_letters(remove) if _flag_letters(remove) else "")
+        return ([f"(?{flags}:{c})" for c in chars] if flags else chars), nullable
+    if op is C.ATOMIC_GROUP:
+        return _first(av)
+    if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+        low, high, body = av
+        if high == 0:
+            return [], True
+        chars, nullable = _first(body)
+        return chars, nullable or low == 0
+    raise _Unsupported(op)
+
+
+def first_source(pattern: re.Pattern[str]) -> str:
+    """A pattern matching one character that a match of ``pattern`` can start with.
+
+    Falls back to any character when the pattern is too unusual to analyse.
+    """
+    parsed = _parse(pattern)
+    try:
+        chars, _nullable = _first(parsed)
+    except (_Unsupported, KeyError):
+        chars = []
+    body = "|".join(dict.fromkeys(chars)) if chars else r"[\s\S]"
+    return _scoped(parsed.state.flags, body)
+
+
+def first_chars(pattern: re.Pattern[str], limit: int = 256) -> frozenset[str] | None:
+    """The characters a match can start with, when they are few (None otherwise)."""
+    try:
+        compiled = re.compile(first_source(pattern))
+    except re.error:
+        return None
+    # Probe the lead pattern against a small alphabet only when it is a plain class.
+    parsed = _parser.parse(compiled.pattern, compiled.flags)
+    chars: set[str] = set()
+    stack = list(parsed)
+    while stack:
+        op, av = stack.pop()
+        if op is C.LITERAL:
+            chars.add(chr(av))
+        elif op is C.IN:
+            for item_op, item_av in av:
+                if item_op is C.LITERAL:
+                    chars.add(chr(item_av))
+                elif item_op is C.RANGE and item_av[1] - item_av[0] < limit:
+                    chars.update(chr(code) for code in range(item_av[0], item_av[1] + 1))
+                else:
+                    return None
+        elif op is C.BRANCH:
+            for branch in av[1]:
+                stack.extend(branch)
+        elif op is C.SUBPATTERN:
+            stack.extend(av[3])
+        else:
+            return None
+        if len(chars) > limit:
+            return None
+    if compiled.flags & re.IGNORECASE or "(?i" in compiled.pattern:
+        chars |= {c.lower() for c in chars} | {c.upper() for c in chars}
+    return frozenset(chars)

@@ -1,0 +1,212 @@
+"""``tool_search``: advertise only a search tool plus the tools the model found with it.
+
+Registration (what can run) is split from advertisement (what the model sees): every
+tool stays registered in the kernel, while the chat filter rewrites ``tools`` on each
+LLM call to the search tool, the tools earlier searches returned, and any tool the
+filter does not index. Discovery is read from the transcript, so pause, resume and
+memory need no extra state.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from beamfilter_core import ChatRequest, ChatResponse, Filter, FilterSpec, Tool, tool
+from beamfilter_core.errors import ConfigError
+
+from ._bm25 import BM25Index
+
+__all__ = ["SPEC", "BM25ToolIndex", "RegexToolIndex", "ToolIndex", "tool_search_filter"]
+
+SEARCH_DESCRIPTION = (
+    "Search the catalog of available tools by keywords. The tools found become callable in "
+    "your next step. Search once per capability you need, with short keywords."
+)
+
+
+@runtime_checkable
+class ToolIndex(Protocol):
+    """A searchable index of tools (BM25 and regex ship; an embedding index can plug in)."""
+
+    def build(self, tools: Sequence[Tool]) -> None:
+        """Index ``tools`` (replacing any earlier content)."""
+
+    def search(self, query: str, limit: int) -> list[str]:
+        """The names of at most ``limit`` tools matching ``query``, best first."""
+
+
+class BM25ToolIndex:
+    """BM25 keyword search over tool names (weighted ``name_boost`` times) and descriptions."""
+
+    def __init__(self, *, k1: float = 1.2, b: float = 0.75, name_boost: int = 3) -> None:
+        self.k1, self.b, self.name_boost = k1, b, name_boost
+        self._index = BM25Index((), k1=k1, b=b)
+
+    def build(self, tools: Sequence[Tool]) -> None:
+        """Index the tools' names and descriptions."""
+        documents = [(t.name, ((t.name, self.name_boost), (t.description, 1))) for t in tools]
+        self._index = BM25Index(documents, k1=self.k1, b=self.b)
+
+    def search(self, query: str, limit: int) -> list[str]:
+        """Best-scoring names first, ties by name; no results for a blank query."""
+        return self._index.search(query, limit) if query.strip() else []
+
+
+class RegexToolIndex:
+    """Regular-expression search; name hits rank before description hits, then by name.
+
+    An invalid regular expression is searched as literal text; a blank query finds nothing.
+    """
+
+    def __init__(self, *, case_sensitive: bool = False) -> None:
+        self.case_sensitive = case_sensitive
+        self._tools: list[Tool] = []
+
+    def build(self, tools: Sequence[Tool]) -> None:
+        """Remember the tools."""
+        self._tools = list(tools)
+
+    def search(self, query: str, limit: int) -> list[str]:
+        """Names whose name or description matches ``query``."""
+        if not query.strip():
+            return []
+        flags = 0 if self.case_sensitive else re.IGNORECASE
+        try:
+            pattern = re.compile(query, flags)
+        except re.error:
+            pattern = re.compile(re.escape(query), flags)
+        by_name = sorted(t.name for t in self._tools if pattern.search(t.name))
+        by_text = sorted(t.name for t in self._tools if not pattern.search(t.name) and pattern.search(t.description))
+        return (by_name + by_text)[:limit]
+
+
+_BACKENDS: dict[str, Callable[[], ToolIndex]] = {"bm25": BM25ToolIndex, "regex": RegexToolIndex}
+
+
+def _discovered(messages: Sequence[Any], search_name: str, indexed: frozenset[str], accumulate: bool) -> list[str]:
+    """Names found by earlier searches, read from the search tool's results by call id."""
+    search_ids: set[str] = set()
+    found: dict[str, None] = {}
+    for message in messages:
+        if message.role == "assistant":
+            search_ids.update(call.id for call in message.tool_calls if call.name == search_name)
+        elif message.role == "tool" and message.tool_call_id in search_ids:
+            try:
+                names = json.loads(message.text)
+            except ValueError:
+                continue  # not a search result we wrote: no search
+            if not isinstance(names, list):
+                continue
+            latest = [n for n in names if isinstance(n, str) and n in indexed]
+            if not accumulate:
+                found = {}
+            found.update(dict.fromkeys(latest))
+    return list(found)
+
+
+def tool_search_filter(
+    *,
+    tools: Sequence[Tool] | None = None,
+    backend: Literal["bm25", "regex"] | ToolIndex = "bm25",
+    max_results: int = 5,
+    accumulate: bool = True,
+    tool_name: str = "tool_search",
+    description: str = SEARCH_DESCRIPTION,
+    name: str = "tool_search",
+) -> Filter:
+    """A chat filter that hides tools until the model searches for them.
+
+    The search tool is ``filter.extras["tools"][0]``: register it with the kernel next
+    to every other tool (``Kernel(model, tools=[*tools, *flt.extras["tools"]], ...)``).
+    It returns a JSON array of tool names. The filter advertises, in catalog order: the
+    search tool (always), the tools found by earlier searches (their union, or only the
+    latest search with ``accumulate=False``) and every tool it does not index. The model
+    can still call a registered tool that is not advertised.
+
+    Args:
+        tools: the tools to index; default: every tool of the kernel except the search tool
+            (indexed on the first LLM call, re-indexed when the tool list changes).
+        backend: ``"bm25"`` (default), ``"regex"`` or any :class:`ToolIndex`.
+        max_results: at most this many names per search (default 5).
+        accumulate: advertise the union of every search (default) or only the latest.
+        tool_name: the search tool's name (default ``tool_search``).
+        description: the search tool's description.
+        name: the filter's name.
+    """
+    if isinstance(max_results, bool) or not isinstance(max_results, int) or max_results < 1:
+        msg = f"tool_search_filter(max_results={max_results!r}): give a positive integer."
+        raise ConfigError(msg)
+    if isinstance(backend, str):
+        factory = _BACKENDS.get(backend)
+        if factory is None:
+            msg = f"tool_search_filter(backend={backend!r}): give 'bm25', 'regex' or a ToolIndex object."
+            raise ConfigError(msg)
+        index: ToolIndex = factory()
+    elif isinstance(backend, ToolIndex):
+        index = backend
+    else:
+        msg = f"tool_search_filter(backend={backend!r}) has no build()/search() methods; see ToolIndex."
+        raise ConfigError(msg)
+    fixed = tuple(tools) if tools is not None else None
+    if fixed is not None:
+        for position, item in enumerate(fixed):
+            if not isinstance(item, Tool):
+                msg = f"tool_search_filter: tools[{position}] is {item!r}; give Tool objects (made with @tool)."
+                raise ConfigError(msg)
+    # The indexed catalog, keyed by the tuple of names it was built from.
+    built: dict[str, Any] = {"key": None, "names": frozenset()}
+
+    def ensure(catalog: Sequence[Tool]) -> frozenset[str]:
+        chosen = fixed if fixed is not None else tuple(t for t in catalog if t.name != tool_name)
+        key = tuple(t.name for t in chosen)
+        if built["key"] != key:
+            index.build(chosen)
+            built["key"], built["names"] = key, frozenset(key)
+        names: frozenset[str] = built["names"]
+        return names
+
+    if fixed is not None:
+        ensure(fixed)
+
+    async def search(query: str) -> str:
+        return json.dumps(index.search(query, max_results))
+
+    search.__doc__ = description
+    search_tool = tool(name=tool_name, description=description)(search)
+
+    async def around_chat(
+        request: ChatRequest, state: dict[str, Any], call_next: Callable[[ChatRequest], Awaitable[ChatResponse]]
+    ) -> ChatResponse:
+        catalog = request.tools
+        if not catalog:
+            return await call_next(request)
+        indexed = ensure(catalog)
+        found = set(_discovered(request.messages, tool_name, indexed, accumulate))
+        shown = tuple(t for t in catalog if t.name == tool_name or t.name not in indexed or t.name in found)
+        state["advertised"] = tuple(t.name for t in shown)
+        return await call_next(request.replace(tools=shown))
+
+    return Filter(name, around_chat=around_chat, extras={"tools": (search_tool,), "index": index})
+
+
+SPEC = FilterSpec(
+    "tool_search",
+    tool_search_filter,
+    {
+        "type": "object",
+        "properties": {
+            "backend": {"enum": ["bm25", "regex"]},
+            "max_results": {"type": "integer", "minimum": 1},
+            "accumulate": {"type": "boolean"},
+            "tool_name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+            "description": {"type": "string", "minLength": 1},
+            "name": {"type": "string", "minLength": 1},
+        },
+        "additionalProperties": False,
+    },
+    "Advertises only a search tool plus the tools found by earlier searches (BM25 or regex).",
+    ("chat",),
+)
