@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import sys
 import uuid
 from collections.abc import Sequence
@@ -106,6 +107,8 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
     from ._registry import Registry, core_version
 
     registry = Registry(strict=False)
+    # Failures are part of the listing below; no separate warning lines.
+    logging.getLogger("beamfilter_core.plugins").disabled = True
     infos = registry.plugins()
     provided: dict[str, list[dict[str, Any]]] = {}
     groups: tuple[tuple[str, Sequence[Registered[Any]]], ...] = (

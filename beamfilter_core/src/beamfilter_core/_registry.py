@@ -150,7 +150,11 @@ class PluginInfo:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
-        return attrs.asdict(self, retain_collection_types=False)
+        return {
+            field.name: list(value) if isinstance(value, tuple) else value
+            for field in attrs.fields(PluginInfo)
+            for value in (getattr(self, field.name),)
+        }
 
 
 def _truthy(value: str | None) -> bool:

@@ -1,0 +1,72 @@
+"""beamfilter-shout: an example third-party beamfilter plugin.
+
+The ``beamfilter`` entry point names this module; beamfilter calls its ``@hookimpl``
+functions to learn which filters it provides. Users enable them by name in config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Literal
+
+from beamfilter_core import Filter, FilterSpec, Message, TokenTransform, TurnRequest, TurnResult, hookimpl
+
+__all__ = ["beamfilter_register_filters", "shout", "sign_off"]
+
+__version__ = "0.1.0"
+
+DEFAULT_SIGN_OFF = "-- sent with beamfilter-shout"
+
+
+def _upper(token: str, state: None) -> tuple[Sequence[str], None]:
+    return (token.upper(),), state
+
+
+def shout(*, applies_to: Literal["stream", "answer"] = "answer") -> Filter:
+    """A filter that upper-cases the streamed text (and, with ``"answer"``, the answer)."""
+    return Filter("shout", token=TokenTransform(_upper, applies_to=applies_to))
+
+
+def sign_off(*, text: str = DEFAULT_SIGN_OFF) -> Filter:
+    """A turn filter that appends ``text`` on its own line to every completed answer."""
+
+    async def around_turn(
+        request: TurnRequest, state: dict[str, Any], call_next: Callable[[TurnRequest], Awaitable[TurnResult]]
+    ) -> TurnResult:
+        result = await call_next(request)
+        if result.status != "completed" or result.message is None:
+            return result  # paused and cancelled results pass through unchanged
+        signed = Message("assistant", f"{result.message.text}\n{text}")
+        state["signed"] = state.get("signed", 0) + 1
+        return result.replace(message=signed, messages=(*result.messages[:-1], signed))  # type: ignore[no-any-return]
+
+    return Filter("sign_off", around_turn=around_turn)
+
+
+@hookimpl
+def beamfilter_register_filters() -> list[FilterSpec]:
+    """The filters of this plugin."""
+    return [
+        FilterSpec(
+            "shout",
+            shout,
+            {
+                "type": "object",
+                "properties": {"applies_to": {"enum": ["stream", "answer"]}},
+                "additionalProperties": False,
+            },
+            "upper-cases the answer (or only the stream)",
+            ("token",),
+        ),
+        FilterSpec(
+            "sign_off",
+            sign_off,
+            {
+                "type": "object",
+                "properties": {"text": {"type": "string", "minLength": 1}},
+                "additionalProperties": False,
+            },
+            "appends a sign-off line to every completed answer",
+            ("turn",),
+        ),
+    ]
