@@ -35,6 +35,7 @@ from ._tools import Tool, tool
 if _typing.TYPE_CHECKING:
     from ._serde import converter
     from ._hookspecs import hookimpl
+    from ._models._local import LocalModel
     from ._models._openai import OpenAIChatModel
     from ._registry import PluginInfo, Registry, StaticEntryPoint, list_plugins
 
@@ -56,6 +57,7 @@ __all__ = [
     "IterationRequest",
     "IterationResult",
     "Kernel",
+    "LocalModel",
     "Message",
     "ModelSpec",
     "OpenAIChatModel",
@@ -89,6 +91,7 @@ __all__ = [
 # httpx and pluggy are imported on first use only, to keep ``import beamfilter_core`` fast.
 _LAZY = {
     "converter": ("._serde", "converter"),
+    "LocalModel": ("._models._local", "LocalModel"),
     "OpenAIChatModel": ("._models._openai", "OpenAIChatModel"),
     "hookimpl": ("._hookspecs", "hookimpl"),
     "PluginInfo": ("._registry", "PluginInfo"),
