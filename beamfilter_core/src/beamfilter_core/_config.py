@@ -28,6 +28,9 @@ from .errors import ConfigError, PluginError
 
 __all__ = ["BuiltConfig", "BuiltFilter", "build_config", "kernel_from_config", "read_config"]
 
+#: Stands for a ``$env`` value that could not be resolved (already reported).
+_UNRESOLVED: Any = type("Unresolved", (), {"__repr__": lambda self: "<unresolved $env>"})()
+
 _TOP_KEYS = ("filters", "kernel", "model", "models", "plugins")
 _PLUGIN_KEYS = ("disable", "only", "strict")
 _KERNEL_KEYS = ("max_iterations", "options", "system_prompt", "tool_timeout")
@@ -90,17 +93,27 @@ def _resolve_env(value: Any, path: str, problems: list[str]) -> Any:
             extra = set(value) - {"$env", "default"}
             if not isinstance(name, str) or not name or extra:
                 problems.append(f'{path}: write secrets as {{ "$env" = "NAME" }} (optionally with default = ...).')
-                return None
+                return _UNRESOLVED
             if name in os.environ:
                 return os.environ[name]
             if "default" in value:
                 return value["default"]
             problems.append(f"{path}: the environment variable {name} is not set.")
-            return None
+            return _UNRESOLVED
         return {key: _resolve_env(item, f"{path}.{key}" if path else key, problems) for key, item in value.items()}
     if isinstance(value, list):
         return [_resolve_env(item, f"{path}[{i}]", problems) for i, item in enumerate(value)]
     return value
+
+
+def _has_unresolved(value: Any) -> bool:
+    if value is _UNRESOLVED:
+        return True
+    if isinstance(value, Mapping):
+        return any(_has_unresolved(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_unresolved(v) for v in value)
+    return False
 
 
 def _schema_problem(exc: fastjsonschema.JsonSchemaValueException, where: str) -> str:
@@ -140,6 +153,8 @@ def _wants_build(factory: Callable[..., Any]) -> bool:
 
 def _check_options(item: Registered[Any], kind: str, options: dict[str, Any], where: str, problems: list[str]) -> Any:
     """Validate (and, with ``options_type``, structure) options; None after a problem."""
+    if _has_unresolved(options):
+        return None  # the missing variable is reported already
     schema = item.spec.options_schema
     known = schema.get("properties", {})
     start = len(problems)

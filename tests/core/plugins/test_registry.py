@@ -86,7 +86,8 @@ def test_a_broken_plugin_is_recorded_and_the_others_keep_working(caplog: pytest.
     (info,) = [p for p in registry.plugins() if p.name == "broken"]
     assert (info.distribution, info.version, info.core_version) == ("beamfilter-broken", "0.3", CORE)
     assert info.error == "ModuleNotFoundError: No module named 'numpyy'"
-    assert info.hint is not None and info.hint.startswith(
+    assert info.hint is not None
+    assert info.hint.startswith(
         "the module 'numpyy' is not installed; reinstall beamfilter-broken or `pip install numpyy`"
     )
     (failure,) = registry.failures
@@ -161,7 +162,8 @@ def test_an_invalid_plugin_is_rolled_back(plugin: Any, error: str) -> None:
     registry = Registry(entry_points=[ep("bad", plugin), ep("fine", FiltersPlugin("ok"))])
     (info,) = [p for p in registry.plugins() if p.name == "bad"]
     assert info.status == "failed"
-    assert info.error is not None and info.error.startswith(error)
+    assert info.error is not None
+    assert info.error.startswith(error)
     assert [f.qualified for f in registry.filters()] == ["fine:ok"]
     assert registry._pm.get_plugin("bad") is None  # unregistered: nothing half-registered
     with pytest.raises(UnknownNameError):
