@@ -30,7 +30,7 @@ from beamfilter_core import (
 )
 from beamfilter_core.errors import ConfigError, LimitExceeded
 
-from ._options import check_choice, check_int
+from ._options import check_choice, check_int, check_optional_int
 
 __all__ = ["DEFAULT_FINISH_MESSAGE", "SPEC", "call_limits_filter"]
 
@@ -66,17 +66,15 @@ def call_limits_filter(
         An iteration- and tool-scope filter.
     """
     where = "call_limits_filter"
-    model_cap = check_int(where, "max_model_calls", max_model_calls, 1, allow_none=True)
-    tool_cap = check_int(where, "max_tool_calls", max_tool_calls, 0, allow_none=True)
+    model_cap = check_optional_int(where, "max_model_calls", max_model_calls, 1)
+    tool_cap = check_optional_int(where, "max_tool_calls", max_tool_calls, 0)
     per_tool: dict[str, int] = {}
     if max_calls_per_tool is not None:
         if not isinstance(max_calls_per_tool, Mapping):
-            msg = f"{where}(max_calls_per_tool={max_calls_per_tool!r}) is invalid; give a mapping such as {{'search': 3}}."
+            msg = f"{where}(max_calls_per_tool={max_calls_per_tool!r}) is invalid; give a mapping like {{'search': 3}}."
             raise ConfigError(msg)
         for tool_name, cap in max_calls_per_tool.items():
-            value = check_int(where, f"max_calls_per_tool[{tool_name!r}]", cap, 0)
-            assert value is not None  # not optional here
-            per_tool[str(tool_name)] = value
+            per_tool[str(tool_name)] = check_int(where, f"max_calls_per_tool[{tool_name!r}]", cap, 0)
     mode = check_choice(where, "on_limit", on_limit, ("raise", "finish"))
     if model_cap is None and tool_cap is None and not per_tool:
         msg = f"{where}() sets no limit; give max_model_calls, max_tool_calls or max_calls_per_tool."
@@ -106,7 +104,9 @@ def call_limits_filter(
             fresh(state)
         if model_cap is not None:
             if state["model_calls"] >= model_cap:
-                return end(_exceeded("max_model_calls", state["model_calls"] + 1, model_cap, "LLM calls"), ())
+                # The round's delta (last round's tool results) must reach the transcript too.
+                exceeded = _exceeded("max_model_calls", state["model_calls"] + 1, model_cap, "LLM calls")
+                return end(exceeded, request.messages)
             state["model_calls"] += 1
         result = await call_next(request)
         exceeded = state["exceeded"]

@@ -1,0 +1,160 @@
+"""fallback: other models answer when the kernel's model fails; never after streaming."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from beamfilter_builtins import fallback_filter
+from beamfilter_builtins._fallback import SPEC
+from beamfilter_core import (
+    BuildContext,
+    ChatRequest,
+    ChatResponse,
+    Kernel,
+    RunFinished,
+    ScriptedModel,
+    ToolCall,
+    TurnResult,
+    tool,
+)
+from beamfilter_core.errors import (
+    AuthenticationError,
+    BadRequestError,
+    ConfigError,
+    IncompleteStreamError,
+    InternalServerError,
+    NotFoundError,
+    RateLimitError,
+)
+from beamfilter_core.testing import collect_stream
+
+pytestmark = pytest.mark.anyio
+
+
+class Failing:
+    """A model that always fails with ``error`` (after streaming ``partial``, if any)."""
+
+    def __init__(self, error: Exception, partial: str = "") -> None:
+        self.error = error
+        self.partial = partial
+        self.calls = 0
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        self.calls += 1
+        raise self.error
+
+    async def stream(self, request: ChatRequest, on_token: Callable[[str], None]) -> ChatResponse:
+        self.calls += 1
+        if self.partial:
+            on_token(self.partial)
+        raise self.error
+
+
+async def run(kernel: Kernel, text: str, stream: bool) -> tuple[TurnResult, str | None]:
+    if not stream:
+        return await kernel.run(text), None
+    streamed, events = await collect_stream(kernel.run_stream(text))
+    last = events[-1]
+    assert isinstance(last, RunFinished)
+    return last.result, streamed
+
+
+@pytest.fixture(params=[False, True], ids=["complete", "stream"])
+def stream(request: pytest.FixtureRequest) -> bool:
+    return bool(request.param)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        RateLimitError("slow", status_code=429),
+        InternalServerError("boom", status_code=503),
+        AuthenticationError("bad key", status_code=401),
+        NotFoundError("no such model", status_code=404),
+    ],
+    ids=["429", "503", "401", "404"],
+)
+async def test_falls_back_on_retryable_auth_and_not_found(error: Exception, stream: bool) -> None:
+    primary = Failing(error)
+    backup = ScriptedModel(["from backup"])
+    kernel = Kernel(primary, filters=[fallback_filter(models=[backup])], system_prompt="Be brief.")
+    result, streamed = await run(kernel, "hi", stream)
+    assert result.text == "from backup"
+    assert primary.calls == 1
+    sent = backup.requests[0].messages
+    assert [(m.role, m.content) for m in sent] == [("system", "Be brief."), ("user", "hi")]
+    if stream:
+        assert streamed == ""  # a fallback answer arrives whole, in the result
+
+
+async def test_walks_the_list_in_order_and_by_config_name() -> None:
+    second = Failing(InternalServerError("down too", status_code=500))
+    third = ScriptedModel(["third answers"])
+    build = BuildContext(models={"second": second, "third": third})
+    flt = fallback_filter(models=["second", "third"], build=build)
+    result = await Kernel(Failing(RateLimitError("slow", status_code=429)), filters=[flt]).run("hi")
+    assert result.text == "third answers"
+    assert second.calls == 1
+
+
+async def test_every_model_failing_raises_the_last_error_with_notes() -> None:
+    flt = fallback_filter(models=[Failing(InternalServerError("b down", status_code=500))])
+    with pytest.raises(InternalServerError) as caught:
+        await Kernel(Failing(RateLimitError("slow", status_code=429)), filters=[flt]).run("hi")
+    assert caught.value.message == "b down"
+    assert caught.value.__notes__ == [
+        "fallback tried every model: primary model: RateLimitError: HTTP 429: slow; "
+        "fallback 'Failing': InternalServerError: HTTP 500: b down"
+    ]
+
+
+async def test_other_errors_do_not_fall_back() -> None:
+    backup = ScriptedModel(["unused"])
+    flt = fallback_filter(models=[backup])
+    with pytest.raises(BadRequestError):
+        await Kernel(Failing(BadRequestError("bad", status_code=400)), filters=[flt]).run("hi")
+    assert backup.requests == []
+
+
+async def test_never_falls_back_after_tokens_were_streamed() -> None:
+    backup = ScriptedModel(["unused"])
+    kernel = Kernel(Failing(IncompleteStreamError("cut"), partial="Hal"), filters=[fallback_filter(models=[backup])])
+    with pytest.raises(IncompleteStreamError):
+        await collect_stream(kernel.run_stream("hi"))
+    assert backup.requests == []
+
+
+async def test_fallback_answers_with_tool_calls_drive_the_loop(stream: bool) -> None:
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    backup = ScriptedModel([ChatResponse.tool_calls(ToolCall("add", {"a": 2, "b": 3})), "5"])
+    primary = Failing(InternalServerError("down", status_code=500))
+    kernel = Kernel(primary, tools=[add], filters=[fallback_filter(models=[backup])])
+    result, _ = await run(kernel, "2+3?", stream)
+    assert result.text == "5"
+    assert primary.calls == 2
+    assert [m.content for m in result.messages if m.role == "tool"] == ["5"]
+
+
+def test_bad_options() -> None:
+    with pytest.raises(ConfigError) as caught:
+        fallback_filter(models=["backup"], build=BuildContext(models={"big": object()}))
+    assert str(caught.value) == (
+        "fallback_filter: models[0] is 'backup', which is not a model named in the config (known models: big); "
+        "declare it under [models.backup] or pass a ChatModel."
+    )
+    with pytest.raises(ConfigError) as caught:
+        fallback_filter(models=[])
+    assert str(caught.value) == (
+        "fallback_filter(models=[]) is invalid; give a non-empty list of model names (config) or ChatModels."
+    )
+
+
+def test_spec() -> None:
+    assert (SPEC.name, tuple(SPEC.scopes)) == ("fallback", ("chat", "token"))
+    assert SPEC.options_schema["required"] == ["models"]
