@@ -1,0 +1,114 @@
+"""approval: only sensitive tools reach the approver; a rejection is a tool result."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from beamfilter_builtins import approval_filter
+from beamfilter_builtins._approval import SPEC
+from beamfilter_core import ChatResponse, Decision, Kernel, RunFinished, ScriptedModel, ToolCall, TurnResult, tool
+from beamfilter_core.errors import ConfigError, FilterError
+from beamfilter_core.testing import collect_stream
+
+pytestmark = pytest.mark.anyio
+
+
+async def run(kernel: Kernel, text: object, stream: bool) -> tuple[TurnResult, str | None]:
+    if not stream:
+        return await kernel.run(text), None  # type: ignore[arg-type]
+    streamed, events = await collect_stream(kernel.run_stream(text))  # type: ignore[arg-type]
+    last = events[-1]
+    assert isinstance(last, RunFinished)
+    return last.result, streamed
+
+
+@pytest.fixture(params=[False, True], ids=["complete", "stream"])
+def stream(request: pytest.FixtureRequest) -> bool:
+    return bool(request.param)
+
+
+def make(approve: Any, ran: list[str]) -> tuple[Kernel, ScriptedModel]:
+    @tool(sensitive=True)
+    def delete(path: str) -> str:
+        """Delete a file."""
+        ran.append(f"delete {path}")
+        return f"deleted {path}"
+
+    @tool
+    def read(path: str) -> str:
+        """Read a file."""
+        ran.append(f"read {path}")
+        return f"read {path}"
+
+    calls = ChatResponse.tool_calls(ToolCall("delete", {"path": "/a"}, "c1"), ToolCall("read", {"path": "/b"}, "c2"))
+    model = ScriptedModel([calls, "done"])
+    return Kernel(model, tools=[delete, read], filters=[approval_filter(approve)]), model
+
+
+async def test_rejection_is_a_tool_result_and_tool_never_runs(stream: bool) -> None:
+    asked: list[tuple[str, dict[str, Any]]] = []
+
+    def approve(name: str, arguments: dict[str, Any]) -> bool:
+        asked.append((name, arguments))
+        return False
+
+    ran: list[str] = []
+    kernel, model = make(approve, ran)
+    result, _ = await run(kernel, "clean up", stream)
+    assert result.text == "done"
+    assert asked == [("delete", {"path": "/a"})]  # the non-sensitive tool never reaches it
+    assert ran == ["read /b"]
+    tool_messages = [m for m in model.requests[1].messages if m.role == "tool"]
+    assert [(m.tool_call_id, m.text) for m in tool_messages] == [
+        ("c1", "The user rejected this call to the sensitive tool 'delete'. Do not retry it."),
+        ("c2", "read /b"),
+    ]
+
+
+async def test_async_approver_and_decisions(stream: bool) -> None:
+    async def approve(name: str, arguments: dict[str, Any]) -> Decision:
+        return Decision.approve({"path": "/safe"})
+
+    ran: list[str] = []
+    kernel, _ = make(approve, ran)
+    result, _ = await run(kernel, "go", stream)
+    assert sorted(ran) == ["delete /safe", "read /b"]
+    assert result.tool_calls_made == 2
+
+    ran.clear()
+    kernel, model = make(lambda n, a: Decision.reject("too risky"), ran)
+    await run(kernel, "go", stream)
+    assert ran == ["read /b"]
+    assert model.requests[1].messages[-2].text == (
+        "The user rejected this call to the sensitive tool 'delete': too risky. Do not retry it."
+    )
+    ran.clear()
+    kernel, model = make(lambda n, a: Decision.reply("pretend deleted"), ran)
+    await run(kernel, "go", stream)
+    assert ran == ["read /b"]
+    assert model.requests[1].messages[-2].text == "pretend deleted"
+
+
+async def test_approved_runs_the_tool() -> None:
+    ran: list[str] = []
+    kernel, _ = make(lambda n, a: True, ran)
+    await kernel.run("go")
+    assert sorted(ran) == ["delete /a", "read /b"]
+
+
+async def test_bad_verdict_and_options() -> None:
+    kernel, _ = make(lambda n, a: "maybe", [])
+    with pytest.raises(ConfigError, match="returned 'maybe'") as info:
+        await kernel.run("go")
+    assert info.value.filter_name == "approval"
+    with pytest.raises(ConfigError, match="cannot import module 'no_such_mod'"):
+        approval_filter("no_such_mod:fn")
+    with pytest.raises(ConfigError, match="has no attribute 'nope'"):
+        approval_filter("json:nope")
+    with pytest.raises(ConfigError, match="not callable"):
+        approval_filter("json:__doc__")
+    assert approval_filter("json:dumps").scopes == ("tool",)
+    assert SPEC.name == "approval"
+    assert FilterError is not None

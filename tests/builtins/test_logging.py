@@ -1,0 +1,89 @@
+"""logging: structured before/after records with durations; results unchanged."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from beamfilter_builtins import logging_filter
+from beamfilter_builtins._logging import SPEC
+from beamfilter_core import ChatResponse, Kernel, RunFinished, ScriptedModel, ToolCall, TurnResult, tool
+from beamfilter_core.errors import ConfigError
+from beamfilter_core.testing import collect_stream
+
+pytestmark = pytest.mark.anyio
+
+
+async def run(kernel: Kernel, text: object, stream: bool) -> tuple[TurnResult, str | None]:
+    if not stream:
+        return await kernel.run(text), None  # type: ignore[arg-type]
+    streamed, events = await collect_stream(kernel.run_stream(text))  # type: ignore[arg-type]
+    last = events[-1]
+    assert isinstance(last, RunFinished)
+    return last.result, streamed
+
+
+@pytest.fixture(params=[False, True], ids=["complete", "stream"])
+def stream(request: pytest.FixtureRequest) -> bool:
+    return bool(request.param)
+
+
+async def test_records_per_scope(stream: bool, caplog: pytest.LogCaptureFixture) -> None:
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("add", {"a": 1, "b": 2}, "c1")), "x" * 300])
+    kernel = Kernel(model, tools=[add], filters=[logging_filter(preview=10)])
+    with caplog.at_level(logging.DEBUG, logger="beamfilter"):
+        result, _ = await run(kernel, "add", stream)
+    assert result.text == "x" * 300
+    facts = [r.beamfilter for r in caplog.records if r.name == "beamfilter"]  # type: ignore[attr-defined]
+    assert [(f["scope"], f["phase"]) for f in facts] == [
+        ("turn", "before"),
+        ("iteration", "before"),
+        ("chat", "before"),
+        ("chat", "after"),
+        ("tool", "before"),
+        ("tool", "after"),
+        ("iteration", "after"),
+        ("iteration", "before"),
+        ("chat", "before"),
+        ("chat", "after"),
+        ("iteration", "after"),
+        ("turn", "after"),
+    ]
+    assert facts[3]["tool_calls"] == ["add"]
+    assert facts[5]["content"] == "3"
+    assert facts[9]["text"] == "x" * 10 + "..."
+    assert facts[-1]["status"] == "completed"
+    assert all(f["duration_ms"] >= 0 for f in facts if f["phase"] == "after")
+
+
+async def test_error_record_and_scopes(caplog: pytest.LogCaptureFixture) -> None:
+    kernel = Kernel(ScriptedModel([]), filters=[logging_filter(scopes=["chat"], level="INFO")])
+    with caplog.at_level(logging.INFO, logger="beamfilter"), pytest.raises(Exception, match="scripted responses"):
+        await kernel.run("x")
+    facts = [r.beamfilter for r in caplog.records]  # type: ignore[attr-defined]
+    assert [(f["scope"], f["phase"]) for f in facts] == [("chat", "before"), ("chat", "error")]
+    assert facts[1]["error"].startswith("ScriptExhaustedError: ")
+
+
+async def test_disabled_logger_costs_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="beamfilter"):
+        result = await Kernel(ScriptedModel(["hi"]), filters=[logging_filter()]).run("x")
+    assert result.text == "hi"
+    assert caplog.records == []
+
+
+def test_options() -> None:
+    with pytest.raises(ConfigError, match="level='LOUD'"):
+        logging_filter(level="LOUD")
+    with pytest.raises(ConfigError, match="choose among turn, iteration, chat, tool"):
+        logging_filter(scopes=["token"])
+    with pytest.raises(ConfigError, match="preview=-1"):
+        logging_filter(preview=-1)
+    assert logging_filter(scopes=["tool", "turn"]).scopes == ("turn", "tool")
+    assert SPEC.name == "logging"

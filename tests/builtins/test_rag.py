@@ -1,0 +1,91 @@
+"""rag: retrieved context after the question, once per turn, nothing when empty."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from beamfilter_builtins import Document, InMemoryRetriever, rag_filter
+from beamfilter_builtins._rag import SPEC as RAG_SPEC
+from beamfilter_core import ChatResponse, Kernel, Message, RunFinished, ScriptedModel, ToolCall, TurnResult, tool
+from beamfilter_core.errors import ConfigError
+from beamfilter_core.testing import collect_stream
+
+pytestmark = pytest.mark.anyio
+
+
+async def run(kernel: Kernel, text: object, stream: bool) -> tuple[TurnResult, str | None]:
+    if not stream:
+        return await kernel.run(text), None  # type: ignore[arg-type]
+    streamed, events = await collect_stream(kernel.run_stream(text))  # type: ignore[arg-type]
+    last = events[-1]
+    assert isinstance(last, RunFinished)
+    return last.result, streamed
+
+
+@pytest.fixture(params=[False, True], ids=["complete", "stream"])
+def stream(request: pytest.FixtureRequest) -> bool:
+    return bool(request.param)
+
+
+DOCS = ["Paris is the capital of France.", "Rome is the capital of Italy.", "Bananas are yellow."]
+
+
+async def test_rag_injects_context_after_question(stream: bool) -> None:
+    model = ScriptedModel(["Paris"])
+    kernel = Kernel(model, filters=[rag_filter(documents=DOCS, top_k=1)])
+    await run(kernel, "What is the capital of France?", stream)
+    assert model.requests[0].messages[0].text == (
+        "What is the capital of France?\n\n"
+        "Context:\n---------------------\nParis is the capital of France.\n---------------------\n"
+        "Answer the question using the context above. If the context does not contain the answer, say so."
+    )
+
+
+async def test_rag_nothing_when_empty_unless_strict() -> None:
+    model = ScriptedModel(["?", "?"])
+    kernel = Kernel(model, filters=[rag_filter(documents=DOCS)])
+    await kernel.run("quantum chromodynamics")
+    assert model.requests[0].messages[0].text == "quantum chromodynamics"
+    strict = Kernel(
+        model, filters=[rag_filter(documents=DOCS, inject_when_empty=True, template="{question}|{context}|")]
+    )
+    await strict.run("quantum chromodynamics")
+    assert model.requests[1].messages[0].text == "quantum chromodynamics||"
+
+
+async def test_rag_custom_async_retriever_once_per_turn_last_user_message() -> None:
+    queries: list[tuple[str, int]] = []
+
+    class Retriever:
+        async def retrieve(self, query: str, top_k: int) -> list[Any]:
+            queries.append((query, top_k))
+            return [Document("doc one"), "  ", {"text": "doc two"}]
+
+    @tool
+    def look() -> str:
+        """Look."""
+        return "seen"
+
+    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("look", {}, "c1")), "done"])
+    kernel = Kernel(model, tools=[look], filters=[rag_filter(Retriever(), template="{question}\n[{context}]")])
+    result = await kernel.run([Message.user("first"), Message.user("second")])
+    assert result.text == "done"
+    assert queries == [("second", 4)]
+    assert [m.text for m in model.requests[0].messages] == ["first", "second\n[doc one\n\ndoc two]"]
+
+
+def test_in_memory_retriever_and_options() -> None:
+    retriever = InMemoryRetriever(DOCS)
+    assert [d.text for d in retriever.retrieve("capital Italy", 2)] == [DOCS[1], DOCS[0]]
+    assert retriever.retrieve("", 3) == []
+    with pytest.raises(ConfigError, match="exactly one of"):
+        rag_filter()
+    with pytest.raises(ConfigError, match="no retrieve"):
+        rag_filter(object())  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="top_k=0"):
+        rag_filter(documents=DOCS, top_k=0)
+    with pytest.raises(ConfigError, match="documents\\[0\\] is 3"):
+        InMemoryRetriever([3])  # type: ignore[list-item]
+    assert RAG_SPEC.name == "rag"

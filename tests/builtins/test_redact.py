@@ -1,0 +1,224 @@
+"""redact: secrets are replaced even when split across any chunk boundary."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from beamfilter_builtins import redact_filter
+from beamfilter_builtins._redact import SPEC
+from beamfilter_core import ChatRequest, ChatResponse, Filter, Kernel, Message, RunFinished, ScriptedModel, TurnResult
+from beamfilter_core.errors import ConfigError
+from beamfilter_core.testing import collect_stream
+
+pytestmark = pytest.mark.anyio
+
+SECRET = "sk-abcdefghijklmnopqrstuvwx"
+AWS = "AKIAABCDEFGHIJKLMNOP"
+BEARER = "Bearer abcdefghijkl"
+TEXT = f"My key is {SECRET} and {BEARER} done {AWS}."
+REDACTED = "My key is [REDACTED] and [REDACTED] done [REDACTED]."
+SAMPLES = [
+    TEXT,
+    f"{SECRET}",
+    f"start {AWS}",
+    f"sk-short then {SECRET}!",
+    f"ssk-{SECRET[3:]} and bearer   xyz {BEARER}",
+    f"mail bob@example.com and {SECRET}",
+]
+SECRETS = [SECRET, AWS, BEARER, "abcdefghijklmnopqrstuvwx", "bob@example.com"]
+
+
+def run_transform(flt: Filter, chunks: list[str]) -> list[str]:
+    transform = flt.token
+    assert transform is not None
+    state = transform.new_state()
+    out: list[str] = []
+    for chunk in chunks:
+        emitted, state = transform.step(chunk, state)
+        out.extend(emitted)
+    assert transform.flush is not None
+    out.extend(transform.flush(state))
+    return out
+
+
+def whole(flt: Filter, text: str) -> str:
+    return "".join(run_transform(flt, [text]))
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 7, 100])
+def test_fixed_chunk_sizes(size: int) -> None:
+    flt = redact_filter()
+    chunks = [TEXT[i : i + size] for i in range(0, len(TEXT), size)]
+    assert "".join(run_transform(flt, chunks)) == REDACTED
+
+
+def test_plain_text_is_not_delayed() -> None:
+    flt = redact_filter()
+    transform = flt.token
+    assert transform is not None
+    state = transform.new_state()
+    emitted, state = transform.step("Hello world", state)
+    assert list(emitted) == ["Hello world"]
+    emitted, state = transform.step(" this", state)  # a trailing 's' could start "sk-"
+    assert list(emitted) == [" thi"]
+    assert state == "s"
+    emitted, state = transform.step(" is", state)
+    assert "".join(emitted) == "s i"
+    assert state == "s"
+
+
+def test_only_the_shortest_possible_tail_is_held() -> None:
+    flt = redact_filter()
+    transform = flt.token
+    assert transform is not None
+    emitted, state = transform.step("the key sk-abc", transform.new_state())
+    assert "".join(emitted) == "the key "
+    assert state == "sk-abc"
+
+
+def check_every_split(flt: Filter, text: str, secrets: list[str]) -> None:
+    expected = whole(flt, text)
+    for i in range(len(text) + 1):
+        for j in range(i, len(text) + 1):
+            chunks = [c for c in (text[:i], text[i:j], text[j:]) if c]
+            out = run_transform(flt, chunks)
+            joined = "".join(out)
+            assert joined == expected, (chunks, joined)
+            for piece in out:
+                for secret in secrets:
+                    assert secret not in piece
+            for secret in secrets:
+                assert secret not in joined
+
+
+@pytest.mark.parametrize("text", SAMPLES)
+def test_every_two_cut_split_of_samples(text: str) -> None:
+    flt = redact_filter(emails=True)
+    check_every_split(flt, text, [s for s in SECRETS if s in text])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.sampled_from(SAMPLES),
+    cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=12),
+)
+def test_property_no_secret_reaches_the_consumer(text: str, cuts: list[int]) -> None:
+    flt = redact_filter(emails=True)
+    points = sorted({c % (len(text) + 1) for c in cuts})
+    bounds = [0, *points, len(text)]
+    chunks = [text[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+    seen = ""
+    out = run_transform(flt, chunks)
+    for piece in out:
+        seen += piece
+        for secret in SECRETS:
+            assert secret not in seen
+    assert seen == whole(flt, text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(prefix=st.text(alphabet="ab skAK-", max_size=15), suffix=st.text(alphabet="ab skAK-.", max_size=15))
+def test_property_random_context(prefix: str, suffix: str) -> None:
+    flt = redact_filter()
+    text = f"{prefix}{SECRET}{suffix}"
+    out = run_transform(flt, list(text))  # one character per token
+    assert SECRET not in "".join(out)
+    assert "".join(out) == whole(flt, text)
+
+
+def test_custom_patterns_and_unbounded_max_length() -> None:
+    flt = redact_filter({"pin": r"PIN:\d+"}, replacement="<pin>", max_length=12)
+    assert "".join(run_transform(flt, list("my PIN:1234 ok"))) == "my <pin> ok"
+    # An unbounded pattern is held at most max_length characters.
+    transform = flt.token
+    assert transform is not None
+    emitted, state = transform.step("PIN:" + "1" * 20, transform.new_state())
+    assert "".join(emitted) == "<pin>"
+    assert state == ""
+
+
+def test_bad_options() -> None:
+    with pytest.raises(ConfigError, match=r"pattern \[0\] '\(' is not a valid regular expression"):
+        redact_filter(["("])
+    with pytest.raises(ConfigError, match="matches the empty text"):
+        redact_filter(["a*"])
+    with pytest.raises(ConfigError, match="back references"):
+        redact_filter([r"(a)\1"])
+    with pytest.raises(ConfigError, match="max_length=0"):
+        redact_filter(max_length=0)
+    with pytest.raises(ConfigError, match="applies_to='both'"):
+        redact_filter(applies_to="both")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="give a list of regular expressions"):
+        redact_filter("sk-.*")  # type: ignore[arg-type]
+
+
+def stored_by_memory(log: list[str]) -> Filter:
+    async def around_chat(request: ChatRequest, state: dict[str, object], call_next: object) -> ChatResponse:
+        response: ChatResponse = await call_next(request)  # type: ignore[operator]
+        log.append(response.text)
+        return response
+
+    return Filter("memory_probe", around_chat=around_chat)
+
+
+@pytest.mark.parametrize("chunk", [None, 1, 3])
+async def test_answer_scope_streamed_equals_result_equals_memory(chunk: int | None) -> None:
+    stored: list[str] = []
+    model = ScriptedModel([TEXT], chunk=chunk)
+    kernel = Kernel(model, filters=[stored_by_memory(stored), redact_filter()])
+    streamed, events = await collect_stream(kernel.run_stream("hi"))
+    last = events[-1]
+    assert isinstance(last, RunFinished)
+    assert streamed == REDACTED
+    assert last.result.text == REDACTED
+    assert stored == [REDACTED]
+    assert SECRET not in repr(last.result.messages)
+
+
+async def test_answer_scope_non_streaming() -> None:
+    stored: list[str] = []
+    kernel = Kernel(ScriptedModel([TEXT]), filters=[stored_by_memory(stored), redact_filter()])
+    result = await kernel.run("hi")
+    assert isinstance(result, TurnResult)
+    assert result.text == REDACTED
+    assert stored == [REDACTED]
+
+
+async def test_stream_scope_changes_delivery_only() -> None:
+    kernel = Kernel(ScriptedModel([TEXT], chunk=2), filters=[redact_filter(applies_to="stream")])
+    streamed, events = await collect_stream(kernel.run_stream("hi"))
+    last = events[-1]
+    assert isinstance(last, RunFinished)
+    assert streamed == REDACTED
+    assert last.result.text == TEXT
+    plain = await Kernel(ScriptedModel([TEXT]), filters=[redact_filter(applies_to="stream")]).run("hi")
+    assert plain.text == TEXT
+
+
+async def test_error_end_releases_nothing_held() -> None:
+    class Failing(ScriptedModel):
+        async def stream(self, request: ChatRequest, on_token: object) -> ChatResponse:
+            on_token("key sk-abc")  # type: ignore[operator]
+            raise RuntimeError("stream broke")
+
+    kernel = Kernel(Failing(["x"]), filters=[redact_filter()])
+    seen: list[str] = []
+    with pytest.raises(RuntimeError, match="stream broke"):  # noqa: PT012  # drain until the error
+        async for event in kernel.run_stream("hi"):
+            seen.append(repr(event))
+    assert all("sk-abc" not in item for item in seen)
+    assert re.search("key ", "".join(seen))
+
+
+def test_spec() -> None:
+    assert SPEC.name == "redact"
+    assert tuple(SPEC.scopes) == ("token",)
+    assert SPEC.factory is redact_filter
+    assert redact_filter().token is not None
+    assert redact_filter().token.applies_to == "answer"  # type: ignore[union-attr]
+    assert Message.user("x").text == "x"

@@ -1,0 +1,189 @@
+"""tool_search: advertise the search tool plus found tools; discovery read from the transcript."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from beamfilter_builtins import BM25ToolIndex, RegexToolIndex, tool_search_filter
+from beamfilter_builtins._bm25 import tokenize
+from beamfilter_builtins._tool_search import SPEC
+from beamfilter_core import (
+    ChatResponse,
+    Filter,
+    Kernel,
+    Message,
+    RunFinished,
+    ScriptedModel,
+    Tool,
+    ToolCall,
+    TurnResult,
+    tool,
+)
+from beamfilter_core.errors import ConfigError
+from beamfilter_core.testing import collect_stream
+
+pytestmark = pytest.mark.anyio
+
+
+async def run(kernel: Kernel, text: object, stream: bool) -> tuple[TurnResult, str | None]:
+    if not stream:
+        return await kernel.run(text), None  # type: ignore[arg-type]
+    streamed, events = await collect_stream(kernel.run_stream(text))  # type: ignore[arg-type]
+    last = events[-1]
+    assert isinstance(last, RunFinished)
+    return last.result, streamed
+
+
+@pytest.fixture(params=[False, True], ids=["complete", "stream"])
+def stream(request: pytest.FixtureRequest) -> bool:
+    return bool(request.param)
+
+
+def catalog() -> list[Tool]:
+    @tool
+    def get_weather(city: str) -> str:
+        """Current weather and temperature for a city."""
+        return f"sunny in {city}"
+
+    @tool
+    def send_email(to: str, body: str) -> str:
+        """Send an e-mail message to a recipient."""
+        return "sent"
+
+    @tool
+    def createCalendarEvent(title: str) -> str:  # camelCase on purpose
+        """Add an event to the calendar."""
+        return "created"
+
+    @tool
+    def convert_currency(amount: float, to: str) -> str:
+        """Convert money between currencies using exchange rates."""
+        return "42"
+
+    return [get_weather, send_email, createCalendarEvent, convert_currency]
+
+
+def names(request: object) -> list[str]:
+    return [t.name for t in request.tools]  # type: ignore[attr-defined]
+
+
+async def test_search_then_call(stream: bool) -> None:
+    tools = catalog()
+    flt = tool_search_filter()
+    search_tool = flt.extras["tools"][0]
+    model = ScriptedModel(
+        [
+            ChatResponse.tool_calls(ToolCall("tool_search", {"query": "weather"}, "s1")),
+            ChatResponse.tool_calls(ToolCall("get_weather", {"city": "Oslo"}, "w1")),
+            "It is sunny.",
+        ]
+    )
+    kernel = Kernel(model, tools=[*tools, search_tool], filters=[flt])
+    result, _ = await run(kernel, "weather in Oslo?", stream)
+    assert result.text == "It is sunny."
+    assert names(model.requests[0]) == ["tool_search"]
+    assert names(model.requests[1]) == ["get_weather", "tool_search"]
+    assert names(model.requests[2]) == ["get_weather", "tool_search"]
+    assert model.requests[1].messages[-1].text == '["get_weather"]'
+
+
+async def test_accumulate_union_or_latest() -> None:
+    script = [
+        ChatResponse.tool_calls(ToolCall("tool_search", {"query": "weather"}, "s1")),
+        ChatResponse.tool_calls(ToolCall("tool_search", {"query": "email"}, "s2")),
+        "done",
+    ]
+    for accumulate, expected in (
+        (True, ["get_weather", "send_email", "tool_search"]),
+        (False, ["send_email", "tool_search"]),
+    ):
+        flt = tool_search_filter(accumulate=accumulate)
+        model = ScriptedModel(list(script))
+        await Kernel(model, tools=[*catalog(), *flt.extras["tools"]], filters=[flt]).run("x")
+        assert names(model.requests[2]) == expected
+
+
+async def test_transcript_rules_and_unindexed_tools_pass() -> None:
+    tools = catalog()
+    flt = tool_search_filter(tools=tools[:3])  # convert_currency is not indexed: always shown
+    seen: list[list[str]] = []
+
+    def answer(request: object) -> str:
+        seen.append(names(request))
+        return "ok"
+
+    history = [
+        Message.user("earlier"),
+        Message.assistant(None, (ToolCall("tool_search", {"query": "x"}, "s1"), ToolCall("other", {}, "o1"))),
+        Message.tool("s1", '["send_email", "not_registered", 7]'),
+        Message.tool("o1", '["get_weather"]'),  # another tool's result is never claimed
+        Message.assistant(None, (ToolCall("tool_search", {"query": "y"}, "s2"),)),
+        Message.tool("s2", "no json here"),  # malformed: no search
+    ]
+    model = ScriptedModel([answer])
+    await Kernel(model, tools=[*tools, *flt.extras["tools"]], filters=[flt]).run([*history, Message.user("now")])
+    assert seen == [["send_email", "convert_currency", "tool_search"]]
+
+
+async def test_no_tools_passes_through_and_search_results() -> None:
+    flt = tool_search_filter(max_results=2)
+    model = ScriptedModel(["hi"])
+    await Kernel(model, filters=[flt]).run("x")
+    assert model.requests[0].tools == ()
+    search = flt.extras["tools"][0]
+    kernel = Kernel(
+        ScriptedModel([ChatResponse.tool_calls(ToolCall("tool_search", {"query": "calendar event"}, "s1")), "done"]),
+        tools=[*catalog(), search],
+        filters=[flt],
+    )
+    result = await kernel.run("x")
+    assert json.loads(result.messages[2].text) == ["createCalendarEvent"]
+    assert json.loads(await search.fn(query="")) == []
+    # "e-mail" gives two matching terms (e, mail), so send_email ranks first; max_results=2 cuts the third.
+    assert json.loads(await search.fn(query="money e-mail weather")) == ["send_email", "get_weather"]
+
+
+def test_bm25_and_tokenizer() -> None:
+    assert tokenize("getHTTPServer_status") == ["get", "http", "server", "status"]
+    assert tokenize("天气预报") == ["天气", "气预", "预报"]
+    assert tokenize("天") == ["天"]
+    index = BM25ToolIndex()
+    index.build(catalog())
+    assert index.search("calendar", 5) == ["createCalendarEvent"]
+    assert index.search("send", 5) == ["send_email"]
+    assert index.search("   ", 5) == []
+    assert index.search("zebra", 5) == []
+
+
+def test_regex_backend() -> None:
+    index = RegexToolIndex()
+    index.build(catalog())
+    assert index.search("^send|calendar", 5) == ["createCalendarEvent", "send_email"]
+    assert index.search("exchange", 5) == ["convert_currency"]  # description only
+    assert index.search("currency|money", 5) == ["convert_currency"]
+    assert index.search("(", 5) == []  # invalid regex: literal, no hits
+    assert index.search("", 5) == []
+    flt = tool_search_filter(backend="regex")
+    assert isinstance(flt.extras["index"], RegexToolIndex)
+
+
+def test_custom_index_and_options() -> None:
+    class Fixed:
+        def build(self, tools: object) -> None:
+            self.built = True
+
+        def search(self, query: str, limit: int) -> list[str]:
+            return ["send_email"]
+
+    assert tool_search_filter(backend=Fixed()).extras["index"].__class__ is Fixed
+    with pytest.raises(ConfigError, match="backend='vector'"):
+        tool_search_filter(backend="vector")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="no build"):
+        tool_search_filter(backend=object())  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="max_results=0"):
+        tool_search_filter(max_results=0)
+    assert isinstance(tool_search_filter(), Filter)
+    assert SPEC.name == "tool_search"
+    assert tuple(SPEC.scopes) == ("chat",)

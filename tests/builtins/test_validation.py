@@ -1,0 +1,188 @@
+"""validation and schema_validation: re-enter with feedback, bounded, pass-through rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from beamfilter_builtins import schema_validation_filter, schema_validator, validation_filter
+from beamfilter_builtins._schema_validation import SPEC as SCHEMA_SPEC
+from beamfilter_builtins._validation import SPEC
+from beamfilter_core import (
+    ChatResponse,
+    Decision,
+    Kernel,
+    Message,
+    RunFinished,
+    ScriptedModel,
+    ToolCall,
+    TurnResult,
+    tool,
+)
+from beamfilter_core.errors import ConfigError
+from beamfilter_core.testing import collect_stream
+
+pytestmark = pytest.mark.anyio
+
+
+async def run(kernel: Kernel, text: object, stream: bool) -> tuple[TurnResult, str | None]:
+    if not stream:
+        return await kernel.run(text), None  # type: ignore[arg-type]
+    streamed, events = await collect_stream(kernel.run_stream(text))  # type: ignore[arg-type]
+    last = events[-1]
+    assert isinstance(last, RunFinished)
+    return last.result, streamed
+
+
+@pytest.fixture(params=[False, True], ids=["complete", "stream"])
+def stream(request: pytest.FixtureRequest) -> bool:
+    return bool(request.param)
+
+
+def must_say_ok(result: TurnResult) -> str | None:
+    return None if "OK" in result.text else "the answer must contain OK"
+
+
+async def test_retry_with_transcript_and_feedback(stream: bool) -> None:
+    model = ScriptedModel(["nope", "OK now"])
+    kernel = Kernel(model, filters=[validation_filter(must_say_ok)])
+    result, streamed = await run(kernel, "say ok", stream)
+    assert result.text == "OK now"
+    assert len(model.requests) == 2
+    assert [(m.role, m.text) for m in model.requests[1].messages] == [
+        ("user", "say ok"),
+        ("assistant", "nope"),
+        ("user", "Your last answer failed validation: the answer must contain OK. Please fix it and answer again."),
+    ]
+    assert streamed in (None, "nopeOK now")
+
+
+async def test_exhaustion_returns_last_result_unchanged(stream: bool) -> None:
+    model = ScriptedModel(["a", "b", "c", "d"])
+    kernel = Kernel(model, filters=[validation_filter(must_say_ok, max_retries=2)])
+    result, _ = await run(kernel, "say ok", stream)
+    assert result.status == "completed"
+    assert result.text == "c"
+    assert len(model.requests) == 3
+    zero = Kernel(ScriptedModel(["a"]), filters=[validation_filter(must_say_ok, max_retries=0)])
+    assert (await zero.run("x")).text == "a"
+
+
+async def test_async_validate_and_custom_feedback() -> None:
+    async def check(result: TurnResult) -> str | None:
+        return None if result.text.isupper() else "not upper case"
+
+    model = ScriptedModel(["low", "HIGH"])
+    kernel = Kernel(model, filters=[validation_filter(check, feedback="Fix: {problem}")])
+    assert (await kernel.run("x")).text == "HIGH"
+    assert model.requests[1].messages[-1] == Message.user("Fix: not upper case")
+
+
+async def test_paused_result_passes_through_and_resume_is_cleared() -> None:
+    @tool(sensitive=True)
+    def rm(path: str) -> str:
+        """Remove."""
+        return "removed"
+
+    calls: list[str] = []
+
+    def validate(result: TurnResult) -> str | None:
+        calls.append(result.status)
+        return "again" if result.text == "first" else None
+
+    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("rm", {"path": "/x"}, "c1")), "first", "second"])
+    seen: list[bool] = []
+
+    async def probe(request: Any, state: dict[str, Any], call_next: Any) -> Any:
+        seen.append(request.resume)
+        return await call_next(request)
+
+    from beamfilter_core import Filter
+
+    kernel = Kernel(
+        model,
+        tools=[rm],
+        filters=[validation_filter(validate), Filter("probe", around_turn=probe)],
+        gate=lambda call, t, ctx: Decision.pause("confirm"),
+    )
+    paused = await kernel.run("remove /x")
+    assert paused.status == "paused"
+    assert calls == []  # never validated, never retried
+    resumed = await kernel.resume(paused.pause, {"c1": "approve"})
+    assert resumed.text == "second"
+    assert calls == ["completed", "completed"]
+    assert seen == [False, True, False]
+
+
+def test_validation_options() -> None:
+    with pytest.raises(ConfigError, match="max_retries=-1"):
+        validation_filter(must_say_ok, max_retries=-1)
+    with pytest.raises(ConfigError, match=r"containing .\{problem\}."):
+        validation_filter(must_say_ok, feedback="no placeholder")
+    assert SPEC.name == "validation"
+    assert tuple(SPEC.scopes) == ("turn",)
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string"},
+        "genre": {"enum": ["drama", "comedy"]},
+        "code": {"type": "string", "pattern": "^[A-Z]{3}$"},
+        "kind": {"const": "film"},
+        "films": {
+            "type": "array",
+            "items": {"type": "object", "properties": {"year": {"type": "integer"}}, "required": ["year"]},
+        },
+    },
+    "required": ["title", "genre"],
+}
+
+
+def check(text: str, **options: Any) -> str | None:
+    return schema_validator(SCHEMA, **options)(TurnResult("completed", Message.assistant(text)))
+
+
+def test_schema_messages() -> None:
+    assert check("") == "answer has no text"
+    assert check("```json\n   \n```") == "answer has no text"
+    assert check("not json") == "answer is not valid JSON: Expecting value: line 1 column 1 (char 0)"
+    assert check('{"title": "A", "genre": "drama"}') is None
+    assert check('Here:\n```json\n{"title": "A", "genre": "comedy"}\n```\nthanks') is None
+    assert check('```\n{"title": "A", "genre": "comedy"}```') is None
+    assert check('```json\n{"title": "A", "genre": "comedy"}\n```', code_fence=False) == (
+        "answer is not valid JSON: Expecting value: line 1 column 1 (char 0)"
+    )
+    bad = '{"genre": "horror", "code": "ab", "kind": "show", "films": [{"year": 1}, {"year": "2"}, {}]}'
+    assert check(bad) == (
+        'answer does not match the schema: root: missing required properties "title"; '
+        'genre: must be one of "drama", "comedy"; code: must match the pattern ^[A-Z]{3}$; '
+        'kind: must be exactly "film"; films[1].year: must be integer; '
+        'films[2]: missing required properties "year"'
+    )
+    assert check(bad, max_errors=2) == (
+        'answer does not match the schema: root: missing required properties "title"; '
+        'genre: must be one of "drama", "comedy"'
+    )
+
+
+async def test_schema_filter_retries(stream: bool) -> None:
+    model = ScriptedModel(['{"title": "A", "genre": "horror"}', '```json\n{"title": "A", "genre": "drama"}\n```'])
+    kernel = Kernel(model, filters=[schema_validation_filter(SCHEMA)])
+    result, _ = await run(kernel, "a film as JSON", stream)
+    assert result.text.startswith("```json")
+    assert model.requests[1].messages[-1].text == (
+        "Your last answer failed validation: answer does not match the schema: "
+        'genre: must be one of "drama", "comedy". Please fix it and answer again.'
+    )
+
+
+def test_schema_options() -> None:
+    with pytest.raises(ConfigError, match="the schema is invalid"):
+        schema_validation_filter({"type": "nonsense"})
+    with pytest.raises(ConfigError, match="max_errors=0"):
+        schema_validation_filter(SCHEMA, max_errors=0)
+    with pytest.raises(ConfigError, match="give a JSON schema"):
+        schema_validation_filter("x")  # type: ignore[arg-type]
+    assert SCHEMA_SPEC.name == "schema_validation"
