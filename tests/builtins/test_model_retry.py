@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -81,7 +82,7 @@ async def test_retries_with_backoff_then_succeeds(stream: bool) -> None:
     result, streamed = await run(Kernel(model, filters=[retry]), "hi", stream)
     assert result.text == "hello there"
     assert len(model.calls) == 3
-    gaps = [b - a for a, b in zip(model.calls, model.calls[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(model.calls)]
     assert 0.05 <= gaps[0] < 0.09
     assert 0.10 <= gaps[1] < 0.15
     if stream:
@@ -134,9 +135,13 @@ async def test_never_retries_after_tokens_reached_the_consumer() -> None:
     model = FlakyModel([IncompleteStreamError("cut")], partial="Hel")
     kernel = Kernel(model, filters=[model_retry_filter(initial_delay=0.001)])
     seen: list[Any] = []
-    with pytest.raises(IncompleteStreamError):
+
+    async def consume() -> None:
         async for event in kernel.run_stream("hi"):
             seen.append(event)
+
+    with pytest.raises(IncompleteStreamError):
+        await consume()
     assert len(model.calls) == 1
     assert [getattr(e, "text", None) for e in seen] == ["Hel"]
 

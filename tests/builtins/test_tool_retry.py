@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Any
 
@@ -53,7 +54,7 @@ async def test_transient_failures_are_retried_with_exponential_backoff(stream: b
     kernel = Kernel(one_call(), tools=[flaky_tool(2, ConnectionError, times)], filters=[retry])
     result, streamed = await run(kernel, "go", stream)
     assert len(times) == 3
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     assert 0.05 <= gaps[0] < 0.09
     assert 0.10 <= gaps[1] < 0.15
     assert [m.content for m in result.messages if m.role == "tool"] == ["ok 1"]
@@ -113,7 +114,8 @@ def test_backoff_schedule() -> None:
         ({"multiplier": 0.5}, "tool_retry_filter(multiplier=0.5) is invalid; give a number >= 1."),
         (
             {"retry_on": ["flaky"]},
-            "tool_retry_filter(retry_on=['flaky']) is invalid; give a list of kinds among transient, semantic, permission.",
+            "tool_retry_filter(retry_on=['flaky']) is invalid; "
+            "give a list of kinds among transient, semantic, permission.",
         ),
     ],
 )

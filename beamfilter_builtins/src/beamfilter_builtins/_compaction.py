@@ -10,7 +10,9 @@ prompt travels apart and is never touched), and the last unit and the last user 
 
 ``strategy="summary"`` (default) replaces the removed messages by one ``user`` message
 holding a summary made by the kernel's model (or ``model``); summaries are cached for
-the run and extended incrementally when more messages must go. ``strategy="window"``
+the run and extended incrementally when more messages must go. The summary's text comes
+on top of ``target_tokens``, so keep a margin below ``max_tokens`` (the default target is
+3/4 of it). ``strategy="window"``
 just drops them. Only ``ChatRequest.messages`` changes; ``delta`` (what memory stores)
 is left alone.
 """
@@ -24,7 +26,7 @@ from typing import Any
 from beamfilter_core import BuildContext, ChatRequest, ChatResponse, Filter, FilterSpec, Message
 from beamfilter_core.errors import ConfigError
 
-from ._options import check_choice, check_int, check_number, resolve_callable
+from ._options import check_choice, check_int, check_number, check_optional_int, resolve_callable
 
 __all__ = ["DEFAULT_SUMMARY_PROMPT", "SPEC", "compaction_filter", "estimate_tokens", "split_units"]
 
@@ -116,8 +118,7 @@ def compaction_filter(
     """
     where = "compaction_filter"
     budget = check_int(where, "max_tokens", max_tokens, 1)
-    assert budget is not None  # not optional here
-    target = check_int(where, "target_tokens", target_tokens, 1, allow_none=True)
+    target = check_optional_int(where, "target_tokens", target_tokens, 1)
     if target is None:
         target = max(1, budget * 3 // 4)
     if target > budget:
@@ -126,7 +127,6 @@ def compaction_filter(
     mode = check_choice(where, "strategy", strategy, ("summary", "window"))
     ratio = check_number(where, "chars_per_token", chars_per_token, 0.5)
     overhead = check_int(where, "message_overhead", message_overhead, 0)
-    assert ratio is not None and overhead is not None  # not optional here
     counter = resolve_callable(where, "count_tokens", count_tokens) if count_tokens is not None else None
     summarizer = None
     if mode == "summary":
@@ -153,7 +153,7 @@ def compaction_filter(
             text = f"Earlier summary:\n{cached[1]}\n\nThen:\n" + _transcript(removed[len(cached[0]) :])
         request = ChatRequest((Message.system(summary_prompt), Message.user(text)))
         response = await summarizer.complete(request)  # type: ignore[union-attr]
-        summary = response.message.text.strip()
+        summary: str = response.message.text.strip()
         state["summary"] = (removed, summary)
         return summary
 
@@ -176,7 +176,7 @@ def compaction_filter(
         pinned: list[Message] = list(messages[:leading])
         removed: list[Message] = []
         dropped: set[int] = set()
-        reserve = 0 if mode == "window" else overhead + 64  # room for the summary message
+        reserve = 0 if mode == "window" else overhead  # the summary message (its text is not known yet)
         for index in range(len(units)):
             rest = [m for i, unit in enumerate(units) if i not in dropped for m in unit]
             if size([*pinned, *rest], request.system) + reserve <= target:

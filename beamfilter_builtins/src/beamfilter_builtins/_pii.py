@@ -35,7 +35,8 @@ __all__ = ["DETECTORS", "SPEC", "luhn_valid", "iban_valid", "pii_filter"]
 _EMAIL = re.compile(r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}(?![\w-])")
 _CARD = re.compile(r"(?<![\w-])\d(?:[ -]?\d){12,18}(?![\w-])")
 _IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}(?![A-Za-z0-9])")
-_IPV4 = re.compile(r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?![\w.]*\d)")
+_OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+_IPV4 = re.compile(rf"(?<![\w.])(?:{_OCTET}\.){{3}}{_OCTET}(?![\w.]*\d)")
 _IPV6 = re.compile(r"(?<![\w:])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])")
 _PHONE = re.compile(r"(?<![\w+])(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?)?\d{2,4}(?:[ .-]?\d{2,4}){1,4}(?![\w])")
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -150,7 +151,10 @@ def pii_filter(
     if isinstance(detect, str) or not all(kind in DETECTORS for kind in detect):
         msg = f"{where}(detect={detect!r}) is invalid; give a list among {', '.join(DETECTORS)}."
         raise ConfigError(msg)
-    kinds = list(dict.fromkeys([*detect, *(["ipv6"] if "ip" in detect else [])]))
+    # Built-ins run in DETECTORS order whatever the order of ``detect``: phone numbers
+    # last, so their loose digit pattern never eats a card number or an IBAN.
+    selected = {*detect, *(["ipv6"] if "ip" in detect else [])}
+    kinds = [kind for kind in DETECTORS if kind in selected]
     detectors: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], bool]]] = []
     for kind, pattern in (patterns or {}).items():
         if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", kind):
@@ -163,8 +167,8 @@ def pii_filter(
             raise ConfigError(msg) from exc
         detectors.append((kind.upper(), compiled, _always))
     for kind in kinds:
-        pattern, check = DETECTORS[kind]
-        detectors.append(("IP" if kind == "ipv6" else kind.upper(), pattern, check))
+        builtin, check = DETECTORS[kind]
+        detectors.append(("IP" if kind == "ipv6" else kind.upper(), builtin, check))
     restore = bool(restore_in_tools) and style != "redact"
 
     def placeholder(vault: _Vault, kind: str, value: str) -> str:
@@ -219,7 +223,7 @@ def pii_filter(
         vault = state.get("vault")
         if vault is None:
             vault = state["vault"] = _Vault()
-        return vault  # type: ignore[no-any-return]
+        return vault
 
     async def around_chat(
         request: ChatRequest, state: dict[str, Any], call_next: Callable[[ChatRequest], Awaitable[ChatResponse]]
