@@ -106,7 +106,8 @@ async def test_spans_nest_and_carry_genai_attributes(exporter: InMemorySpanExpor
         "gen_ai.usage.output_tokens": 4,
         "beamfilter.chat.tool_calls": ("add", "broken"),
     }
-    assert chats[0].parent is not None and chats[0].parent.span_id == iterations[0].context.span_id
+    assert chats[0].parent is not None
+    assert chats[0].parent.span_id == iterations[0].context.span_id
     tool_add, tool_broken = named["execute_tool add"], named["execute_tool broken"]
     assert dict(tool_add.attributes or {}) == {
         "gen_ai.operation.name": "execute_tool",
@@ -115,7 +116,8 @@ async def test_spans_nest_and_carry_genai_attributes(exporter: InMemorySpanExpor
         "gen_ai.tool.type": "function",
     }
     assert tool_add.status.status_code is StatusCode.UNSET
-    assert tool_add.parent is not None and tool_add.parent.span_id == iterations[0].context.span_id
+    assert tool_add.parent is not None
+    assert tool_add.parent.span_id == iterations[0].context.span_id
     assert tool_broken.status.status_code is StatusCode.ERROR
     assert tool_broken.status.description == "Tool 'broken' failed: ValueError: nope"
     assert dict(tool_broken.attributes or {})["error.type"] == "semantic"
@@ -147,8 +149,7 @@ async def test_without_opentelemetry_the_filter_is_a_no_op_with_one_warning(monk
     monkeypatch.setitem(sys.modules, "opentelemetry", None)
     monkeypatch.setattr(tracing_module, "_warned", False)
     with pytest.warns(RuntimeWarning) as warned:
-        first = tracing_filter()
-        second = tracing_filter()
+        first, second = tracing_filter(), tracing_filter()
     assert [str(w.message) for w in warned] == [
         "beamfilter tracing is disabled: OpenTelemetry is not installed (pip install 'beamfilter-builtins[otel]')."
     ]
