@@ -167,12 +167,15 @@ def test_every_problem_is_reported_at_once_with_its_path(registry: Registry) -> 
     assert list(info.value.problems) == [
         "filter: unknown section. Did you mean 'filters'? Known sections: filters, kernel, model, models, plugins.",
         "kernel.max_iterations: must be an integer >= 1, got 0",
-        "kernel.timeout: unknown key. Did you mean 'tool_timeout'? Known keys: max_iterations, options, system_prompt, tool_timeout.",
+        "kernel.timeout: unknown key. Did you mean 'tool_timeout'? Known "
+        "keys: max_iterations, options, system_prompt, tool_timeout.",
         "model.script: must contain at least 1 items",
         "filters[1].max_retries: must be >= 0, got -1",
-        "filters[2].labl: unknown option for the filter 'testing:trace'. Did you mean 'label'? Known options: label, max_retries.",
+        "filters[2].labl: unknown option for the filter 'testing:trace'. "
+        "Did you mean 'label'? Known options: label, max_retries.",
         "filters[2].label: required option of the filter 'testing:trace' is missing.",
-        "filters[3].use: No installed plugin provides a filter named 'traec'. Did you mean 'trace'? Run `beamfilter plugins` to list the installed filters.",
+        "filters[3].use: No installed plugin provides a filter named 'traec'. "
+        "Did you mean 'trace'? Run `beamfilter plugins` to list the installed filters.",
         'filters[4].use: missing; name what to enable, e.g. use = "name" (got None).',
         "filters[5].levle: unknown option for the filter 'testing:picky'. Did you mean 'level'? Known options: level.",
         "filters[6]: mode 'b' needs a store; set store = ...",

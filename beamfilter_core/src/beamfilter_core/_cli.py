@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import logging
 import sys
@@ -69,7 +70,6 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo", help="the README's demo on the embedded local model", description=_cmd_demo.__doc__, add_help=False
     )
-    demo.add_argument("args", nargs=argparse.REMAINDER, help="passed to the demo (try: demo --help)")
     demo.set_defaults(handler=_cmd_demo)
     return parser
 
@@ -78,7 +78,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``beamfilter`` command with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
     parser = _parser()
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if args.command == "demo":
+            args.args = extra  # the demo parses its own options
+        elif extra:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # --help / --version (0) or a usage error (2)
         return exc.code if isinstance(exc.code, int) else USAGE_ERROR
     if args.command is None:
@@ -297,6 +301,15 @@ async def _chat_loop(kernel: Kernel, conversation_id: str, *, keep_history: bool
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     """Run the README's demo (see ``beamfilter demo --help`` for its options)."""
-    from . import _demo  # type: ignore[attr-defined,unused-ignore]
-
-    return int(_demo.run_demo(list(args.args)) or 0)
+    try:
+        demo = importlib.import_module(f"{__package__}._demo")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{__package__}._demo":
+            raise
+        missing = "the demo is not part of this installation of beamfilter-core."
+        if {"-h", "--help"} & set(args.args):
+            print(f"usage: beamfilter demo [ARGS ...]\n\n{_cmd_demo.__doc__}\n{missing}")
+            return OK
+        print(f"beamfilter demo: {missing}", file=sys.stderr)
+        return RUN_ERROR
+    return int(demo.run_demo(list(args.args)) or 0)
