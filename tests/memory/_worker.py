@@ -16,7 +16,6 @@ import os
 import sys
 
 from beamfilter_core import ChatResponse, Decision, Kernel, Message, ScriptedModel, ToolCall, tool
-
 from beamfilter_memory import ChatStore, memory_filter, open_store
 
 BATCH = 10
@@ -53,9 +52,7 @@ async def main(mode: str, kind: str, url: str, cid: str, prefix: str) -> None:
             batch = 0
             while True:
                 payload = "x" * 2000
-                await store.append(
-                    cid, [Message.user(f"{batch}:{index}:{payload}") for index in range(BATCH)]
-                )
+                await store.append(cid, [Message.user(f"{batch}:{index}:{payload}") for index in range(BATCH)])
                 if batch == 0:
                     print("ready", flush=True)
                 batch += 1

@@ -63,7 +63,10 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 def postgres_url() -> Iterator[str]:
     """A fresh PostgreSQL cluster on a free port; yields its URL (database ``postgres``)."""
     bindir = _pg_bin()
-    require(bindir is not None, "PostgreSQL is not installed (/usr/lib/postgresql/*/bin/postgres); apt-get install postgresql")
+    require(
+        bindir is not None,
+        "PostgreSQL is not installed (/usr/lib/postgresql/*/bin/postgres); apt-get install postgresql",
+    )
     assert bindir is not None
     root = Path(tempfile.mkdtemp(prefix="beamfilter-pg-"))
     data = root / "data"
@@ -73,18 +76,46 @@ def postgres_url() -> Iterator[str]:
             shutil.chown(root, "nobody")
             os.chmod(root, 0o700)
         subprocess.run(
-            _as_service_user([str(bindir / "initdb"), "-D", str(data), "-U", "beamfilter", "-A", "trust", "-E", "UTF8",
-                              "--no-sync", "--locale=C.UTF-8"]),
+            _as_service_user(
+                [
+                    str(bindir / "initdb"),
+                    "-D",
+                    str(data),
+                    "-U",
+                    "beamfilter",
+                    "-A",
+                    "trust",
+                    "-E",
+                    "UTF8",
+                    "--no-sync",
+                    "--locale=C.UTF-8",
+                ]
+            ),
             check=True,
             capture_output=True,
         )
         port = free_port()
         with open(log, "wb") as out:
             proc = subprocess.Popen(
-                _as_service_user([
-                    str(bindir / "postgres"), "-D", str(data), "-p", str(port), "-h", "127.0.0.1", "-k", str(root),
-                    "-c", "fsync=off", "-c", "max_connections=200", "-c", "shared_buffers=64MB",
-                ]),
+                _as_service_user(
+                    [
+                        str(bindir / "postgres"),
+                        "-D",
+                        str(data),
+                        "-p",
+                        str(port),
+                        "-h",
+                        "127.0.0.1",
+                        "-k",
+                        str(root),
+                        "-c",
+                        "fsync=off",
+                        "-c",
+                        "max_connections=200",
+                        "-c",
+                        "shared_buffers=64MB",
+                    ]
+                ),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -92,9 +123,12 @@ def postgres_url() -> Iterator[str]:
         url = f"postgresql://beamfilter@127.0.0.1:{port}/postgres"
 
         def ready() -> bool:
-            return subprocess.run(
-                [str(bindir / "pg_isready"), "-h", "127.0.0.1", "-p", str(port)], capture_output=True
-            ).returncode == 0
+            return (
+                subprocess.run(
+                    [str(bindir / "pg_isready"), "-h", "127.0.0.1", "-p", str(port)], capture_output=True
+                ).returncode
+                == 0
+            )
 
         try:
             _wait_for(ready, "postgres", proc, log)
@@ -117,8 +151,19 @@ def redis_url() -> Iterator[str]:
     try:
         with open(log, "wb") as out:
             proc = subprocess.Popen(
-                [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                 "--dir", str(root)],
+                [
+                    binary,
+                    "--port",
+                    str(port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                    str(root),
+                ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -144,7 +189,7 @@ def redis_url() -> Iterator[str]:
 
 
 @pytest.fixture
-def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., ChatStore]]:
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., ChatStore]:
     """``make_store(kind, **options)``: a new store of ``kind`` on fresh data (closed by the test)."""
     suffix = uuid.uuid4().hex[:10]
 
@@ -165,7 +210,7 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Calla
             return RedisStore(url, prefix=options.pop("prefix", f"t{suffix}:"), **options)  # type: ignore[arg-type]
         raise AssertionError(kind)
 
-    yield make
+    return make
 
 
 @pytest.fixture(params=STORE_KINDS)

@@ -24,7 +24,14 @@ from beamfilter_core import (
     TurnResult,
     tool,
 )
-from beamfilter_core.errors import ConfigError, FilterError, MaxIterationsExceeded, ResumeError, ScriptExhaustedError
+from beamfilter_core.errors import (
+    ConfigError,
+    FilterError,
+    MaxIterationsExceeded,
+    ResumeError,
+    ScriptExhaustedError,
+    StoreError,
+)
 from beamfilter_core.testing import collect_stream
 from beamfilter_memory import ABANDONED_CALL_TEXT, ChatStore, InMemoryStore, memory_filter
 
@@ -107,7 +114,7 @@ async def test_streaming_and_non_streaming_store_the_same_transcript(store: Chat
     plain = Kernel(ScriptedModel(script), tools=[weather], filters=[memory_filter(store)])
     streamed = Kernel(ScriptedModel(script), tools=[weather], filters=[memory_filter(store)])
     await plain.run("Oslo?", context={"conversation_id": "plain"})
-    text, events = await collect_stream(streamed.run_stream("Oslo?", context={"conversation_id": "streamed"}))
+    text, _events = await collect_stream(streamed.run_stream("Oslo?", context={"conversation_id": "streamed"}))
     assert text == "It is sunny in Oslo today."
     expected = [
         U("Oslo?"),
@@ -123,7 +130,8 @@ async def test_return_direct_answers_are_stored(store: ChatStore) -> None:
     model = ScriptedModel([_calls(("lookup", {"key": "k"}, "call_1"))])
     kernel = Kernel(model, tools=[lookup], filters=[memory_filter(store)])
     result = await kernel.run("k?", context=CID)
-    assert result.return_direct and result.text == "value of k"
+    assert result.return_direct
+    assert result.text == "value of k"
     assert await store.load("c1") == [
         U("k?"),
         A(None, (ToolCall("lookup", {"key": "k"}, "call_1"),)),
@@ -211,7 +219,12 @@ async def test_pause_then_resume_by_conversation_id_from_a_fresh_kernel(
     store: ChatStore, make_store: Callable[..., ChatStore], request: pytest.FixtureRequest
 ) -> None:
     call = ToolCall("transfer", {"amount": 5}, "call_t")
-    worker1 = Kernel(ScriptedModel([ChatResponse.tool_calls(call)]), tools=[transfer], filters=[memory_filter(store)], gate=_pause_gate)
+    worker1 = Kernel(
+        ScriptedModel([ChatResponse.tool_calls(call)]),
+        tools=[transfer],
+        filters=[memory_filter(store)],
+        gate=_pause_gate,
+    )
     paused = await worker1.run("pay 5", context=CID)
     assert paused.status == "paused"
     assert await store.load("c1") == [U("pay 5"), A(None, (call,))]
@@ -222,7 +235,8 @@ async def test_pause_then_resume_by_conversation_id_from_a_fresh_kernel(
     else:
         # Same file / database / key prefix, new connections.
         other = make_store(request.node.callspec.params["store"])
-        assert other is not store and getattr(other, "url", None) == getattr(store, "url", None)
+        assert other is not store
+        assert getattr(other, "url", None) == getattr(store, "url", None)
         assert getattr(other, "prefix", None) == getattr(store, "prefix", None)
     try:
         model = ScriptedModel(["Done, 5 moved."])
@@ -253,7 +267,8 @@ async def test_a_resumed_turn_may_pause_again_and_resume_again(store: ChatStore)
     again = await kernel.resume(conversation_id="c1", decisions={"call_1": "approve"})
     assert again.status == "paused"
     assert (await store.load_pause("c1")) == again.pause
-    assert again.pause is not None and again.pause.awaiting == ("call_2",)
+    assert again.pause is not None
+    assert again.pause.awaiting == ("call_2",)
     done = await kernel.resume(conversation_id="c1", decisions={"call_2": Decision.reply("skipped by a human")})
     assert done.text == "both moved"
     assert await store.load("c1") == [
@@ -272,7 +287,12 @@ async def test_a_resume_that_fails_keeps_the_pause(store: ChatStore) -> None:
         raise RuntimeError("model down")
 
     call = ToolCall("transfer", {"amount": 5}, "call_t")
-    kernel = Kernel(ScriptedModel([ChatResponse.tool_calls(call), boom]), tools=[transfer], filters=[memory_filter(store)], gate=_pause_gate)
+    kernel = Kernel(
+        ScriptedModel([ChatResponse.tool_calls(call), boom]),
+        tools=[transfer],
+        filters=[memory_filter(store)],
+        gate=_pause_gate,
+    )
     paused = await kernel.run("pay", context=CID)
     with pytest.raises(RuntimeError, match="model down"):
         await kernel.resume(conversation_id="c1", decisions={"call_t": "approve"})
@@ -313,7 +333,9 @@ async def test_window_sends_only_the_last_messages_and_never_an_orphan_tool_resu
 
 
 async def test_a_reentering_turn_filter_inside_memory_stores_each_message_once(store: ChatStore) -> None:
-    async def validate(request: TurnRequest, state: dict[str, Any], call_next: Callable[[TurnRequest], Awaitable[TurnResult]]) -> TurnResult:
+    async def validate(
+        request: TurnRequest, state: dict[str, Any], call_next: Callable[[TurnRequest], Awaitable[TurnResult]]
+    ) -> TurnResult:
         result = await call_next(request)
         if result.status == "completed" and "42" not in result.text:
             result = await call_next(request.followup(result, U("Answer with a number.")))
@@ -328,7 +350,9 @@ async def test_a_reentering_turn_filter_inside_memory_stores_each_message_once(s
 
 
 async def test_a_reentering_turn_filter_outside_memory_stores_each_message_once(store: ChatStore) -> None:
-    async def validate(request: TurnRequest, state: dict[str, Any], call_next: Callable[[TurnRequest], Awaitable[TurnResult]]) -> TurnResult:
+    async def validate(
+        request: TurnRequest, state: dict[str, Any], call_next: Callable[[TurnRequest], Awaitable[TurnResult]]
+    ) -> TurnResult:
         result = await call_next(request)
         if result.status == "completed" and "42" not in result.text:
             result = await call_next(request.followup(result, U("Answer with a number.")))
@@ -343,7 +367,9 @@ async def test_a_reentering_turn_filter_outside_memory_stores_each_message_once(
 
 async def test_a_rerun_iteration_is_not_stored_twice(store: ChatStore) -> None:
     async def rerun_once(
-        request: IterationRequest, state: dict[str, Any], call_next: Callable[[IterationRequest], Awaitable[IterationResult]]
+        request: IterationRequest,
+        state: dict[str, Any],
+        call_next: Callable[[IterationRequest], Awaitable[IterationResult]],
     ) -> IterationResult:
         result = await call_next(request)
         if result.status == "completed" and not state.get("rerun"):
@@ -352,10 +378,16 @@ async def test_a_rerun_iteration_is_not_stored_twice(store: ChatStore) -> None:
         return result
 
     model = ScriptedModel([_calls(("weather", {"city": "Oslo"}, "call_1")), "draft", "final"])
-    kernel = Kernel(model, tools=[weather], filters=[memory_filter(store), Filter("rerun", around_iteration=rerun_once)])
+    kernel = Kernel(
+        model, tools=[weather], filters=[memory_filter(store), Filter("rerun", around_iteration=rerun_once)]
+    )
     result = await kernel.run("Oslo?", context=CID)
     assert result.text == "final"
-    expected = [U("Oslo?"), A(None, (ToolCall("weather", {"city": "Oslo"}, "call_1"),)), T("call_1", "sunny in Oslo", "weather")]
+    expected = [
+        U("Oslo?"),
+        A(None, (ToolCall("weather", {"city": "Oslo"}, "call_1"),)),
+        T("call_1", "sunny in Oslo", "weather"),
+    ]
     assert model.requests[1].messages == tuple(expected)
     assert model.requests[2].messages == tuple(expected)
     assert await store.load("c1") == [*expected, A("final")]
@@ -390,7 +422,9 @@ async def test_filter_extras_and_bad_options() -> None:
     assert str(caught.value) == "memory(window=0) is invalid; give a positive number of messages, or None for all."
     with pytest.raises(ConfigError) as caught:
         memory_filter(object())  # type: ignore[arg-type]
-    assert "is not a ChatStore: it lacks load, append, clear, save_pause, load_pause, clear_pause, aclose" in str(caught.value)
+    assert "is not a ChatStore: it lacks load, append, clear, save_pause, load_pause, clear_pause, aclose" in str(
+        caught.value
+    )
     with pytest.raises(ConfigError, match=r"^No memory store for the URL 'ftp://x'"):
         memory_filter("ftp://x")
     kernel = Kernel(ScriptedModel(["x"]), filters=[flt])
@@ -406,10 +440,9 @@ async def test_a_store_failure_names_the_filter(tmp_path: Any) -> None:
     (tmp_path / "dir.db").mkdir()
     store = SQLiteStore(f"sqlite:///{tmp_path / 'dir.db'}")
     kernel = Kernel(ScriptedModel(["x"]), filters=[memory_filter(store)])
-    with pytest.raises(Exception) as caught:
+    with pytest.raises(StoreError) as caught:
         await kernel.run("hi", context=CID)
-    assert type(caught.value).__name__ == "StoreError"
-    assert caught.value.filter_name == "memory"  # type: ignore[attr-defined]
+    assert caught.value.filter_name == "memory"
     assert "load for conversation 'c1' failed: OperationalError: unable to open database file" in str(caught.value)
     assert not isinstance(caught.value, FilterError)
     await store.aclose()

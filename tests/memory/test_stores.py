@@ -126,10 +126,15 @@ async def test_pause_save_load_clear_and_atomic_with_append(store: ChatStore) ->
 
 
 async def test_unicode_and_a_one_megabyte_message(store: ChatStore) -> None:
-    text = "héllo wörld ✓ 日本語 العربية עברית 🧪🚀 \u200b zero\x00nul \t tab \"quote\" \\ back"
+    text = 'héllo wörld ✓ 日本語 العربية עברית 🧪🚀 \u200b zero\x00nul \t tab "quote" \\ back'
     big = ("0123456789abcdéf" * 65536)[: 1024 * 1024]
     call = ToolCall("emoji_🔧", {"ключ": "значение", "nested": {"emoji": "🎉"}}, "call_ü")
-    messages = [Message.user(text), Message.assistant(big), Message.assistant(None, (call,)), Message.tool("call_ü", big)]
+    messages = [
+        Message.user(text),
+        Message.assistant(big),
+        Message.assistant(None, (call,)),
+        Message.tool("call_ü", big),
+    ]
     await store.append("ünï-cødé 🗂", messages)
     loaded = await store.load("ünï-cødé 🗂")
     assert loaded == messages
@@ -216,7 +221,12 @@ async def _raw_rows(store: ChatStore, cid: str) -> list[str]:
         return list(store._messages[cid])
     if isinstance(store, SQLiteStore):
         with sqlite3.connect(store.path) as conn:
-            rows = [r[0] for r in conn.execute("SELECT data FROM beamfilter_messages WHERE conversation_id = ? ORDER BY seq", (cid,))]
+            rows = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT data FROM beamfilter_messages WHERE conversation_id = ? ORDER BY seq", (cid,)
+                )
+            ]
         conn.close()
         return rows
     if type(store).__name__ == "PostgresStore":
@@ -273,7 +283,9 @@ def test_open_store_picks_the_store_by_scheme(tmp_path: Path) -> None:
     assert type(open_store("redis://localhost:6379/0", ttl=60)) is RedisStore
     with pytest.raises(ConfigError) as caught:
         open_store("mongodb://x")
-    assert str(caught.value).startswith("No memory store for the URL 'mongodb://x' (scheme 'mongodb'); use one of: memory://")
+    assert str(caught.value).startswith(
+        "No memory store for the URL 'mongodb://x' (scheme 'mongodb'); use one of: memory://"
+    )
     with pytest.raises(ConfigError, match=r"^SQLite store URL 'sqlite://a.db' is invalid"):
         open_store("sqlite://a.db")
     with pytest.raises(ConfigError, match=r"^open_store\('memory://'\) got options it does not accept \(ttl\)"):
@@ -363,7 +375,9 @@ def _kill(proc: subprocess.Popen[str]) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", DURABLE)
-async def test_sigkill_during_appends_leaves_only_whole_batches(kind: str, make_store: Callable[..., ChatStore]) -> None:
+async def test_sigkill_during_appends_leaves_only_whole_batches(
+    kind: str, make_store: Callable[..., ChatStore]
+) -> None:
     store = make_store(kind)
     try:
         for attempt in range(3):
@@ -395,7 +409,8 @@ async def test_several_processes_append_to_one_conversation(kind: str, make_stor
             _, err = await asyncio.to_thread(proc.communicate, timeout=120)
             assert proc.returncode == 0, err
         texts = [m.text for m in await store.load("shared")]
-        assert len(texts) == 3 * 40 * 5 and len(set(texts)) == len(texts)
+        assert len(texts) == 3 * 40 * 5
+        assert len(set(texts)) == len(texts)
         for start in range(0, len(texts), 5):
             chunk = texts[start : start + 5]
             assert len({t.rsplit(":", 1)[0] for t in chunk}) == 1, chunk
@@ -405,4 +420,3 @@ async def test_several_processes_append_to_one_conversation(kind: str, make_stor
             assert mine == [f"{writer}:{b}:{i}" for b in range(40) for i in range(5)]
     finally:
         await store.aclose()
-

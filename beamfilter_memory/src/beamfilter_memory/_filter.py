@@ -17,10 +17,19 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from beamfilter_core import ChatRequest, ChatResponse, Filter, Message, PauseState, TurnRequest, TurnResult
+from beamfilter_core import (
+    BuildContext,
+    ChatRequest,
+    ChatResponse,
+    Filter,
+    Message,
+    PauseState,
+    TurnRequest,
+    TurnResult,
+)
 from beamfilter_core.errors import ConfigError
 
-from ._stores import open_store
+from ._stores import SCHEMES, open_store
 from ._stores._base import KEEP_PAUSE, STORE_METHODS, ChatStore, PauseChange, check_conversation_id
 
 DEFAULT_STORE = "sqlite:///beamfilter.db"
@@ -29,6 +38,7 @@ DEFAULT_STORE = "sqlite:///beamfilter.db"
 ABANDONED_CALL_TEXT = "not run: the conversation went on before a decision on this call was made"
 
 _CID = "conversation_id"
+_OWN_SCHEMES = frozenset(SCHEMES)
 
 
 def _heal_tail(history: list[Message]) -> tuple[Message, ...]:
@@ -56,23 +66,29 @@ def _direct_tail(messages: tuple[Message, ...]) -> list[Message]:
     return list(messages[index:])
 
 
-def _check_store(store: Any) -> ChatStore:
+def _check_store(store: Any, build: BuildContext | None) -> ChatStore:
     if isinstance(store, str):
-        return open_store(store)
+        registry = build.registry if build is not None else None
+        if registry is None or store.split("://", 1)[0] in _OWN_SCHEMES:
+            return open_store(store)
+        # A config names a store another plugin provides (``StoreSpec.schemes``).
+        return registry.get_store(store).spec.factory(store)  # type: ignore[no-any-return]
     missing = [name for name in STORE_METHODS if not callable(getattr(store, name, None))]
     if missing:
         msg = (
             f"memory(store={store!r}) is not a ChatStore: it lacks {', '.join(missing)}. "
-            "Give a store URL such as 'sqlite:///chats.db' or an object with async "
-            + ", ".join(STORE_METHODS)
-            + "."
+            "Give a store URL such as 'sqlite:///chats.db' or an object with async " + ", ".join(STORE_METHODS) + "."
         )
         raise ConfigError(msg)
     return store  # type: ignore[no-any-return]
 
 
 def memory_filter(
-    store: str | ChatStore = DEFAULT_STORE, *, window: int | None = None, name: str = "memory"
+    store: str | ChatStore = DEFAULT_STORE,
+    *,
+    window: int | None = None,
+    name: str = "memory",
+    build: BuildContext | None = None,
 ) -> Filter:
     """The memory filter: keeps each conversation (by ``context["conversation_id"]``) in ``store``.
 
@@ -87,6 +103,8 @@ def memory_filter(
         window: send only the last ``window`` stored messages to the model (never starting
             on a tool result); the store keeps everything. None sends all.
         name: the filter's name in the chain.
+        build: given by ``Kernel.from_config``; a store URL whose scheme is not one of
+            this package's is then looked up among the stores other plugins register.
 
     Returns:
         A :class:`Filter` with ``extras={"store": store, "load_pause": ...}``, so
@@ -100,7 +118,7 @@ def memory_filter(
     if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
         msg = f"memory(window={window!r}) is invalid; give a positive number of messages, or None for all."
         raise ConfigError(msg)
-    chat_store = _check_store(store)
+    chat_store = _check_store(store, build)
     load = chat_store.load
     append = chat_store.append
 

@@ -91,7 +91,7 @@ def check_conversation_id(conversation_id: Any) -> str:
 def check_limit(limit: Any) -> int | None:
     """Return ``limit`` if it is None or a positive int, else raise ConfigError."""
     if limit is None or (type(limit) is int and limit > 0):
-        return limit  # type: ignore[no-any-return]
+        return limit
     msg = f"load(limit={limit!r}) is invalid; give a positive number of messages or None for all."
     raise ConfigError(msg)
 
@@ -156,14 +156,14 @@ def trim_window(messages: list[Message]) -> list[Message]:
     return messages[start:] if start else messages
 
 
-def check_pause_change(pause: Any) -> str | None | _Keep:
+def check_pause_change(pause: Any) -> str | _Keep | None:
     """Encode an ``append(pause=...)`` argument: JSON text, None (clear) or KEEP_PAUSE."""
     if pause is KEEP_PAUSE or pause is None:
-        return pause  # type: ignore[no-any-return]
+        return pause
     return encode_pause(pause)
 
 
-def store_failure(action: str, conversation_id: str | None, store: str, exc: BaseException) -> StoreError:
+def store_failure(store: str, action: str, conversation_id: str | None, exc: BaseException) -> StoreError:
     """A StoreError that says what failed, where, and why."""
     target = f" for conversation {conversation_id!r}" if conversation_id is not None else ""
     msg = f"{store}: {action}{target} failed: {type(exc).__name__}: {exc}"

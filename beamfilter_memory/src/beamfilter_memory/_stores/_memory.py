@@ -53,7 +53,7 @@ class InMemoryStore:
         self._check_open()
         cid = check_conversation_id(conversation_id)
         limit = check_limit(limit)
-        rows = self._messages.get(cid, ())
+        rows: list[str] = self._messages.get(cid, [])
         if limit is not None:
             rows = rows[-limit:]
         return decode_all(rows, cid, limit is not None)
@@ -72,7 +72,7 @@ class InMemoryStore:
         if change is None:
             self._pauses.pop(cid, None)
         elif change is not KEEP_PAUSE:
-            self._pauses[cid] = change  # type: ignore[assignment]  # narrowed to str
+            self._pauses[cid] = change
 
     async def clear(self, conversation_id: str) -> None:
         """Forget the conversation and its pause state."""

@@ -19,8 +19,8 @@ from ._base import (
     check_pause_change,
     decode_all,
     decode_pause,
-    encode_pause,
     encode,
+    encode_pause,
     store_failure,
 )
 
@@ -142,7 +142,7 @@ class PostgresStore:
                     await new_pool.open(wait=True, timeout=self.timeout)
                 except Exception as exc:
                     await new_pool.close()
-                    raise store_failure("connecting", None, repr(self), exc) from exc
+                    raise store_failure(repr(self), "connecting", None, exc) from exc
                 self._pool = new_pool
             if not self._migrated:
                 await self._migrate(self._pool)
@@ -154,7 +154,7 @@ class PostgresStore:
                 await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATE_LOCK,))
                 await conn.execute(_schema(self.prefix))
         except Exception as exc:
-            raise store_failure("creating the schema", None, repr(self), exc) from exc
+            raise store_failure(repr(self), "creating the schema", None, exc) from exc
         self._migrated = True
 
     async def migrate(self) -> None:
@@ -174,7 +174,7 @@ class PostgresStore:
             from psycopg_pool import PoolTimeout
 
             if isinstance(exc, Error | PoolTimeout):
-                raise store_failure(action, cid, repr(self), exc) from exc
+                raise store_failure(repr(self), action, cid, exc) from exc
             raise
 
     async def load(self, conversation_id: str, limit: int | None = None) -> list[Message]:

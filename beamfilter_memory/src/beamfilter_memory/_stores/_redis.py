@@ -82,8 +82,8 @@ class RedisStore:
         prefix = self.prefix
         return f"{prefix}{cid}:messages", f"{prefix}{cid}:pause"
 
-    def _failure(self, action: str, cid: str, exc: Exception) -> StoreError:
-        return store_failure(action, cid, repr(self), exc)
+    def _failure(self, cid: str, action: str, exc: Exception) -> StoreError:
+        return store_failure(repr(self), action, cid, exc)
 
     async def load(self, conversation_id: str, limit: int | None = None) -> list[Message]:
         """The stored messages in order (the last ``limit``, never starting on a tool result)."""
@@ -91,9 +91,9 @@ class RedisStore:
         limit = check_limit(limit)
         key = self._keys(cid)[0]
         try:
-            rows: list[bytes] = await self._redis().lrange(key, 0 if limit is None else -limit, -1)  # type: ignore[misc]
+            rows: list[bytes | str] = await self._redis().lrange(key, 0 if limit is None else -limit, -1)
         except Exception as exc:
-            raise self._failure("load", cid, exc) from exc
+            raise self._failure(cid, "load", exc) from exc
         return decode_all(rows, cid, limit is not None)
 
     async def append(
@@ -114,13 +114,13 @@ class RedisStore:
                 if change is None:
                     pipe.delete(pause_key)
                 elif change is not KEEP_PAUSE:
-                    pipe.set(pause_key, change)  # type: ignore[arg-type]  # narrowed to str
+                    pipe.set(pause_key, change)
                 if ttl is not None:
                     pipe.expire(messages_key, ttl)
                     pipe.expire(pause_key, ttl)
                 await pipe.execute()
         except Exception as exc:
-            raise self._failure("append", cid, exc) from exc
+            raise self._failure(cid, "append", exc) from exc
 
     async def clear(self, conversation_id: str) -> None:
         """Forget the conversation and its pause state."""
@@ -128,7 +128,7 @@ class RedisStore:
         try:
             await self._redis().delete(*self._keys(cid))
         except Exception as exc:
-            raise self._failure("clear", cid, exc) from exc
+            raise self._failure(cid, "clear", exc) from exc
 
     async def save_pause(self, conversation_id: str, pause: PauseState) -> None:
         """Store the conversation's paused run."""
@@ -137,7 +137,7 @@ class RedisStore:
         try:
             await self._redis().set(self._keys(cid)[1], text, ex=self.ttl)
         except Exception as exc:
-            raise self._failure("save_pause", cid, exc) from exc
+            raise self._failure(cid, "save_pause", exc) from exc
 
     async def load_pause(self, conversation_id: str) -> PauseState | None:
         """The conversation's paused run, or None."""
@@ -145,7 +145,7 @@ class RedisStore:
         try:
             text: Any = await self._redis().get(self._keys(cid)[1])
         except Exception as exc:
-            raise self._failure("load_pause", cid, exc) from exc
+            raise self._failure(cid, "load_pause", exc) from exc
         return None if text is None else decode_pause(text, f"of conversation {cid!r}")
 
     async def clear_pause(self, conversation_id: str) -> None:
@@ -154,7 +154,7 @@ class RedisStore:
         try:
             await self._redis().delete(self._keys(cid)[1])
         except Exception as exc:
-            raise self._failure("clear_pause", cid, exc) from exc
+            raise self._failure(cid, "clear_pause", exc) from exc
 
     async def aclose(self) -> None:
         """Close the connection pool (idempotent)."""

@@ -90,7 +90,9 @@ class SQLiteStore:
         store = SQLiteStore("sqlite:///chats.db")
     """
 
-    def __init__(self, url: str = "sqlite:///beamfilter.db", *, timeout: float = 10.0, synchronous: str = "NORMAL") -> None:
+    def __init__(
+        self, url: str = "sqlite:///beamfilter.db", *, timeout: float = 10.0, synchronous: str = "NORMAL"
+    ) -> None:
         self.url = url
         self.path = sqlite_path(url)
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
@@ -134,7 +136,7 @@ class SQLiteStore:
         except sqlite3.Error as exc:
             if conn is not None and conn.in_transaction:
                 conn.execute("ROLLBACK")
-            raise store_failure(action, conversation_id, repr(self), exc) from exc
+            raise store_failure(repr(self), action, conversation_id, exc) from exc
 
     async def _run(self, action: str, conversation_id: str | None, fn: Callable[[sqlite3.Connection], T]) -> T:
         executor = self._executor

@@ -1,0 +1,111 @@
+"""Crash safety of whole turns: a worker process running a Kernel with the memory filter is
+SIGKILLed mid-turn or while paused; the store keeps only whole turns and work goes on.
+
+Integration tests with real processes and real SQLite / PostgreSQL / Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from beamfilter_core import Decision, Kernel, Message, ScriptedModel, ToolCall, tool
+from beamfilter_memory import ChatStore, memory_filter
+
+pytestmark = [pytest.mark.anyio, pytest.mark.services, pytest.mark.slow]
+
+WORKER = Path(__file__).with_name("_worker.py")
+DURABLE = ("sqlite", "postgres", "redis")
+U, A, T = Message.user, Message.assistant, Message.tool
+
+
+@tool(sensitive=True)
+def transfer(amount: int) -> str:
+    """Move money."""
+    return f"moved {amount}"
+
+
+@tool
+def lookup(city: str) -> str:
+    """Weather of a city."""
+    return f"sunny in {city}"
+
+
+def _spawn(mode: str, kind: str, store: ChatStore, cid: str) -> subprocess.Popen[str]:
+    url, prefix = store.url, getattr(store, "prefix", "")  # type: ignore[attr-defined]
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), mode, kind, url, cid, prefix],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=str(WORKER.parent),
+    )
+
+
+def _wait_then_kill(proc: subprocess.Popen[str], expected: str) -> None:
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    if line != expected:
+        proc.kill()
+        _, err = proc.communicate(timeout=10)
+        raise AssertionError(f"worker printed {line!r}, expected {expected!r}; stderr:\n{err}")
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=10)
+    assert proc.returncode == -signal.SIGKILL
+
+
+@pytest.mark.parametrize("kind", DURABLE)
+async def test_a_worker_killed_mid_turn_leaves_only_whole_turns(
+    kind: str, make_store: Callable[..., ChatStore]
+) -> None:
+    store = make_store(kind)
+    try:
+        proc = _spawn("turn", kind, store, "c1")
+        # The worker completed turn 1, then hangs in turn 2's second LLM call (after a tool round trip).
+        await asyncio.to_thread(_wait_then_kill, proc, "mid-turn")
+        turn1 = [U("first question"), A("first answer")]
+        assert await store.load("c1") == turn1
+        assert await store.load_pause("c1") is None
+        # Another worker carries on with the conversation.
+        model = ScriptedModel(["second answer"])
+        kernel = Kernel(model, tools=[lookup], filters=[memory_filter(store)])
+        result = await kernel.run("second question, again", context={"conversation_id": "c1"})
+        assert result.text == "second answer"
+        assert model.requests[0].messages == (*turn1, U("second question, again"))
+        assert await store.load("c1") == [*turn1, U("second question, again"), A("second answer")]
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.parametrize("kind", DURABLE)
+async def test_a_pause_survives_its_worker_and_resumes_elsewhere(
+    kind: str, make_store: Callable[..., ChatStore]
+) -> None:
+    store = make_store(kind)
+    try:
+        proc = _spawn("pause", kind, store, "c1")
+        await asyncio.to_thread(_wait_then_kill, proc, "paused")
+        call = ToolCall("transfer", {"amount": 5}, "call_t")
+        assert await store.load("c1") == [U("pay 5"), A(None, (call,))]
+        pause = await store.load_pause("c1")
+        assert pause is not None
+        assert pause.awaiting == ("call_t",)
+        model = ScriptedModel(["5 moved."])
+        kernel = Kernel(model, tools=[transfer], filters=[memory_filter(store)])
+        result = await kernel.resume(conversation_id="c1", decisions={"call_t": Decision.approve()})
+        assert result.text == "5 moved."
+        assert await store.load("c1") == [
+            U("pay 5"),
+            A(None, (call,)),
+            T("call_t", "moved 5", "transfer"),
+            A("5 moved."),
+        ]
+        assert await store.load_pause("c1") is None
+    finally:
+        await store.aclose()
