@@ -177,3 +177,14 @@ def test_bad_options() -> None:
 
 def test_spec() -> None:
     assert (SPEC.name, tuple(SPEC.scopes)) == ("compaction", ("chat",))
+
+
+async def test_from_config_summarises_with_the_kernel_model() -> None:
+    config = {
+        "model": {"use": "scripted", "script": ["the summary", "final answer"]},
+        "filters": [{"use": "compaction", "max_tokens": 60, "message_overhead": 1}],
+    }
+    kernel = Kernel.from_config(config)
+    result = await kernel.run(HISTORY)
+    assert result.text == "final answer"
+    assert kernel.model.requests[1].messages[1].text == SUMMARY_HEADER + "the summary"

@@ -158,3 +158,26 @@ def test_bad_options() -> None:
 def test_spec() -> None:
     assert (SPEC.name, tuple(SPEC.scopes)) == ("fallback", ("chat", "token"))
     assert SPEC.options_schema["required"] == ["models"]
+
+
+async def test_from_config_resolves_fallback_models_by_name() -> None:
+    config = {
+        "model": {"use": "scripted", "script": ["unused"]},
+        "models": {"backup": {"use": "scripted", "script": ["from the configured backup"]}},
+        "filters": [{"use": "fallback", "models": ["backup"]}],
+    }
+    primary = Failing(RateLimitError("slow", status_code=429))
+    kernel = Kernel.from_config(config, model=primary)
+    result = await kernel.run("hi")
+    assert result.text == "from the configured backup"
+    assert [f.name for f in kernel.filters] == ["fallback"]
+
+
+def test_from_config_reports_unknown_model_names() -> None:
+    config = {
+        "model": {"use": "scripted", "script": ["x"]},
+        "filters": [{"use": "fallback", "models": ["nope"]}],
+    }
+    with pytest.raises(ConfigError) as caught:
+        Kernel.from_config(config)
+    assert "models[0] is 'nope', which is not a model named in the config (known models: none)" in str(caught.value)

@@ -255,3 +255,20 @@ def test_spec() -> None:
     assert SPEC.factory is loop_guard_filter
     assert tuple(SPEC.scopes) == ("iteration", "chat", "tool")
     assert loop_guard_filter().scopes == ("iteration", "chat", "tool")
+
+
+def test_from_config_validates_options_and_builds() -> None:
+    kernel = Kernel.from_config(
+        {
+            "model": {"use": "scripted", "script": ["x"]},
+            "filters": [{"use": "loop_guard", "max_repeats": 4, "action": "stop", "ignore_tools": ["poll"]}],
+        }
+    )
+    assert kernel.filters[0].scopes == ("iteration", "chat", "tool")
+    with pytest.raises(ConfigError) as caught:
+        Kernel.from_config(
+            {"model": {"use": "scripted", "script": ["x"]}, "filters": [{"use": "loop_guard", "max_repeats": 1}]}
+        )
+    assert len(caught.value.problems) == 1
+    assert caught.value.problems[0].startswith("filters[0]")
+    assert "max_repeats" in caught.value.problems[0]
