@@ -5,14 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from beamfilter_core import ChatResponse, Kernel, Registry, ToolCall
-from beamfilter_core.testing import collect_stream
 from beamfilter_shout import DEFAULT_SIGN_OFF, shout, sign_off
+
+from beamfilter_core import ChatResponse, Kernel, Registry, ToolCall, tool
+from beamfilter_core.testing import collect_stream
 
 
 def test_plugin_is_installed() -> None:
-    registry = Registry(strict=True)
+    # only=: other installed plugins (even broken ones) cannot affect this check
+    registry = Registry(only=["shout"], strict=True)
     found = registry.get_filter("shout")
     assert (found.qualified, found.distribution, found.version) == ("shout:shout", "beamfilter-shout", "0.1.0")
     assert registry.get_filter("sign_off").qualified == "shout:sign_off"
@@ -48,6 +49,7 @@ def test_sign_off_appends_its_line_once(make_kernel: Any) -> None:
 
 
 def test_sign_off_leaves_a_paused_run_unchanged(make_kernel: Any) -> None:
+    @tool(sensitive=True)
     def lookup(city: str) -> str:
         """Look a city up."""
         return city
@@ -57,4 +59,5 @@ def test_sign_off_leaves_a_paused_run_unchanged(make_kernel: Any) -> None:
     result = kernel.run_sync("where?")
     assert result.status == "paused"
     assert result.message is None
-    assert result.pause is not None and result.pause.awaiting == ("call_1",)
+    assert result.pause is not None
+    assert result.pause.awaiting == ("call_1",)
