@@ -8,7 +8,7 @@ cut into any number of chunks is still caught whole.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from re import _parser  # type: ignore[attr-defined]  # width of a pattern
 from typing import Any, Literal
 
@@ -30,6 +30,7 @@ DEFAULT_PATTERNS: Mapping[str, str] = {
 EMAIL_PATTERN = r"[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,8}\.[A-Za-z]{2,24}"
 
 _OWNER = "redact_filter"
+_CACHED_TEXT = 32  # scans of texts up to this length are remembered
 _MAX_WIDTH = _parser.MAXREPEAT - 1  # what getwidth() reports for unbounded patterns
 
 
@@ -59,9 +60,9 @@ def _width(pattern: re.Pattern[str], max_length: int) -> int:
 class _Redactor:
     """The scanning state machine; ``step``/``flush`` are the transform's functions."""
 
-    __slots__ = ("first", "full", "hold", "lead", "limit", "min_width", "replacement", "search")
+    __slots__ = ("cache", "first", "full", "hold", "lead", "limit", "min_width", "replacement", "search", "step")
 
-    def __init__(self, patterns: Sequence[re.Pattern[str]], replacement: str, limit: int) -> None:
+    def __init__(self, patterns: Sequence[re.Pattern[str]], replacement: str, limit: int, cache_size: int) -> None:
         try:
             full = "|".join(full_source(p) for p in patterns)
         except ValueError as exc:
@@ -76,7 +77,11 @@ class _Redactor:
         self.first: frozenset[str] | None = None if None in chars else frozenset().union(*chars)  # type: ignore[arg-type]
         self.replacement = replacement
         self.limit = limit
+        # Streams repeat a small vocabulary of tokens, and a short scan depends only on
+        # its text: remember the results (bounded) so most tokens cost one dict lookup.
+        self.cache: dict[str, tuple[Sequence[str], str]] = {}
         self.min_width = min(int(_parser.parse(p.pattern, p.flags).getwidth()[0]) for p in patterns)
+        self.step = self._make_step(cache_size)
 
     def _hold_start(self, text: str, start: int) -> int:
         """The leftmost position from ``start`` whose tail could still become a match."""
@@ -123,13 +128,33 @@ class _Redactor:
             out.append(replacement)
             pos = start = m.end()
 
-    def step(self, token: str, held: str) -> tuple[Sequence[str], str]:
-        if held:
-            return self.scan(held + token)
+    def _make_step(self, cache_size: int) -> Callable[[str, str], tuple[Sequence[str], str]]:
+        """The per-token function, with everything it needs bound as locals."""
+        cache = self.cache
+        remembered = cache.get
         first = self.first
-        if first is not None and first.isdisjoint(token):  # hot path: no lead character at all
-            return (token,), ""
-        return self.scan(token)
+        scan = self.scan
+
+        def miss(text: str, held: str, token: str) -> tuple[Sequence[str], str]:
+            if not held and first is not None and first.isdisjoint(token):  # no lead character at all
+                result: tuple[Sequence[str], str] = ((token,), "")
+            else:
+                out, rest = scan(text)
+                result = (tuple(out), rest)
+            if cache_size and len(text) <= _CACHED_TEXT:
+                if len(cache) >= cache_size:
+                    cache.clear()
+                cache[text] = result
+            return result
+
+        def step(token: str, held: str) -> tuple[Sequence[str], str]:
+            text = held + token if held else token
+            found = remembered(text)
+            if found is not None:
+                return found
+            return miss(text, held, token)
+
+        return step
 
     def flush(self, held: str) -> list[str]:
         if not held:
@@ -144,6 +169,7 @@ def redact_filter(
     replacement: str = "[REDACTED]",
     emails: bool = False,
     max_length: int = 256,
+    cache_size: int = 8192,
     applies_to: Literal["stream", "answer"] = "answer",
     name: str = "redact",
 ) -> Filter:
@@ -157,6 +183,8 @@ def redact_filter(
         emails: also redact e-mail addresses (:data:`EMAIL_PATTERN`).
         max_length: the longest secret an unbounded pattern (``\\S+``) can match; it caps
             how much text is held back. Bounded patterns use their own maximum width.
+        cache_size: how many short scan results to remember (tokens repeat, so most
+            tokens then cost one dict lookup); 0 scans every token.
         applies_to: ``"answer"`` (default) rewrites the answer itself, so the streamed
             text, ``TurnResult.text`` and what memory stores are identical;
             ``"stream"`` changes only what the stream consumer sees.
@@ -189,9 +217,12 @@ def redact_filter(
     if not isinstance(replacement, str):
         msg = f"{_OWNER}(replacement={replacement!r}): give a string."
         raise ConfigError(msg)
+    if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 0:
+        msg = f"{_OWNER}(cache_size={cache_size!r}): give an integer >= 0 (0 disables the cache)."
+        raise ConfigError(msg)
     compiled = [_compile(index, value) for index, value in named]
     limit = max(_width(pattern, max_length) for pattern in compiled)
-    redactor = _Redactor(compiled, replacement, limit)
+    redactor = _Redactor(compiled, replacement, limit, cache_size)
     transform = TokenTransform(redactor.step, "", redactor.flush, applies_to)
     return Filter(name, token=transform, extras={"redactor": redactor})
 
@@ -211,6 +242,7 @@ SPEC = FilterSpec(
             "replacement": {"type": "string"},
             "emails": {"type": "boolean"},
             "max_length": {"type": "integer", "minimum": 1},
+            "cache_size": {"type": "integer", "minimum": 0},
             "applies_to": {"enum": ["stream", "answer"]},
             "name": {"type": "string", "minLength": 1},
         },
