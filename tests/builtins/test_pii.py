@@ -149,3 +149,18 @@ def test_bad_options_and_spec() -> None:
         "pii_filter(detect=['ssn']) is invalid; give a list among email, iban, credit_card, ip, ipv6, phone."
     )
     assert (SPEC.name, tuple(SPEC.scopes)) == ("pii", ("chat", "tool"))
+
+
+async def test_arguments_of_earlier_tool_calls_in_the_prompt_are_masked() -> None:
+    history = [
+        Message.user("mail someone"),
+        Message.assistant(None, (ToolCall("send_mail", {"to": "bob@site.org", "tags": ["x", "ann@site.org"]}, "c1"),)),
+        Message.tool("c1", "sent", "send_mail"),
+        Message.user("again?"),
+    ]
+    model = ScriptedModel(["ok"])
+    result = await Kernel(model, filters=[pii_filter()]).run(history)
+    sent_call = model.requests[0].messages[1].tool_calls[0]
+    assert sent_call.arguments == {"to": "<EMAIL_1>", "tags": ["x", "<EMAIL_2>"]}
+    assert sent_call.id == "c1"
+    assert result.messages[1].tool_calls[0].arguments["to"] == "bob@site.org"

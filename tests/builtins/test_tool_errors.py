@@ -177,3 +177,19 @@ def test_bad_options() -> None:
 
 def test_spec() -> None:
     assert (SPEC.name, tuple(SPEC.scopes)) == ("tool_errors", ("tool",))
+
+
+async def test_a_tool_raising_timeout_error_itself_becomes_a_transient_result() -> None:
+    # Without a tool timeout the kernel lets a TimeoutError raised by the tool escape;
+    # tool_errors catches it inside the wrapper.
+    @tool
+    async def slow_api() -> str:
+        """Call a slow API."""
+        raise TimeoutError("upstream took too long")
+
+    model = script(ToolCall("slow_api", {}))
+    result = await Kernel(model, tools=[slow_api], filters=[tool_errors_filter()]).run("go")
+    assert tool_texts(result) == [
+        "Tool 'slow_api' failed: TimeoutError: upstream took too long (This may be temporary; you may try the same "
+        "call again once.)"
+    ]

@@ -42,13 +42,16 @@ SUMMARY_HEADER = "[Summary of the earlier conversation]\n"
 
 def estimate_tokens(messages: Sequence[Message], system: str | None, chars_per_token: float, overhead: int) -> int:
     """A provider-independent estimate of a prompt's tokens."""
-    chars = len(system) if system else 0
-    for message in messages:
-        chars += len(message.text)
-        for call in message.tool_calls:
-            chars += len(call.name) + len(call.arguments_json)
+    chars = (len(system) if system else 0) + sum(map(_chars, messages))
     count = len(messages) + (1 if system else 0)
     return int(chars / chars_per_token) + overhead * count
+
+
+def _chars(message: Message) -> int:
+    chars = len(message.text)
+    for call in message.tool_calls:
+        chars += len(call.name) + len(call.arguments_json)
+    return chars
 
 
 def split_units(messages: Sequence[Message]) -> list[tuple[Message, ...]]:
@@ -177,15 +180,28 @@ def compaction_filter(
         removed: list[Message] = []
         dropped: set[int] = set()
         reserve = 0 if mode == "window" else overhead  # the summary message (its text is not known yet)
+        # The default estimate is additive: keep running totals instead of re-measuring.
+        costs = [sum(map(_chars, unit)) for unit in units] if counter is None else []
+        chars = sum(costs) + sum(map(_chars, pinned)) + (len(request.system) if request.system else 0)
+        count = len(messages) + (1 if request.system else 0)
         for index in range(len(units)):
-            rest = [m for i, unit in enumerate(units) if i not in dropped for m in unit]
-            if size([*pinned, *rest], request.system) + reserve <= target:
+            if counter is None:
+                current = int(chars / ratio) + overhead * count
+            else:
+                rest = [m for i, unit in enumerate(units) if i not in dropped for m in unit]
+                current = size([*pinned, *rest], request.system)
+            if current + reserve <= target:
                 break
             if index in protected:
                 continue
             dropped.add(index)
             for message in units[index]:
-                (pinned if message.role == "system" else removed).append(message)
+                if message.role == "system":
+                    pinned.append(message)  # kept: still counted
+                else:
+                    removed.append(message)
+                    count -= 1
+                    chars -= _chars(message)
         if not removed:
             return await call_next(request)
         kept = [m for i, unit in enumerate(units) if i not in dropped for m in unit]

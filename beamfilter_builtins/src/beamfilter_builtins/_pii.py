@@ -25,6 +25,8 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+import attrs
+
 from beamfilter_core import ChatRequest, ChatResponse, ContentPart, Filter, FilterSpec, Message, ToolRequest, ToolResult
 from beamfilter_core.errors import ConfigError
 
@@ -216,8 +218,27 @@ def pii_filter(
             )
             if parts != content:
                 masked = message.replace(content=parts)
+        if message.tool_calls:
+            # Arguments of earlier calls are part of the prompt too (e.g. a loaded transcript).
+            calls = tuple(
+                call
+                if (args := mask_value(vault, call.arguments)) == call.arguments
+                else attrs.evolve(call, arguments=args)
+                for call in message.tool_calls
+            )
+            if calls != message.tool_calls:
+                masked = masked.replace(tool_calls=calls)
         vault.seen[id(message)] = (message, masked)
         return masked
+
+    def mask_value(vault: _Vault, value: Any) -> Any:
+        if isinstance(value, str):
+            return mask_text(vault, value)
+        if isinstance(value, Mapping):
+            return {key: mask_value(vault, item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [mask_value(vault, item) for item in value]
+        return value
 
     def vault_of(state: dict[str, Any]) -> _Vault:
         vault = state.get("vault")
