@@ -41,8 +41,9 @@ def make_tokens(count: int, seed: int = 7) -> list[str]:
     rng = random.Random(seed)
     letters = "abcdefghijklmnopqrstuvwxyz"
     common = (  # noqa: SIM905  # a word list is easier to read as text
-        "the of and to in is that it for as with was on be by this are or from at an but not have "
-        "has can will which their its more one all also been were would model filter stream token answer tool call result kernel secret key value"
+        "the of and to in is that it for as with was on be by this are or from at an but "
+        "not have has can will which their its more one all also been were would model "
+        "filter stream token answer tool call result kernel secret key value"
     ).split()
     vocabulary = common + ["".join(rng.choice(letters) for _ in range(rng.randint(3, 10))) for _ in range(2000)]
     weights = [1 / (rank + 1) for rank in range(len(vocabulary))]
