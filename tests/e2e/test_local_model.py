@@ -28,7 +28,8 @@ async def test_streamed_text_equals_returned_text_through_an_answer_transform() 
         assert base_url is not None
         host = urlsplit(base_url)
         assert host.hostname == "127.0.0.1"
-        assert host.port is not None and host.port > 0
+        assert host.port is not None
+        assert host.port > 0
         kernel = Kernel(model, filters=[Filter("vowels", token=_upper_vowels())], system_prompt="Answer briefly.")
         text, events = await collect_stream(kernel.run_stream("Name three colours."))
         result = events[-1].result  # type: ignore[union-attr]
@@ -40,7 +41,7 @@ async def test_streamed_text_equals_returned_text_through_an_answer_transform() 
     assert not set("aeiou") & set(text)  # the transform ran on every token
     assert result.usage.completion_tokens > 0
     # aclose() stopped llama.cpp's server: the port no longer accepts connections.
-    with pytest.raises(OSError), socket.create_connection((host.hostname, host.port), timeout=1):
+    with pytest.raises(ConnectionRefusedError), socket.create_connection((host.hostname, host.port), timeout=1):
         pass
 
 

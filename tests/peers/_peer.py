@@ -53,9 +53,7 @@ def _drain(stream: Any, sink: list[str]) -> None:
 
 
 def _start(name: str, argv: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str], list[str]]:
-    process = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=HERE
-    )
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=HERE)
     output: list[str] = []
     threading.Thread(target=_drain, args=(process.stdout, output), name=f"{name}-output", daemon=True).start()
     return process, output

@@ -27,7 +27,9 @@ from peers._peer import _LISTENING, AIMOCK_CLI, AIMOCK_FIXTURES, AIMOCK_KEY, Pee
 def aimock() -> Iterator[Peer]:
     """aimock on an ephemeral port, with the fixtures of ``aimock_fixtures.json``."""
     node = shutil.which("node")
-    require(node is not None, "node is not installed; the aimock peer tests need Node >= 20 (apt-get install nodejs npm)")
+    require(
+        node is not None, "node is not installed; the aimock peer tests need Node >= 20 (apt-get install nodejs npm)"
+    )
     require(AIMOCK_CLI.exists(), f"aimock is not installed at {AIMOCK_CLI}; run ./run setup (npm ci in tests/peers)")
     assert node is not None
     argv = [node, str(AIMOCK_CLI), "-p", "0", "-h", "127.0.0.1", "-f", str(AIMOCK_FIXTURES), "--log-level", "info"]
@@ -52,8 +54,18 @@ def aimock() -> Iterator[Peer]:
 def llmock_server() -> Iterator[Peer]:
     """llmock on a free port (its CLI cannot report an ephemeral one), quiet logs."""
     port = free_port()
-    argv = [sys.executable, "-c", "import sys; from llmock.cli import app; sys.exit(app())",
-            "serve", "-h", "127.0.0.1", "-p", str(port), "--log-level", "warning"]
+    argv = [
+        sys.executable,
+        "-c",
+        "import sys; from llmock.cli import app; sys.exit(app())",
+        "serve",
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
     process, output = _start("llmock", argv, {**os.environ, "NO_COLOR": "1"})
     url = f"http://127.0.0.1:{port}"
     try:

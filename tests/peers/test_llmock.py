@@ -7,6 +7,7 @@ module (Retry-After honoured, no retried 4xx, backoff, no retry storm).
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -46,7 +47,7 @@ def get_time(city: str) -> str:
 @pytest.fixture(scope="module")
 def llmock(llmock_server: Peer) -> Iterator[Peer]:
     llmock_server.post("/_llmock/reset")
-    yield llmock_server
+    return llmock_server
 
 
 @pytest.fixture
@@ -85,7 +86,8 @@ async def test_text_stream(peer: Peer) -> None:
     assert tokens == ["Scripted ", "answer ", "here."]
     assert response.text == "Scripted answer here."
     assert response.finish_reason == "stop"
-    assert response.usage is not None and response.usage.completion_tokens == 5
+    assert response.usage is not None
+    assert response.usage.completion_tokens == 5
 
 
 async def test_text_complete(peer: Peer) -> None:
@@ -192,7 +194,7 @@ async def test_500_is_retried_with_backoff(peer: Peer) -> None:
     assert response.text == "Third time lucky."
     tried = attempts(peer, since)
     assert [a["status"] for a in tried] == [500, 500, 200]
-    gaps = [b["started_at"] - a["ended_at"] for a, b in zip(tried, tried[1:])]
+    gaps = [b["started_at"] - a["ended_at"] for a, b in itertools.pairwise(tried)]
     assert 0.375 <= gaps[0] < 0.9  # 0.5 s jittered
     assert 0.75 <= gaps[1] < 1.5  # 1 s jittered
 
@@ -208,7 +210,11 @@ async def test_500_gives_up_after_max_retries(peer: Peer) -> None:
 
 
 async def test_truncation_before_any_text_is_retried(peer: Peer) -> None:
-    scenario(peer, {"type": "stream_fault", "kind": "truncate", "after_chunks": 1}, {"type": "reply", "text": "Whole.", "times": 2})
+    scenario(
+        peer,
+        {"type": "stream_fault", "kind": "truncate", "after_chunks": 1},
+        {"type": "reply", "text": "Whole.", "times": 2},
+    )
     tokens: list[str] = []
     since = last_seq(peer)
     async with model(peer) as m:
@@ -235,7 +241,11 @@ async def test_disconnect_after_text_is_raised_not_retried(peer: Peer) -> None:
 
 
 async def test_malformed_chunk_before_text_is_retried(peer: Peer) -> None:
-    scenario(peer, {"type": "stream_fault", "kind": "malformed", "after_chunks": 1}, {"type": "reply", "text": "Clean.", "times": 2})
+    scenario(
+        peer,
+        {"type": "stream_fault", "kind": "malformed", "after_chunks": 1},
+        {"type": "reply", "text": "Clean.", "times": 2},
+    )
     since = last_seq(peer)
     async with model(peer) as m:
         response = await m.stream(ask("test_malformed_chunk_before_text_is_retried"), lambda _: None)

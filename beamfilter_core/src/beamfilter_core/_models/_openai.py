@@ -37,6 +37,9 @@ logger = logging.getLogger("beamfilter.models.openai")
 
 _OPENAI = "https://api.openai.com/v1"
 
+# The retry wait; module-level so tests can observe delays without sleeping.
+_sleep = asyncio.sleep
+
 
 class _Failed(Exception):
     """One failed attempt: the error to raise, whether it may be retried, the asked delay."""
@@ -190,7 +193,7 @@ class OpenAIChatModel:
                 if delay is None:
                     raise error from failed.__cause__
                 logger.info("retry %d/%d in %.2f s after: %s", attempt + 1, self.max_retries, delay, error)
-                await asyncio.sleep(delay)
+                await _sleep(delay)
                 attempt += 1
 
     def _http_failure(self, response: httpx.Response, body: bytes) -> _Failed:

@@ -54,9 +54,7 @@ def message_to_json(message: Message) -> dict[str, Any]:
     return out
 
 
-def request_body(
-    request: ChatRequest, model: str, options: Mapping[str, Any], *, stream: bool
-) -> dict[str, Any]:
+def request_body(request: ChatRequest, model: str, options: Mapping[str, Any], *, stream: bool) -> dict[str, Any]:
     """The JSON body of one ``/chat/completions`` call.
 
     ``options`` (the model's own) are applied first, then ``request.options`` over them;
@@ -138,7 +136,9 @@ def parse_completion(data: Any) -> ChatResponse:
             continue
         function = raw.get("function") or {}
         calls.append(
-            ToolCall.from_json(str(function.get("name") or ""), _arguments_text(function.get("arguments")), raw.get("id"))
+            ToolCall.from_json(
+                str(function.get("name") or ""), _arguments_text(function.get("arguments")), raw.get("id")
+            )
         )
     return ChatResponse(
         Message("assistant", content, tuple(calls)), choice.get("finish_reason"), parse_usage(data.get("usage"))
@@ -264,7 +264,8 @@ class StreamAccumulator:
             raise IncompleteStreamError(msg)
         if self.finish_reason is None or not self.done:
             missing = " and ".join(
-                name for name, seen in (("finish_reason", self.finish_reason is not None), ("[DONE]", self.done))
+                name
+                for name, seen in (("finish_reason", self.finish_reason is not None), ("[DONE]", self.done))
                 if not seen
             )
             msg = (
