@@ -28,12 +28,11 @@ class Backoff:
         first = check_number(where, "initial_delay", initial, 0.0)
         cap = check_number(where, "max_delay", maximum, 0.0)
         factor = check_number(where, "multiplier", multiplier, 1.0)
-        assert first is not None and cap is not None and factor is not None  # not optional here
         return cls(first, cap, factor, bool(jitter))
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait before retry number ``attempt`` (0 for the first retry)."""
         base = min(self.maximum, self.initial * self.multiplier**attempt)
         if self.jitter:
-            return random.uniform(base / 2, base)  # noqa: S311  # jitter, not cryptography
+            return random.uniform(base / 2, base)  # jitter, not cryptography
         return base

@@ -42,7 +42,7 @@ from beamfilter_core import (
 )
 from beamfilter_core.errors import ConfigError
 
-from ._options import check_choice, check_int, check_names
+from ._options import check_choice, check_int, check_names, check_optional_int
 
 __all__ = ["DEFAULT_STOP_MESSAGE", "SPEC", "call_signature", "find_cycle", "loop_guard_filter"]
 
@@ -117,12 +117,11 @@ def loop_guard_filter(
     repeats = check_int(where, "max_repeats", max_repeats, 2)
     mode = check_choice(where, "action", action, ("feedback", "stop"))
     cycle_cap = check_int(where, "max_cycle_length", max_cycle_length, 2)
-    warnings_cap = check_int(where, "max_warnings", max_warnings, 0, allow_none=True)
+    warnings_cap = check_optional_int(where, "max_warnings", max_warnings, 0)
     ignored = check_names(where, "ignore_tools", ignore_tools) or frozenset()
     if not isinstance(stop_message, str) or not stop_message.strip():
         msg = f"{where}(stop_message={stop_message!r}) is invalid; give the text of the final answer."
         raise ConfigError(msg)
-    assert repeats is not None and cycle_cap is not None  # not optional here
     cycles = bool(detect_cycles)
 
     def fresh(state: dict[str, Any]) -> None:

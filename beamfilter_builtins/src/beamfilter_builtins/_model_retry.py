@@ -78,7 +78,6 @@ def model_retry_filter(
     retries = check_int(where, "max_retries", max_retries, 0)
     backoff = Backoff.checked(where, initial_delay, max_delay, multiplier, jitter)
     longest = check_number(where, "max_retry_after", max_retry_after, 0.0)
-    assert retries is not None and longest is not None  # not optional here
     watch = StreamWatch(name)
 
     async def around_chat(

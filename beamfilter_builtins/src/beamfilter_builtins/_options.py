@@ -13,24 +13,28 @@ from typing import Any
 from beamfilter_core.errors import ConfigError
 
 
-def check_int(where: str, name: str, value: Any, minimum: int, *, allow_none: bool = False) -> int | None:
-    """Return ``value`` if it is an int >= ``minimum`` (or None when allowed)."""
-    if value is None and allow_none:
-        return None
+def check_int(where: str, name: str, value: Any, minimum: int) -> int:
+    """Return ``value`` if it is an int >= ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        extra = " or None" if allow_none else ""
-        msg = f"{where}({name}={value!r}) is invalid; give an integer >= {minimum}{extra}."
+        msg = f"{where}({name}={value!r}) is invalid; give an integer >= {minimum}."
         raise ConfigError(msg)
     return value
 
 
-def check_number(where: str, name: str, value: Any, minimum: float, *, allow_none: bool = False) -> float | None:
-    """Return ``value`` as a float if it is a number >= ``minimum`` (or None when allowed)."""
-    if value is None and allow_none:
+def check_optional_int(where: str, name: str, value: Any, minimum: int) -> int | None:
+    """Return ``value`` if it is None or an int >= ``minimum``."""
+    if value is None:
         return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        msg = f"{where}({name}={value!r}) is invalid; give an integer >= {minimum} or None."
+        raise ConfigError(msg)
+    return value
+
+
+def check_number(where: str, name: str, value: Any, minimum: float) -> float:
+    """Return ``value`` as a float if it is a number >= ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, int | float) or value < minimum:
-        extra = " or None" if allow_none else ""
-        msg = f"{where}({name}={value!r}) is invalid; give a number >= {minimum:g}{extra}."
+        msg = f"{where}({name}={value!r}) is invalid; give a number >= {minimum:g}."
         raise ConfigError(msg)
     return float(value)
 
@@ -61,7 +65,7 @@ def resolve_callable(where: str, name: str, value: Any) -> Callable[..., Any]:
     this dotted import path.
     """
     if callable(value):
-        return value
+        return value  # type: ignore[no-any-return]
     if not isinstance(value, str) or value.count(":") != 1:
         msg = (
             f"{where}({name}={value!r}) is invalid; give a callable or an import path "
@@ -74,7 +78,7 @@ def resolve_callable(where: str, name: str, value: Any) -> Callable[..., Any]:
     except ImportError as exc:
         msg = f"{where}({name}={value!r}): cannot import module {module_name!r} ({exc}); check the path."
         raise ConfigError(msg) from exc
-    found = module
+    found: Any = module
     for part in attribute.split("."):
         found = getattr(found, part, None)
         if found is None:
@@ -83,4 +87,4 @@ def resolve_callable(where: str, name: str, value: Any) -> Callable[..., Any]:
     if not callable(found):
         msg = f"{where}({name}={value!r}) names {found!r}, which is not callable."
         raise ConfigError(msg)
-    return found
+    return found  # type: ignore[no-any-return]

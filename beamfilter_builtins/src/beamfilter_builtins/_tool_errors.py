@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import attrs
+
 from beamfilter_core import Filter, FilterSpec, Tool, ToolRequest, ToolResult
 from beamfilter_core.errors import ConfigError, LimitError
 
@@ -70,7 +71,6 @@ def tool_errors_filter(
     """
     where = "tool_errors_filter"
     limit = check_int(where, "max_length", max_length, 20)
-    assert limit is not None  # not optional here
     hint_text = {**DEFAULT_HINTS, **(hints or {})}
     default = resolve_callable(where, "formatter", formatter) if formatter is not None else None
     if formatters is not None and not isinstance(formatters, Mapping):
@@ -108,7 +108,7 @@ def tool_errors_filter(
             async def run_async(**arguments: Any) -> Any:
                 try:
                     return await fn(**arguments)
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001  # any tool error becomes a result
                     return describe(exc, current.get())
 
             target: Callable[..., Any] = run_async
@@ -117,7 +117,7 @@ def tool_errors_filter(
             def run_sync(**arguments: Any) -> Any:
                 try:
                     return fn(**arguments)
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001  # any tool error becomes a result
                     return describe(exc, current.get())
 
             target = run_sync
@@ -140,7 +140,7 @@ def tool_errors_filter(
             return await call_next(request)
         except LimitError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  # errors of inner filters too
             return describe(exc, outer)
         finally:
             if reset is not None:

@@ -55,7 +55,6 @@ def tool_retry_filter(
     """
     where = "tool_retry_filter"
     retries = check_int(where, "max_retries", max_retries, 0)
-    assert retries is not None  # not optional here
     backoff = Backoff.checked(where, initial_delay, max_delay, multiplier, jitter)
     kinds = frozenset(retry_on) if not isinstance(retry_on, str) else frozenset()
     if not kinds or not kinds <= set(_KINDS):

@@ -96,7 +96,8 @@ def tracing_filter(
         request: TurnRequest, state: dict[str, Any], call_next: Callable[[TurnRequest], Awaitable[TurnResult]]
     ) -> TurnResult:
         attributes = {**base, "gen_ai.operation.name": "invoke_agent", "beamfilter.turn.resume": request.resume}
-        with tracer.start_as_current_span("invoke_agent beamfilter", kind=SpanKind.INTERNAL, attributes=attributes) as span:
+        span_name = "invoke_agent beamfilter"
+        with tracer.start_as_current_span(span_name, kind=SpanKind.INTERNAL, attributes=attributes) as span:
             result = await call_next(request)
             usage = result.usage
             span.set_attributes(
