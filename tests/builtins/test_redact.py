@@ -107,8 +107,9 @@ def test_every_two_cut_split_of_samples(text: str) -> None:
     text=st.sampled_from(SAMPLES),
     cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=12),
 )
-def test_property_no_secret_reaches_the_consumer(text: str, cuts: list[int]) -> None:
-    flt = redact_filter(emails=True)
+@pytest.mark.parametrize("cache_size", [8192, 0])
+def test_property_no_secret_reaches_the_consumer(cache_size: int, text: str, cuts: list[int]) -> None:
+    flt = redact_filter(emails=True, cache_size=cache_size)
     points = sorted({c % (len(text) + 1) for c in cuts})
     bounds = [0, *points, len(text)]
     chunks = [text[a:b] for a, b in itertools.pairwise(bounds) if b > a]
@@ -140,6 +141,18 @@ def test_custom_patterns_and_unbounded_max_length() -> None:
     emitted, state = transform.step("PIN:" + "1" * 20, transform.new_state())
     assert "".join(emitted) == "<pin>"
     assert state == ""
+
+
+def test_scan_cache_is_bounded_and_transparent() -> None:
+    flt = redact_filter(cache_size=4)
+    redactor = flt.extras["redactor"]
+    for word in ["alpha ", "beta ", "gamma ", "delta ", "eps ", "zeta "]:
+        run_transform(flt, [word, SECRET[:5], SECRET[5:], "."])
+        assert len(redactor.cache) <= 4
+    assert "".join(run_transform(flt, ["key ", SECRET[:5], SECRET[5:], "."])) == "key [REDACTED]."
+    assert "".join(run_transform(flt, ["key ", SECRET[:5], SECRET[5:], "."])) == "key [REDACTED]."
+    with pytest.raises(ConfigError, match="cache_size=-1"):
+        redact_filter(cache_size=-1)
 
 
 def test_bad_options() -> None:
