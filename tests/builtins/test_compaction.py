@@ -187,4 +187,6 @@ async def test_from_config_summarises_with_the_kernel_model() -> None:
     kernel = Kernel.from_config(config)
     result = await kernel.run(HISTORY)
     assert result.text == "final answer"
-    assert kernel.model.requests[1].messages[1].text == SUMMARY_HEADER + "the summary"
+    model = kernel.model
+    assert isinstance(model, ScriptedModel)
+    assert model.requests[1].messages[1].text == SUMMARY_HEADER + "the summary"
