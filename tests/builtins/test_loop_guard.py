@@ -6,8 +6,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from beamfilter_builtins import loop_guard_filter
+from beamfilter_builtins._heal_dangling import heal_messages
 from beamfilter_builtins._loop_guard import SPEC, call_signature, find_cycle
 from beamfilter_core import (
     ChatResponse,
@@ -272,3 +275,44 @@ def test_from_config_validates_options_and_builds() -> None:
     assert len(caught.value.problems) == 1
     assert caught.value.problems[0].startswith("filters[0]")
     assert "max_repeats" in caught.value.problems[0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rounds=st.lists(
+        st.lists(st.tuples(st.sampled_from(["f", "g"]), st.integers(0, 2)), min_size=1, max_size=3),
+        min_size=1,
+        max_size=8,
+    ),
+    max_repeats=st.integers(2, 4),
+    action=st.sampled_from(["feedback", "stop"]),
+)
+def test_property_no_call_runs_max_repeats_times_and_every_call_is_answered(
+    rounds: list[list[tuple[str, int]]], max_repeats: int, action: str
+) -> None:
+    executed: list[tuple[str, int]] = []
+
+    @tool
+    async def f(x: int) -> str:
+        """f."""
+        executed.append(("f", x))
+        return f"f{x}"
+
+    @tool
+    async def g(x: int) -> str:
+        """g."""
+        executed.append(("g", x))
+        return f"g{x}"
+
+    script: list[Any] = [calls(*((name, {"x": x}) for name, x in batch)) for batch in rounds] + ["end"]
+    guard = loop_guard_filter(max_repeats=max_repeats, action=action, max_warnings=None)
+    kernel = Kernel(ScriptedModel(script), tools=[f, g], filters=[guard], max_iterations=20)
+    result = kernel.run_sync("go")
+    assert result.status == "completed"
+    for signature in set(executed):
+        assert executed.count(signature) < max_repeats
+    assert heal_messages(result.messages) is None  # no dangling call, no orphan result
+    if result.blocked_by is None:
+        assert result.text == "end"
+    else:
+        assert action == "stop"

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from beamfilter_builtins import pii_filter
 from beamfilter_builtins._pii import SPEC, iban_valid, luhn_valid
@@ -164,3 +166,44 @@ async def test_arguments_of_earlier_tool_calls_in_the_prompt_are_masked() -> Non
     assert sent_call.arguments == {"to": "<EMAIL_1>", "tags": ["x", "<EMAIL_2>"]}
     assert sent_call.id == "c1"
     assert result.messages[1].tool_calls[0].arguments["to"] == "bob@site.org"
+
+
+def luhn_complete(prefix: str) -> str:
+    for digit in "0123456789":
+        if luhn_valid(prefix + digit):
+            return prefix + digit
+    raise AssertionError("unreachable")
+
+
+_WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=1, max_size=8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    local=st.lists(_WORD, min_size=1, max_size=3).map(".".join),
+    domain=st.lists(_WORD, min_size=1, max_size=3).map(".".join),
+    tld=st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=2, max_size=4),
+    card=st.text(alphabet="0123456789", min_size=15, max_size=15).map(lambda p: luhn_complete("4" + p[1:])),
+    before=st.sampled_from(["", "mail ", "to: ", "(", "x "]),
+    after=st.sampled_from(["", ".", " now", ")", ", thanks"]),
+)
+def test_property_values_never_reach_the_model_and_tools_get_them_back(
+    local: str, domain: str, tld: str, card: str, before: str, after: str
+) -> None:
+    email = f"{local}@{domain}.{tld}"
+    received: list[str] = []
+
+    @tool
+    def store(value: str) -> str:
+        """Store."""
+        received.append(value)
+        return "stored"
+
+    call = ToolCall("store", {"value": "<EMAIL_1> <CREDIT_CARD_1>"})
+    model = ScriptedModel([ChatResponse.tool_calls(call), "ok"])
+    Kernel(model, tools=[store], filters=[pii_filter()]).run_sync(f"{before}{email}{after} card {card}")
+    prompt = model.requests[0].messages[0].text
+    assert email not in prompt
+    assert card not in prompt
+    assert prompt == f"{before}<EMAIL_1>{after} card <CREDIT_CARD_1>"
+    assert received == [f"{email} {card}"]
