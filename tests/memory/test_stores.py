@@ -254,7 +254,7 @@ async def test_unknown_future_fields_are_read_and_kept(store: ChatStore) -> None
 async def test_a_corrupt_row_is_a_store_error_naming_the_conversation(store: ChatStore) -> None:
     await store.append("c", [Message.user("ok")])
     await _raw_append(store, "c", "{not json")
-    with pytest.raises(StoreError, match=r"^Cannot read the stored message of conversation 'c': JSONDecodeError"):
+    with pytest.raises(StoreError, match=r"^Cannot read the stored message at position 1 of conversation 'c': JSONDecodeError: Expecting property name"):
         await store.load("c")
 
 

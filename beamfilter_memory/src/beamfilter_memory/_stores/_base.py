@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, Final, Protocol, runtime_checkable
 
 from beamfilter_core import Message, PauseState, converter
@@ -109,16 +109,23 @@ def check_messages(messages: Any) -> tuple[Message, ...]:
     return items
 
 
+# Looked up once: per-message dispatch through the converter costs more than the work.
+_UNSTRUCTURE = converter.get_unstructure_hook(Message)
+_STRUCTURE = converter.get_structure_hook(Message)
+_DUMPS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_LOADS = json.JSONDecoder().decode
+
+
 def encode(message: Message) -> str:
-    """One message as JSON text (the core converter's form)."""
-    return json.dumps(converter.unstructure(message), ensure_ascii=False)
+    """One message as compact JSON text (the core converter's form)."""
+    return _DUMPS(_UNSTRUCTURE(message))
 
 
 def decode(text: str | bytes, where: str) -> Message:
     """A message from its stored JSON text; fields this version does not know are ignored
     (the stored row itself is never rewritten, so they are kept)."""
     try:
-        return converter.structure(json.loads(text), Message)
+        return _STRUCTURE(_LOADS(text if isinstance(text, str) else text.decode()), Message)  # type: ignore[no-any-return]
     except Exception as exc:  # json or cattrs: the row is not a message we can read
         msg = f"Cannot read the stored message {where}: {type(exc).__name__}: {exc}"
         raise StoreError(msg) from exc
@@ -141,9 +148,31 @@ def decode_pause(text: str | bytes, where: str) -> PauseState:
         raise StoreError(msg) from exc
 
 
-def decode_all(rows: Iterable[str | bytes], conversation_id: str, trim: bool) -> list[Message]:
-    """Decode rows in order; with ``trim``, drop leading tool results (a window's cut)."""
-    out = [decode(row, f"of conversation {conversation_id!r}") for row in rows]
+def decode_all(rows: Sequence[Any], conversation_id: str, trim: bool) -> list[Message]:
+    """Decode rows in order; with ``trim``, drop leading tool results (a window's cut).
+
+    The rows are parsed as one JSON array (one parser call instead of one per row); if
+    that fails, each row is parsed alone so the error names the row that is broken.
+    """
+    out: list[Message] | None = None
+    if rows:
+        try:
+            if isinstance(rows[0], str):
+                data = _LOADS("[" + ",".join(rows) + "]")
+            else:
+                data = json.loads(b"[" + b",".join(rows) + b"]")
+            if len(data) == len(rows):
+                structure = _STRUCTURE
+                out = [structure(item, Message) for item in data]
+        except Exception:  # noqa: BLE001  # re-parsed row by row below, to name the broken row
+            out = None
+        if out is None:
+            out = [
+                decode(row, f"at position {index} of conversation {conversation_id!r}")
+                for index, row in enumerate(rows)
+            ]
+    else:
+        out = []
     return trim_window(out) if trim else out
 
 
