@@ -60,3 +60,24 @@ async def test_complete_and_stream_agree_at_temperature_zero() -> None:
 def test_a_missing_gguf_file_is_a_config_error(tmp_path: object) -> None:
     with pytest.raises(ConfigError, match=r"no such file; give the path of a \.gguf model"):
         LocalModel(model_path="/nonexistent/model.gguf")
+
+
+def test_the_demo_runs_on_the_local_model_in_well_under_a_minute() -> None:
+    import io
+    import time
+
+    from beamfilter_core._demo import SECRET, run_demo
+
+    require(LocalModel.missing() is None, f"local model unavailable: {LocalModel.missing()}")
+    out = io.StringIO()
+    started = time.perf_counter()
+    assert run_demo(["--max-tokens", "32"], out=out) == 0
+    elapsed = time.perf_counter() - started
+    text = out.getvalue()
+    assert "model: LocalModel, SmolLM2-135M-Instruct served by llama.cpp in this process" in text
+    assert text.count("returned text == streamed text: yes") == 2
+    assert "[memory] conversation 'demo': 2 stored + 1 new = 3 sent" in text
+    assert "blocked by safeguard" in text
+    assert text.count(SECRET) == 1  # the prompt only: answers are redacted
+    assert "a key in a stored answer: no" in text
+    assert elapsed < 45

@@ -171,7 +171,8 @@ class LocalModel:
             path = self.model_path or default_model_path()
             self.model_path = path
             size = path.stat().st_size / 1e6
-            self._say(f"loading {path.name} ({size:.0f} MB) into llama.cpp, {self.threads} threads...")
+            threads = f"{self.threads} thread{'s' if self.threads > 1 else ''}"
+            self._say(f"loading {path.name} ({size:.0f} MB) into llama.cpp, {threads}...")
             started = time.perf_counter()
             loading = asyncio.ensure_future(asyncio.to_thread(self._start_server, path))
             while True:
