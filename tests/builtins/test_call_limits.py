@@ -97,7 +97,7 @@ async def test_parallel_batch_runs_calls_within_budget_in_call_order(stream: boo
 async def test_tool_limit_finish_keeps_every_call_answered(stream: bool) -> None:
     log: list[str] = []
     model = ScriptedModel([search_round("x", "y"), search_round("z"), "never"])
-    limits = call_limits_filter(max_tool_calls=2, on_limit="finish", finish_message="Budget spent: {reason}.")
+    limits = call_limits_filter(max_tool_calls=2, on_limit="finish", finish_message="Budget {spent}: {reason}.")
     kernel = Kernel(model, tools=make_tools(log), filters=[limits])
     result, _ = await run(kernel, "go", stream)
     assert sorted(log) == ["search x", "search y"]
@@ -107,7 +107,7 @@ async def test_tool_limit_finish_keeps_every_call_answered(stream: bool) -> None
         "hits for y",
         "Not run: the limit of 2 tool calls per turn was reached (max_tool_calls).",
     ]
-    assert result.text == "Budget spent: the limit of 2 tool calls per turn was reached (max_tool_calls)."
+    assert result.text == "Budget {spent}: the limit of 2 tool calls per turn was reached (max_tool_calls)."
     assert result.blocked_by == "call_limits"
     assert result.messages[-1].role == "assistant"
 

@@ -92,7 +92,7 @@ def call_limits_filter(
         reason, error = exceeded
         if mode == "raise":
             raise error
-        text = finish_message.format(reason=reason)
+        text = finish_message.replace("{reason}", reason)  # not format(): other braces stay literal
         return IterationResult("completed", (*before, Message.assistant(text)), blocked_by=name)
 
     async def around_iteration(
