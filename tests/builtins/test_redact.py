@@ -235,3 +235,29 @@ def test_spec() -> None:
     assert redact_filter().token is not None
     assert redact_filter().token.applies_to == "answer"  # type: ignore[union-attr]
     assert Message.user("x").text == "x"
+
+
+LOOK_BACK_PATTERNS = [r"(?i)secret-\d{3}", r"\bpin\b:\d{2}", r"(?<=id=)\d{3}", r"^hi", r"ab(?:cd)?"]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 100])
+def test_patterns_that_look_back_keep_their_context(size: int) -> None:
+    flt = redact_filter(LOOK_BACK_PATTERNS, replacement="#")
+    text = "hi pin:12 spin:12 xid=123 Secret-999 abc abcd hi"
+    chunks = [text[i : i + size] for i in range(0, len(text), size)]
+    assert "".join(run_transform(flt, chunks)) == "# # spin:12 xid=# # #c # hi"
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    text=st.text(alphabet="abcdhipnSsecrt-:0129 =AKIkBearx", max_size=40),
+    cuts=st.lists(st.integers(min_value=0, max_value=40), max_size=8),
+    patterns=st.sampled_from([None, LOOK_BACK_PATTERNS]),
+)
+def test_property_stream_equals_whole_text_regex(text: str, cuts: list[int], patterns: list[str] | None) -> None:
+    flt = redact_filter(patterns, replacement="#", max_length=16)
+    reference = flt.extras["redactor"].full.sub("#", text)
+    points = sorted({c % (len(text) + 1) for c in cuts})
+    bounds = [0, *points, len(text)]
+    chunks = [text[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+    assert "".join(run_transform(flt, chunks)) == reference

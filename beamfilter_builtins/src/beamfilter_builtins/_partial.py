@@ -14,7 +14,7 @@ from re import _constants as C  # type: ignore[attr-defined]  # the parser's opc
 from re import _parser  # type: ignore[attr-defined]  # the stdlib regex parser
 from typing import Any
 
-__all__ = ["first_chars", "first_source", "full_source", "prefix_source"]
+__all__ = ["context_width", "first_chars", "first_source", "full_source", "prefix_source"]
 
 _CATEGORIES = {
     C.CATEGORY_DIGIT: r"\d",
@@ -253,3 +253,34 @@ def first_chars(pattern: re.Pattern[str], limit: int = 256) -> frozenset[str] | 
     if compiled.flags & re.IGNORECASE or "(?i" in compiled.pattern:
         chars |= {c.lower() for c in chars} | {c.upper() for c in chars}
     return frozenset(chars)
+
+
+_LOOKS_BACK = (C.AT_BEGINNING, C.AT_BEGINNING_STRING, C.AT_BOUNDARY, C.AT_NON_BOUNDARY)
+
+
+def context_width(pattern: re.Pattern[str], cap: int = 256) -> int:
+    """How many characters before a match the pattern looks at (``\\b``, ``^``, lookbehinds).
+
+    0 for patterns that never look back; at most ``cap``.
+    """
+    width = 0
+    stack = list(_parse(pattern))
+    while stack:
+        op, av = stack.pop()
+        if op is C.AT and av in _LOOKS_BACK:
+            width = max(width, 1)
+        elif op in (C.ASSERT, C.ASSERT_NOT):
+            direction, body = av
+            if direction == -1:
+                width = max(width, min(cap, int(body.getwidth()[1])))
+            stack.extend(body)
+        elif op is C.BRANCH:
+            for branch in av[1]:
+                stack.extend(branch)
+        elif op is C.SUBPATTERN:
+            stack.extend(av[3])
+        elif op is C.ATOMIC_GROUP:
+            stack.extend(av)
+        elif op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+            stack.extend(av[2])
+    return width

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from beamfilter_core import Filter, FilterSpec, TokenTransform
 from beamfilter_core.errors import ConfigError
 
-from ._partial import first_chars, first_source, full_source, prefix_source
+from ._partial import context_width, first_chars, first_source, full_source, prefix_source
 
 __all__ = ["DEFAULT_PATTERNS", "EMAIL_PATTERN", "SPEC", "redact_filter"]
 
@@ -60,7 +60,19 @@ def _width(pattern: re.Pattern[str], max_length: int) -> int:
 class _Redactor:
     """The scanning state machine; ``step``/``flush`` are the transform's functions."""
 
-    __slots__ = ("cache", "first", "full", "hold", "lead", "limit", "min_width", "replacement", "search", "step")
+    __slots__ = (
+        "cache",
+        "context",
+        "first",
+        "full",
+        "hold",
+        "lead",
+        "limit",
+        "min_width",
+        "replacement",
+        "search",
+        "step",
+    )
 
     def __init__(self, patterns: Sequence[re.Pattern[str]], replacement: str, limit: int, cache_size: int) -> None:
         try:
@@ -81,6 +93,8 @@ class _Redactor:
         # its text: remember the results (bounded) so most tokens cost one dict lookup.
         self.cache: dict[str, tuple[Sequence[str], str]] = {}
         self.min_width = min(int(_parser.parse(p.pattern, p.flags).getwidth()[0]) for p in patterns)
+        # Characters before the held tail that \b, ^ and lookbehinds need to see (0: none).
+        self.context = max(context_width(p) for p in patterns)
         self.step = self._make_step(cache_size)
 
     def _hold_start(self, text: str, start: int) -> int:
@@ -97,23 +111,27 @@ class _Redactor:
                 return i
             i += 1
 
-    def scan(self, text: str) -> tuple[Sequence[str], str]:
+    def scan(self, text: str, base: int = 0) -> tuple[Sequence[str], str]:
+        """Split ``text[base:]`` into what can be emitted (secrets replaced) and the held tail.
+
+        ``text[:base]`` is context already emitted, seen only by ``\\b``, ``^`` and lookbehinds.
+        """
         lead = self.lead
-        m = lead(text)
+        m = lead(text, base)
         if m is None:  # the common case: nothing here can start a secret
-            return (text,), ""
-        if len(text) < self.min_width:
+            return (text[base:],), ""
+        if len(text) - base < self.min_width:
             # Too short to hold a whole secret: at most a tail is held back.
             hold = self.hold
             i = m.start()
             while hold(text, i) is None:
                 m = lead(text, i + 1)
                 if m is None:
-                    return (text,), ""
+                    return (text[base:],), ""
                 i = m.start()
-            return ((text[:i],) if i else ()), text[i:]
+            return ((text[base:i],) if i > base else ()), text[i:]
         out: list[str] = []
-        pos = 0
+        pos = base
         search, replacement = self.search, self.replacement
         start = m.start()
         while True:
@@ -161,6 +179,28 @@ class _Redactor:
             return []
         replacement = self.replacement
         return [self.full.sub(lambda _: replacement, held)]
+
+    def step_in_context(self, token: str, state: tuple[str, str]) -> tuple[Sequence[str], tuple[str, str]]:
+        """``step`` for patterns that look back: the state keeps the text before the held tail."""
+        context, held = state
+        text = context + held + token
+        out, rest = self.scan(text, len(context))
+        cut = len(text) - len(rest)
+        return out, (text[max(0, cut - self.context) : cut], rest)
+
+    def flush_in_context(self, state: tuple[str, str]) -> list[str]:
+        context, held = state
+        if not held:
+            return []
+        text = context + held
+        out: list[str] = []
+        pos = len(context)
+        for m in self.full.finditer(text, pos):
+            out.append(text[pos : m.start()])
+            out.append(self.replacement)
+            pos = m.end()
+        out.append(text[pos:])
+        return ["".join(out)]
 
 
 def redact_filter(
@@ -223,7 +263,10 @@ def redact_filter(
     compiled = [_compile(index, value) for index, value in named]
     limit = max(_width(pattern, max_length) for pattern in compiled)
     redactor = _Redactor(compiled, replacement, limit, cache_size)
-    transform = TokenTransform(redactor.step, "", redactor.flush, applies_to)
+    if redactor.context:
+        transform = TokenTransform(redactor.step_in_context, ("", ""), redactor.flush_in_context, applies_to)
+    else:
+        transform = TokenTransform(redactor.step, "", redactor.flush, applies_to)
     return Filter(name, token=transform, extras={"redactor": redactor})
 
 
