@@ -193,3 +193,11 @@ async def test_a_tool_raising_timeout_error_itself_becomes_a_transient_result() 
         "Tool 'slow_api' failed: TimeoutError: upstream took too long (This may be temporary; you may try the same "
         "call again once.)"
     ]
+
+
+def test_unknown_hint_kinds_are_rejected() -> None:
+    with pytest.raises(ConfigError) as caught:
+        tool_errors_filter(hints={"fatal": "give up"})
+    assert str(caught.value) == (
+        "tool_errors_filter(hints=...) has unknown kinds ['fatal']; use transient, semantic or permission."
+    )

@@ -15,7 +15,7 @@ import contextvars
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -39,7 +39,10 @@ DEFAULT_HINTS: Mapping[str, str] = {
 Formatter = Callable[[BaseException, ToolRequest], str]
 
 
-def classify(exc: BaseException) -> str:
+Kind = Literal["transient", "semantic", "permission"]
+
+
+def classify(exc: BaseException) -> Kind:
     """The failure kind of ``exc``: transient, permission or semantic (same rule as the kernel)."""
     if isinstance(exc, TimeoutError | ConnectionError):
         return "transient"
@@ -71,6 +74,10 @@ def tool_errors_filter(
     """
     where = "tool_errors_filter"
     limit = check_int(where, "max_length", max_length, 20)
+    unknown = sorted(set(hints or {}) - set(DEFAULT_HINTS))
+    if unknown:
+        msg = f"{where}(hints=...) has unknown kinds {unknown}; use transient, semantic or permission."
+        raise ConfigError(msg)
     hint_text = {**DEFAULT_HINTS, **(hints or {})}
     default = resolve_callable(where, "formatter", formatter) if formatter is not None else None
     if formatters is not None and not isinstance(formatters, Mapping):
@@ -83,7 +90,7 @@ def tool_errors_filter(
         _log.error("tool %r raised (call %s)", request.tool.name, request.call_id, exc_info=exc)
         custom = per_tool.get(request.tool.name, default)
         if custom is not None:
-            return ToolResult.failure(kind, str(custom(exc, request)))  # type: ignore[arg-type]
+            return ToolResult.failure(kind, str(custom(exc, request)))
         detail = str(exc).strip().replace("\n", " ")
         if len(detail) > limit:
             detail = detail[: limit - 3] + "..."
@@ -91,7 +98,7 @@ def tool_errors_filter(
         hint = hint_text.get(kind)
         if hint:
             text = f"{text} ({hint})"
-        return ToolResult.failure(kind, f"Tool {request.tool.name!r} failed: {text}")  # type: ignore[arg-type]
+        return ToolResult.failure(kind, f"Tool {request.tool.name!r} failed: {text}")
 
     # One wrapped Tool per original tool (tools compare by identity). The wrapper finds
     # the request of its call in a ContextVar: asyncio.to_thread copies the context, so
@@ -156,7 +163,11 @@ SPEC = FilterSpec(
         "type": "object",
         "properties": {
             "max_length": {"type": "integer", "minimum": 20},
-            "hints": {"type": "object", "additionalProperties": {"type": "string"}},
+            "hints": {
+                "type": "object",
+                "properties": {kind: {"type": "string"} for kind in DEFAULT_HINTS},
+                "additionalProperties": False,
+            },
             "formatter": {"type": "string", "pattern": "^[A-Za-z_][\\w.]*:[A-Za-z_][\\w.]*$"},
             "formatters": {
                 "type": "object",
