@@ -110,6 +110,21 @@ DETECTORS: Mapping[str, tuple[re.Pattern[str], Callable[[re.Match[str]], bool]]]
 }
 _DEFAULT_DETECT = ("email", "phone", "credit_card", "iban", "ip")
 
+# Cheap tests that rule a detector out before its regex scans the text (most prose has
+# no "@" and few digits): kind -> minimum digits, required substring.
+_GATES: Mapping[str, tuple[int, str]] = {
+    "email": (0, "@"),
+    "iban": (4, ""),
+    "credit_card": (13, ""),
+    "ip": (4, "."),
+    "ipv6": (0, ":"),
+    "phone": (7, ""),
+}
+
+
+def _digits(text: str) -> int:
+    return sum(text.count(digit) for digit in "0123456789")
+
 
 class _Vault:
     """The run's mapping between real values and placeholders."""
@@ -157,7 +172,7 @@ def pii_filter(
     # last, so their loose digit pattern never eats a card number or an IBAN.
     selected = {*detect, *(["ipv6"] if "ip" in detect else [])}
     kinds = [kind for kind in DETECTORS if kind in selected]
-    detectors: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], bool]]] = []
+    detectors: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], bool], int, str]] = []
     for kind, pattern in (patterns or {}).items():
         if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", kind):
             msg = f"{where}: patterns key {kind!r} is invalid; use letters, digits and '_' (it names the placeholder)."
@@ -167,10 +182,11 @@ def pii_filter(
         except (re.error, TypeError) as exc:
             msg = f"{where}: patterns[{kind!r}] = {pattern!r} is not a valid regular expression ({exc})."
             raise ConfigError(msg) from exc
-        detectors.append((kind.upper(), compiled, _always))
+        detectors.append((kind.upper(), compiled, _always, 0, ""))
     for kind in kinds:
         builtin, check = DETECTORS[kind]
-        detectors.append(("IP" if kind == "ipv6" else kind.upper(), builtin, check))
+        digits, needle = _GATES[kind]
+        detectors.append(("IP" if kind == "ipv6" else kind.upper(), builtin, check, digits, needle))
     restore = bool(restore_in_tools) and style != "redact"
 
     def placeholder(vault: _Vault, kind: str, value: str) -> str:
@@ -190,7 +206,15 @@ def pii_filter(
         return found
 
     def mask_text(vault: _Vault, text: str) -> str:
-        for kind, pattern, check in detectors:
+        digits = -1
+        for kind, pattern, check, min_digits, needle in detectors:
+            if needle and needle not in text:
+                continue
+            if min_digits:
+                if digits < 0:
+                    digits = _digits(text)
+                if digits < min_digits:
+                    continue
 
             def swap(match: re.Match[str], kind: str = kind, check: Any = check) -> str:
                 if not check(match):
