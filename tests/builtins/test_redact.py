@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -261,3 +262,26 @@ def test_property_stream_equals_whole_text_regex(text: str, cuts: list[int], pat
     bounds = [0, *points, len(text)]
     chunks = [text[a:b] for a, b in itertools.pairwise(bounds) if b > a]
     assert "".join(run_transform(flt, chunks)) == reference
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
+async def test_real_memory_filter_stores_the_redacted_answer(tmp_path: Path, stream: bool) -> None:
+    from beamfilter_memory import SQLiteStore, memory_filter
+
+    store = SQLiteStore(f"sqlite:///{tmp_path / 'chat.db'}")
+    try:
+        kernel = Kernel(ScriptedModel([TEXT], chunk=4), filters=[memory_filter(store), redact_filter()])
+        context = {"conversation_id": "c1"}
+        if stream:
+            streamed, events = await collect_stream(kernel.run_stream("hi", context=context))
+            last = events[-1]
+            assert isinstance(last, RunFinished)
+            assert streamed == REDACTED
+            result = last.result
+        else:
+            result = await kernel.run("hi", context=context)
+        assert result.text == REDACTED
+        stored = await store.load("c1")
+        assert [(m.role, m.text) for m in stored] == [("user", "hi"), ("assistant", REDACTED)]
+    finally:
+        await store.aclose()
