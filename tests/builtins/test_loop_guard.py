@@ -101,7 +101,9 @@ async def test_third_identical_call_is_not_run_and_the_model_is_told(stream: boo
         assert streamed == "It is 20 C in Paris."
 
 
-async def test_stop_ends_the_turn_with_an_explanation_and_no_dangling_call(stream: bool) -> None:
+async def test_stop_ends_the_turn_with_an_explanation_and_no_dangling_call(
+    stream: bool, caplog: pytest.LogCaptureFixture
+) -> None:
     log: list[str] = []
     model = ScriptedModel([calls(("lookup", {"city": "Oslo"}))] * 3 + ["never"])
     kernel = Kernel(model, tools=make_tools(log), filters=[loop_guard_filter(action="stop")])
@@ -117,6 +119,9 @@ async def test_stop_ends_the_turn_with_an_explanation_and_no_dangling_call(strea
     roles = [m.role for m in result.messages]
     assert roles == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
     assert result.messages[-1].tool_calls == ()
+    assert [r.getMessage() for r in caplog.records if r.name == "beamfilter.loop_guard"] == [
+        'loop detected, stopping the turn: lookup({"city":"Oslo"}) was requested 3 times'
+    ]
     if stream:
         assert streamed == ""  # the explanation is in the result, not streamed
 

@@ -25,6 +25,7 @@ Counters reset when a round with index 0 starts (a new turn or a validation re-e
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -45,6 +46,8 @@ from beamfilter_core.errors import ConfigError
 from ._options import check_choice, check_int, check_names, check_optional_int
 
 __all__ = ["DEFAULT_STOP_MESSAGE", "SPEC", "call_signature", "find_cycle", "loop_guard_filter"]
+
+_log = logging.getLogger("beamfilter.loop_guard")
 
 #: The final answer when the guard stops a turn; ``{reason}`` says what was repeated.
 DEFAULT_STOP_MESSAGE = "I stopped because I was going around in circles with my tools: {reason}."
@@ -180,10 +183,12 @@ def loop_guard_filter(
         if not found:
             return response
         if mode == "stop" or (warnings_cap is not None and state["warnings"] >= warnings_cap):
+            _log.warning("loop detected, stopping the turn: %s", reason)
             state["stopped"] = True
             text = stop_message.replace("{reason}", reason or "repeated tool calls")
             return ChatResponse(Message.assistant(text), "stop", response.usage)
         state["warnings"] += 1
+        _log.info("loop detected, warning %d: %s", state["warnings"], reason)
         state["flagged"].update(found)
         return response
 
