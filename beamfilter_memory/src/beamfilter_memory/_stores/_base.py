@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import json
 from collections.abc import Sequence
@@ -190,6 +191,19 @@ def check_pause_change(pause: Any) -> str | _Keep | None:
     if pause is KEEP_PAUSE or pause is None:
         return pause
     return encode_pause(pause)
+
+
+def check_loop(store: object, bound: asyncio.AbstractEventLoop | None) -> asyncio.AbstractEventLoop:
+    """The running loop; StoreError if ``store``'s connections belong to another loop."""
+    loop = asyncio.get_running_loop()
+    if bound is None or bound is loop:
+        return loop
+    msg = (
+        f"{store!r} was first used in another event loop; its connections belong to that loop. "
+        "Run every turn in one event loop (one asyncio.run(main()) around the program, not "
+        "kernel.run_sync per turn), or open one store per loop."
+    )
+    raise StoreError(msg)
 
 
 def store_failure(store: str, action: str, conversation_id: str | None, exc: BaseException) -> StoreError:

@@ -15,6 +15,7 @@ from ._base import (
     PauseChange,
     check_conversation_id,
     check_limit,
+    check_loop,
     check_messages,
     check_pause_change,
     decode_all,
@@ -99,6 +100,7 @@ class PostgresStore:
         self.timeout = float(timeout)
         self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
         self._opening: asyncio.Lock | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._migrated = False
         self._closed = False
         p = prefix
@@ -122,12 +124,16 @@ class PostgresStore:
     async def _get_pool(self) -> AsyncConnectionPool[AsyncConnection[Any]]:
         pool = self._pool
         if pool is not None and self._migrated:
+            check_loop(self, self._loop)
             return pool
         if self._closed:
             msg = f"{self!r} is closed; open a new store (stores cannot be reopened)."
             raise StoreError(msg)
         if self._opening is None:
+            self._loop = check_loop(self, None)
             self._opening = asyncio.Lock()
+        else:
+            check_loop(self, self._loop)
         async with self._opening:
             if self._pool is None:
                 try:

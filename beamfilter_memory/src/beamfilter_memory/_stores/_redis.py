@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +14,7 @@ from ._base import (
     PauseChange,
     check_conversation_id,
     check_limit,
+    check_loop,
     check_messages,
     check_pause_change,
     decode_all,
@@ -58,6 +60,7 @@ class RedisStore:
         self.prefix = prefix
         self.ttl = ttl
         self._client: Redis | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
 
     def __repr__(self) -> str:
@@ -66,6 +69,7 @@ class RedisStore:
     def _redis(self) -> Redis:
         client = self._client
         if client is not None:
+            check_loop(self, self._loop)
             return client
         if self._closed:
             msg = f"{self!r} is closed; open a new store (stores cannot be reopened)."
@@ -75,6 +79,7 @@ class RedisStore:
         except ImportError as exc:
             msg = "RedisStore needs redis-py: pip install 'beamfilter-memory[redis]'."
             raise ConfigError(msg) from exc
+        self._loop = check_loop(self, None)
         client = self._client = Redis.from_url(self.url)
         return client
 
@@ -90,8 +95,9 @@ class RedisStore:
         cid = check_conversation_id(conversation_id)
         limit = check_limit(limit)
         key = self._keys(cid)[0]
+        client = self._redis()
         try:
-            rows: list[bytes | str] = await self._redis().lrange(key, 0 if limit is None else -limit, -1)
+            rows: list[bytes | str] = await client.lrange(key, 0 if limit is None else -limit, -1)
         except Exception as exc:
             raise self._failure(cid, "load", exc) from exc
         return decode_all(rows, cid, limit is not None)
@@ -107,8 +113,9 @@ class RedisStore:
             return
         messages_key, pause_key = self._keys(cid)
         ttl = self.ttl
+        client = self._redis()
         try:
-            async with self._redis().pipeline(transaction=True) as pipe:
+            async with client.pipeline(transaction=True) as pipe:
                 if rows:
                     pipe.rpush(messages_key, *rows)
                 if change is None:
@@ -125,8 +132,9 @@ class RedisStore:
     async def clear(self, conversation_id: str) -> None:
         """Forget the conversation and its pause state."""
         cid = check_conversation_id(conversation_id)
+        client = self._redis()
         try:
-            await self._redis().delete(*self._keys(cid))
+            await client.delete(*self._keys(cid))
         except Exception as exc:
             raise self._failure(cid, "clear", exc) from exc
 
@@ -134,16 +142,18 @@ class RedisStore:
         """Store the conversation's paused run."""
         cid = check_conversation_id(conversation_id)
         text = encode_pause(pause)
+        client = self._redis()
         try:
-            await self._redis().set(self._keys(cid)[1], text, ex=self.ttl)
+            await client.set(self._keys(cid)[1], text, ex=self.ttl)
         except Exception as exc:
             raise self._failure(cid, "save_pause", exc) from exc
 
     async def load_pause(self, conversation_id: str) -> PauseState | None:
         """The conversation's paused run, or None."""
         cid = check_conversation_id(conversation_id)
+        client = self._redis()
         try:
-            text: Any = await self._redis().get(self._keys(cid)[1])
+            text: Any = await client.get(self._keys(cid)[1])
         except Exception as exc:
             raise self._failure(cid, "load_pause", exc) from exc
         return None if text is None else decode_pause(text, f"of conversation {cid!r}")
@@ -151,8 +161,9 @@ class RedisStore:
     async def clear_pause(self, conversation_id: str) -> None:
         """Forget the conversation's paused run."""
         cid = check_conversation_id(conversation_id)
+        client = self._redis()
         try:
-            await self._redis().delete(self._keys(cid)[1])
+            await client.delete(self._keys(cid)[1])
         except Exception as exc:
             raise self._failure(cid, "clear_pause", exc) from exc
 
