@@ -11,9 +11,14 @@ import json
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+
+from _support import free_port
 
 PLUGIN = '''
 from beamfilter_core import ChatResponse, Filter, FilterSpec, ModelSpec, TokenTransform, hookimpl
@@ -257,3 +262,83 @@ def test_chat_shows_a_new_conversation_id_and_ends_at_eof(site: Path, tmp_path: 
     conversation = first.removeprefix("conversation: ")
     assert len(conversation) == 32
     assert f"assistant> 1 user messages in {conversation}\n" in done.stdout
+
+
+class _OpenAIServer(ThreadingHTTPServer):
+    requests: list[dict[str, object]]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """A small OpenAI-compatible chat-completions server streaming two text chunks."""
+
+    server: _OpenAIServer
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        self.server.requests.append({"path": self.path, "auth": self.headers.get("authorization"), "body": body})
+        base = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": body["model"]}
+        chunks = [
+            {
+                **base,
+                "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hello "}, "finish_reason": None}],
+            },
+            {**base, "choices": [{"index": 0, "delta": {"content": "from the server"}, "finish_reason": None}]},
+            {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+        ]
+        payload = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("content-length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+@pytest.fixture
+def openai_server() -> Iterator[_OpenAIServer]:
+    server = _OpenAIServer(("127.0.0.1", 0), _Handler)
+    server.requests = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_run_with_the_openai_provider_against_a_real_server(
+    site: Path, tmp_path: Path, openai_server: _OpenAIServer
+) -> None:
+    port = openai_server.server_address[1]
+    config = write(
+        tmp_path,
+        f'[model]\nuse = "openai"\nmodel = "test-model"\nbase_url = "http://127.0.0.1:{port}/v1"\n'
+        'api_key = { "$env" = "BF_CLI_KEY" }\nmax_retries = 0\n[plugins]\ndisable = ["clibroken"]\n'
+        '[[filters]]\nuse = "upper"\n',
+    )
+    done = beamfilter(site, "run", config, "hi", env={"BF_CLI_KEY": "sk-test"})
+    assert (done.returncode, done.stdout, done.stderr) == (0, "HELLO FROM THE SERVER\n", "")
+    (request,) = openai_server.requests
+    assert (request["path"], request["auth"]) == ("/v1/chat/completions", "Bearer sk-test")
+    body = request["body"]
+    assert isinstance(body, dict)
+    assert (body["model"], body["stream"], body["messages"]) == (
+        "test-model",
+        True,
+        [{"role": "user", "content": "hi"}],
+    )
+
+
+def test_a_provider_error_exits_1(site: Path, tmp_path: Path) -> None:
+    port = free_port()  # nothing listens there: connection refused
+    config = write(
+        tmp_path,
+        f'[model]\nuse = "openai"\nmodel = "m"\nbase_url = "http://127.0.0.1:{port}/v1"\napi_key = "k"\n'
+        'max_retries = 0\ntimeout = 5\n[plugins]\ndisable = ["clibroken"]\n',
+    )
+    done = beamfilter(site, "run", config, "hi")
+    assert done.returncode == 1
+    assert done.stderr.startswith("beamfilter run: the run failed: ProviderConnectionError: ")

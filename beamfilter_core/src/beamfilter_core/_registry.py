@@ -260,6 +260,17 @@ class Registry:
         self._qualified: dict[Kind, dict[str, Registered[Any]]] = {"filter": {}, "store": {}, "model": {}}
         self.failures: list[PluginLoadError] = []
 
+    @classmethod
+    def from_plugins(cls, plugins: Mapping[str, Any], *, strict: bool = True) -> Registry:
+        """A registry of the core plus ``plugins`` (name -> module or object), no entry points.
+
+        For tests: ``Registry.from_plugins({"mine": MyPlugin()}).get_filter("mine:x")``.
+        """
+        registry = cls(autoload=False, strict=strict)
+        for name, plugin in plugins.items():
+            registry.register(plugin, name)
+        return registry
+
     def __repr__(self) -> str:
         state = "loaded" if self._loaded else "not loaded"
         return f"Registry({state}, {len(self._infos)} plugins)"

@@ -355,3 +355,21 @@ def test_every_hookspec_is_documented_with_its_signature() -> None:
     for name in hooks:
         returns = inspect.signature(getattr(_hookspecs, name)).return_annotation
         assert f"`{name}() -> {returns}`" in page, name
+
+
+def test_from_plugins_builds_a_registry_without_entry_points() -> None:
+    registry = Registry.from_plugins({"alpha": FiltersPlugin("retry"), "stores": StoresPlugin()})
+    assert [p.name for p in registry.plugins()] == ["core", "alpha", "stores"]
+    assert registry.get_filter("retry").qualified == "alpha:retry"
+    assert registry.get_store("sqlite:///x.db").plugin == "stores"
+    with pytest.raises(PluginLoadError, match=r"^beamfilter plugin 'bad' from \(no distribution\) failed to load"):
+        Registry.from_plugins({"bad": Twice()})
+
+
+def test_trace_plugins_prints_each_hook_call(capsys: pytest.CaptureFixture[str]) -> None:
+    registry = Registry(entry_points=[ep("alpha", FiltersPlugin("retry"))], environ={"BEAMFILTER_TRACE_PLUGINS": "1"})
+    registry.load()
+    assert capsys.readouterr().err == (
+        "beamfilter: calling core.beamfilter_register_models()\n"
+        "beamfilter: calling alpha.beamfilter_register_filters()\n"
+    )
