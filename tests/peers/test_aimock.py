@@ -270,7 +270,7 @@ async def test_stall_past_the_timeout(peer: Peer) -> None:
         with pytest.raises(ProviderTimeoutError, match=r"within timeout=0\.5 s"):
             await m.stream(ask("trigger stall"), lambda _: None)
         elapsed = time.monotonic() - started
-    assert 0.5 <= elapsed < 1.4
+    assert 0.5 <= elapsed < 2.5  # the server would have waited 3 s
 
 
 async def test_100_cancelled_streams_leave_no_connection_behind(peer: Peer) -> None:

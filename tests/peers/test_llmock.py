@@ -195,8 +195,8 @@ async def test_500_is_retried_with_backoff(peer: Peer) -> None:
     tried = attempts(peer, since)
     assert [a["status"] for a in tried] == [500, 500, 200]
     gaps = [b["started_at"] - a["ended_at"] for a, b in itertools.pairwise(tried)]
-    assert 0.375 <= gaps[0] < 0.9  # 0.5 s jittered
-    assert 0.75 <= gaps[1] < 1.5  # 1 s jittered
+    assert 0.375 <= gaps[0] < 1.5  # 0.5 s jittered (upper bounds leave room for a busy machine)
+    assert 0.75 <= gaps[1] < 2.5  # 1 s jittered
 
 
 async def test_500_gives_up_after_max_retries(peer: Peer) -> None:
