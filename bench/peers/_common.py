@@ -1,0 +1,307 @@
+"""Shared harness of the side-by-side scenario scripts: timing, the floor, footprint, JSON.
+
+Every scenario script (``bench_<framework>.py``) imports this module, builds the same four
+scenarios with its framework's own agent, fake in-process model and middleware/filter
+mechanism, and prints one JSON object (see :func:`emit`). ``bench/bench_peers.py`` runs the
+scripts one process each and prints the table.
+
+Timing: a round times a loop of calls sized to take about ``round_seconds``; every figure is
+the median of ``rounds`` rounds, and its spread ``(max - min) / median`` is reported too, so
+the noise of a shared machine is visible next to the figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+LAYERS = (0, 1, 5, 10, 20)
+TOKENS = 10_000
+QUESTION = "What is 1 + 2?"
+ANSWER_TEXT = "The answer is 3."
+#: The streamed answer: 10,000 tokens, the same list in every framework.
+STREAM_TOKENS = tuple(f"t{i % 10} " for i in range(TOKENS))
+STREAM_TEXT = "".join(STREAM_TOKENS)
+FOOTPRINT_RUNS = 5
+
+Body = Callable[[int], Awaitable[None]]
+
+
+class BenchError(RuntimeError):
+    """A scenario did not do what it claims (wrong answer, layers not called, ...)."""
+
+
+def check(condition: bool, what: str) -> None:
+    """Fail loudly when a scenario's sanity check does not hold."""
+    if not condition:
+        msg = f"sanity check failed: {what}"
+        raise BenchError(msg)
+
+
+# -- timing -----------------------------------------------------------------------------
+
+
+class Timer:
+    """Median microseconds per loop iteration over ``rounds`` rounds, with the spread."""
+
+    def __init__(self, rounds: int, round_seconds: float) -> None:
+        self.rounds = rounds
+        self.round_seconds = round_seconds
+
+    async def _once(self, body: Body, loops: int) -> float:
+        gc.collect()
+        started = time.perf_counter()
+        await body(loops)
+        return time.perf_counter() - started
+
+    async def _calibrate(self, body: Body) -> int:
+        loops = 1
+        while True:  # grow until one run takes a tenth of a round
+            elapsed = await self._once(body, loops)
+            if elapsed >= self.round_seconds / 10 or loops >= 10_000_000:
+                break
+            loops *= 4
+        return max(1, int(loops * self.round_seconds / max(elapsed, 1e-9)))
+
+    async def compare(self, *bodies: Body) -> list[tuple[float, float]]:
+        """``(median us, spread)`` of each body; rounds interleaved so all see the same load."""
+        sizes = [await self._calibrate(body) for body in bodies]
+        samples: list[list[float]] = [[] for _ in bodies]
+        for _ in range(self.rounds):
+            for body, loops, out in zip(bodies, sizes, samples, strict=True):
+                out.append(await self._once(body, loops) / loops)
+        results = []
+        for out in samples:
+            median = statistics.median(out)
+            results.append((median * 1e6, (max(out) - min(out)) / median if median else 0.0))
+        return results
+
+    async def measure(self, body: Body) -> tuple[float, float]:
+        """``(median us, spread)`` of one body."""
+        return (await self.compare(body))[0]
+
+
+def loop_of(call: Callable[[], Awaitable[Any]]) -> Body:
+    """A loop body awaiting ``call()`` ``loops`` times."""
+
+    async def body(loops: int) -> None:
+        for _ in range(loops):
+            await call()
+
+    return body
+
+
+def slope(xs: Sequence[int], ys: Sequence[float]) -> float:
+    """Least-squares slope of ``ys`` over ``xs``."""
+    mean_x = statistics.fmean(xs)
+    mean_y = statistics.fmean(ys)
+    num = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True))
+    den = sum((x - mean_x) ** 2 for x in xs)
+    return num / den
+
+
+# -- the pure-Python floor --------------------------------------------------------------
+
+
+def nested_closures(n: int, terminal: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
+    """``n`` plain async closures around ``terminal``: the floor of an ``n``-layer onion."""
+    call = terminal
+    for _ in range(n):
+
+        def wrap(inner: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
+            async def layer(request: Any) -> Any:
+                return await inner(request)
+
+            return layer
+
+        call = wrap(call)
+    return call
+
+
+async def floor_series(timer: Timer) -> dict[str, Any]:
+    """One call through N nested async closures around an async terminal, for each N."""
+    response = object()
+
+    async def terminal(request: Any) -> Any:
+        return response
+
+    figures: dict[str, float] = {}
+    spreads: dict[str, float] = {}
+    for n in LAYERS:
+        call = nested_closures(n, terminal)
+
+        async def body(loops: int, call: Callable[[Any], Awaitable[Any]] = call) -> None:
+            for _ in range(loops):
+                await call(None)
+
+        figures[str(n)], spreads[str(n)] = await timer.measure(body)
+    return {"us": figures, "spread": spreads, "slope_us": slope(LAYERS, list(figures.values()))}
+
+
+# -- scenario series --------------------------------------------------------------------
+
+
+async def layer_series(
+    timer: Timer, build: Callable[[int], Awaitable[Callable[[], Awaitable[Any]]]]
+) -> dict[str, Any]:
+    """Time ``await call()`` for each N in :data:`LAYERS`; ``build(n)`` returns a checked call."""
+    figures: dict[str, float] = {}
+    spreads: dict[str, float] = {}
+    for n in LAYERS:
+        call = await build(n)
+        figures[str(n)], spreads[str(n)] = await timer.measure(loop_of(call))
+    return {"us": figures, "spread": spreads, "slope_us": slope(LAYERS, list(figures.values()))}
+
+
+async def stream_series(
+    timer: Timer,
+    bare: Callable[[], Awaitable[str]],
+    transformed: Callable[[], Awaitable[str]] | None,
+    note: str,
+) -> dict[str, Any]:
+    """Time one full 10,000-token stream, bare and with one upper-casing layer."""
+    check(await bare() == STREAM_TEXT, "the bare stream delivers the 10,000 tokens unchanged")
+    if transformed is not None:
+        got = await transformed()
+        check(got == STREAM_TEXT.upper(), f"the transformed stream is upper-cased (got {got[:30]!r}...)")
+
+    def body_of(consume: Callable[[], Awaitable[str]]) -> Body:
+        async def body(loops: int) -> None:
+            for _ in range(loops):
+                await consume()
+
+        return body
+
+    bodies = [body_of(bare)] + ([body_of(transformed)] if transformed is not None else [])
+    timings = await timer.compare(*bodies)
+    out: dict[str, Any] = {"bare_ms": timings[0][0] / 1000, "bare_spread": timings[0][1], "note": note}
+    if transformed is not None:
+        out["transform_ms"] = timings[1][0] / 1000
+        out["transform_spread"] = timings[1][1]
+    else:
+        out["transform_ms"] = None
+    return out
+
+
+# -- footprint: import time and resident memory, in fresh interpreters ------------------
+
+_PROBE = """
+import sys, time
+def rss_kb():
+    with open('/proc/self/status') as f:
+        for line in f:
+            if line.startswith('VmRSS:'):
+                return int(line.split()[1])
+sys.path.insert(0, {here!r})
+before = rss_kb()
+t0 = time.perf_counter()
+import {module} as m
+t1 = time.perf_counter()
+{build}
+t2 = time.perf_counter()
+print(repr((t1 - t0, t2 - t1, before, rss_kb())))
+"""
+
+
+def _probe(module: str, build: str) -> tuple[float, float, int, int]:
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = _PROBE.format(here=here, module=module, build=build)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        msg = f"footprint probe of {module} failed:\n{done.stderr}"
+        raise BenchError(msg)
+    value: tuple[float, float, int, int] = eval(done.stdout.strip().splitlines()[-1])  # noqa: S307  # our own repr
+    return value
+
+
+def footprint(module: str, build: str = "m.build_agent()") -> dict[str, Any]:
+    """Import time and resident memory of ``module`` after ``build``, net of the harness.
+
+    Each figure is the median of :data:`FOOTPRINT_RUNS` fresh interpreters. The harness
+    (this module and the stdlib it imports: asyncio, json, statistics, subprocess) is
+    probed the same way and subtracted, so what remains is the framework's own cost.
+    """
+    base = [_probe("_common", "pass") for _ in range(FOOTPRINT_RUNS)]
+    runs = [_probe(module, build) for _ in range(FOOTPRINT_RUNS)]
+    base_import = statistics.median(b[0] for b in base)
+    base_rss = statistics.median(b[3] for b in base)
+    return {
+        "import_ms": (statistics.median(r[0] for r in runs) - base_import) * 1000,
+        "build_ms": statistics.median(r[1] for r in runs) * 1000,
+        "rss_mb": (statistics.median(r[3] for r in runs) - base_rss) / 1024,
+        "rss_total_mb": statistics.median(r[3] for r in runs) / 1024,
+        "harness_import_ms": base_import * 1000,
+        "harness_rss_mb": base_rss / 1024,
+    }
+
+
+# -- command line and output ------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """``--rounds`` (default 5), ``--round-seconds`` (default 0.1), ``--quick``."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rounds", type=int, default=5, help="rounds per figure (median taken), at least 5")
+    parser.add_argument("--round-seconds", type=float, default=0.1, help="target length of one round")
+    parser.add_argument("--quick", action="store_true", help="short rounds, for a smoke check")
+    args = parser.parse_args(argv)
+    if args.rounds < 5:
+        parser.error(f"--rounds={args.rounds}: the medians need at least 5 rounds")
+    if args.round_seconds <= 0:
+        parser.error(f"--round-seconds={args.round_seconds}: give a positive number of seconds")
+    if args.quick:
+        args.round_seconds = min(args.round_seconds, 0.02)
+    return args
+
+
+async def run_scenarios(
+    framework: str,
+    version: str,
+    module: str,
+    timer: Timer,
+    *,
+    turn: Callable[[int], Awaitable[Callable[[], Awaitable[Any]]]],
+    tool_round: Callable[[int], Awaitable[Callable[[], Awaitable[Any]]]],
+    stream: tuple[Callable[[], Awaitable[str]], Callable[[], Awaitable[str]] | None, str],
+    mechanism: str,
+    notes: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Run the four scenarios and the floor; return the JSON-ready figures."""
+    started = time.perf_counter()
+    result: dict[str, Any] = {
+        "framework": framework,
+        "version": version,
+        "python": sys.version.split()[0],
+        "mechanism": mechanism,
+        "rounds": timer.rounds,
+        "round_seconds": timer.round_seconds,
+        "notes": list(notes),
+    }
+    result["floor"] = await floor_series(timer)
+    result["turn"] = await layer_series(timer, turn)
+    result["tool_round"] = await layer_series(timer, tool_round)
+    result["stream"] = await stream_series(timer, *stream)
+    result["footprint"] = footprint(module)
+    result["seconds"] = time.perf_counter() - started
+    return result
+
+
+def emit(result: dict[str, Any]) -> None:
+    """Print the figures as one JSON object (the last line of stdout)."""
+    print(json.dumps(result, sort_keys=True), flush=True)
+
+
+def main(scenarios: Callable[[Timer], Awaitable[dict[str, Any]]]) -> None:
+    """Parse the command line, run ``scenarios(timer)`` in a fresh event loop, print JSON."""
+    args = parse_args()
+    timer = Timer(args.rounds, args.round_seconds)
+    emit(asyncio.run(scenarios(timer)))
