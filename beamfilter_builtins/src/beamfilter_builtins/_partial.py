@@ -34,6 +34,7 @@ _AT = {
 }
 _FLAG_LETTERS = ((re.IGNORECASE, "i"), (re.MULTILINE, "m"), (re.DOTALL, "s"), (re.ASCII, "a"))
 _ANYTHING = r"[\s\S]*"
+_SINGLE = (C.LITERAL, C.NOT_LITERAL, C.ANY, C.IN)
 
 
 class _Unsupported(Exception):
@@ -127,6 +128,9 @@ def _prefix_item(op: Any, av: Any) -> str:
         _low, high, body = av
         if high == 0:
             return ""
+        if len(body) == 1 and body[0][0] in _SINGLE:
+            # Prefixes of c{m,n} for one character c: c{0,n} (no nested choice to backtrack into).
+            return _repeat(_full(body), 0, high)
         top = high if high is C.MAXREPEAT or high == C.MAXREPEAT else high - 1
         return _repeat(_full(body), 0, top) + f"(?:{_prefix(body)})"
     raise _Unsupported(op)

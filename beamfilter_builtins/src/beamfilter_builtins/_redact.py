@@ -83,10 +83,16 @@ class _Redactor:
         self.full = re.compile(full)
         self.search = self.full.search
         # Every match, and every tail that could still become one, starts with a lead char.
-        self.lead = re.compile("|".join(first_source(p) for p in patterns)).search
-        self.hold = re.compile("(?:" + "|".join(prefix_source(p) for p in patterns) + ")\\Z").match
         chars = [first_chars(p) for p in patterns]
         self.first: frozenset[str] | None = None if None in chars else frozenset().union(*chars)  # type: ignore[arg-type]
+        if self.first is not None:  # a plain character class is the fastest to search for
+            lead = "[" + "".join(re.escape(c) for c in sorted(self.first)) + "]"
+        else:
+            lead = "|".join(first_source(p) for p in patterns)
+        self.lead = re.compile(lead).search
+        # The leftmost tail that could still become a match, found in one search.
+        prefixes = "|".join(prefix_source(p) for p in patterns)
+        self.hold = re.compile(f"(?=(?:{lead}))(?:{prefixes})\\Z").search
         self.replacement = replacement
         self.limit = limit
         # Streams repeat a small vocabulary of tokens, and a short scan depends only on
@@ -100,16 +106,8 @@ class _Redactor:
     def _hold_start(self, text: str, start: int) -> int:
         """The leftmost position from ``start`` whose tail could still become a match."""
         end = len(text)
-        lead, hold = self.lead, self.hold
-        i = max(start, end - self.limit + 1)
-        while True:
-            m = lead(text, i)
-            if m is None:
-                return end
-            i = m.start()
-            if hold(text, i) is not None:
-                return i
-            i += 1
+        m = self.hold(text, max(start, end - self.limit + 1))
+        return end if m is None else m.start()
 
     def scan(self, text: str, base: int = 0) -> tuple[Sequence[str], str]:
         """Split ``text[base:]`` into what can be emitted (secrets replaced) and the held tail.
@@ -122,13 +120,10 @@ class _Redactor:
             return (text[base:],), ""
         if len(text) - base < self.min_width:
             # Too short to hold a whole secret: at most a tail is held back.
-            hold = self.hold
+            m = self.hold(text, m.start())
+            if m is None:
+                return (text[base:],), ""
             i = m.start()
-            while hold(text, i) is None:
-                m = lead(text, i + 1)
-                if m is None:
-                    return (text[base:],), ""
-                i = m.start()
             return ((text[base:i],) if i > base else ()), text[i:]
         out: list[str] = []
         pos = base
