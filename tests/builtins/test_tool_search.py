@@ -187,3 +187,21 @@ def test_custom_index_and_options() -> None:
     assert isinstance(tool_search_filter(), Filter)
     assert SPEC.name == "tool_search"
     assert tuple(SPEC.scopes) == ("chat",)
+
+
+async def test_discovery_survives_turns_through_memory() -> None:
+    from beamfilter_memory import InMemoryStore, memory_filter
+
+    flt = tool_search_filter()
+    model = ScriptedModel(
+        [
+            ChatResponse.tool_calls(ToolCall("tool_search", {"query": "email"}, "s1")),
+            "found it",
+            "second turn",
+        ]
+    )
+    kernel = Kernel(model, tools=[*catalog(), *flt.extras["tools"]], filters=[memory_filter(InMemoryStore()), flt])
+    context = {"conversation_id": "c1"}
+    await kernel.run("find mail", context=context)
+    await kernel.run("now send it", context=context)
+    assert names(model.requests[2]) == ["send_email", "tool_search"]

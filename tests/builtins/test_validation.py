@@ -121,3 +121,24 @@ def test_validation_options() -> None:
         validation_filter(must_say_ok, feedback="no placeholder")
     assert SPEC.name == "validation"
     assert tuple(SPEC.scopes) == ("turn",)
+
+
+async def test_with_the_real_memory_filter_nothing_is_duplicated() -> None:
+    from beamfilter_memory import InMemoryStore, memory_filter
+
+    store = InMemoryStore()
+    model = ScriptedModel(["OK 0", "bad", "OK 1"])
+    kernel = Kernel(model, filters=[memory_filter(store), validation_filter(must_say_ok)])
+    context = {"conversation_id": "c1"}
+    await kernel.run("q0", context=context)
+    result = await kernel.run("q1", context=context)
+    assert result.text == "OK 1"
+    feedback = "Your last answer failed validation: the answer must contain OK. Please fix it and answer again."
+    assert [(m.role, m.text) for m in model.requests[2].messages] == [
+        ("user", "q0"),
+        ("assistant", "OK 0"),
+        ("user", "q1"),
+        ("assistant", "bad"),
+        ("user", feedback),
+    ]
+    assert [m.text for m in await store.load("c1")] == ["q0", "OK 0", "q1", "bad", feedback, "OK 1"]
