@@ -100,3 +100,11 @@ def test_bad_check_result_and_options() -> None:
     assert flt.token is not None
     assert SPEC.name == "hold_release"
     assert tuple(SPEC.scopes) == ("token",)
+
+
+def test_async_check_is_refused_at_construction() -> None:
+    async def check(text: str) -> str | None:
+        return None
+
+    with pytest.raises(ConfigError, match="is async; token transforms run synchronously"):
+        hold_release_filter(check)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -43,6 +44,12 @@ def hold_release_filter(
         kernel = Kernel(model, filters=[hold_release_filter(no_shouting)])
     """
     checker = resolve_callable(check, option="check", owner="hold_release_filter")
+    if inspect.iscoroutinefunction(checker):
+        msg = (
+            f"hold_release_filter(check={check!r}) is async; token transforms run synchronously, "
+            "so give a plain function (or use a turn filter such as validation for async checks)."
+        )
+        raise ConfigError(msg)
     if applies_to not in ("stream", "answer"):
         msg = f"hold_release_filter(applies_to={applies_to!r}): give 'stream' or 'answer'."
         raise ConfigError(msg)

@@ -186,7 +186,6 @@ def tool_search_filter(
         indexed = ensure(catalog)
         found = set(_discovered(request.messages, tool_name, indexed, accumulate))
         shown = tuple(t for t in catalog if t.name == tool_name or t.name not in indexed or t.name in found)
-        state["advertised"] = tuple(t.name for t in shown)
         return await call_next(request.replace(tools=shown))
 
     return Filter(name, around_chat=around_chat, extras={"tools": (search_tool,), "index": index})
