@@ -205,3 +205,29 @@ async def test_discovery_survives_turns_through_memory() -> None:
     await kernel.run("find mail", context=context)
     await kernel.run("now send it", context=context)
     assert names(model.requests[2]) == ["send_email", "tool_search"]
+
+
+def test_bm25_name_boost_and_cjk() -> None:
+    tools = [
+        Tool.declaration("calendar_sync", "Synchronise things.", {"type": "object"}),
+        Tool.declaration("other_tool", "Calendar helper for calendar things.", {"type": "object"}),
+        Tool.declaration("weather_cn", "查询天气预报", {"type": "object"}),
+    ]
+    index = BM25ToolIndex()
+    index.build(tools)
+    assert index.search("calendar", 5) == ["calendar_sync", "other_tool"]  # name tokens count 3x
+    assert index.search("天气", 5) == ["weather_cn"]
+    unboosted = BM25ToolIndex(name_boost=1)
+    unboosted.build(tools)
+    assert unboosted.search("calendar", 5) == ["other_tool", "calendar_sync"]
+
+
+def test_regex_invalid_pattern_is_literal() -> None:
+    index = RegexToolIndex()
+    index.build([Tool.declaration("adder", "Add (sum) two numbers.", {"type": "object"})])
+    assert index.search("(sum", 5) == ["adder"]
+    exact = RegexToolIndex(case_sensitive=True)
+    exact.build([Tool.declaration("adder", "Add (sum) two numbers.", {"type": "object"})])
+    assert exact.search("ADD", 5) == []
+    assert exact.search("Add", 5) == ["adder"]
+    assert index.search("ADD", 5) == ["adder"]
