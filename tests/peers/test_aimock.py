@@ -297,6 +297,16 @@ async def test_100_cancelled_streams_leave_no_connection_behind(peer: Peer) -> N
         await client.aclose()
 
 
+async def test_a_finished_stream_leaves_its_connection_for_reuse(peer: Peer) -> None:
+    async with httpx.AsyncClient() as client:
+        m = model(peer, client=client)
+        for _ in range(3):
+            assert (await m.stream(ask("sea"), lambda _: None)).finish_reason == "stop"
+        pool = client._transport._pool  # type: ignore[attr-defined]
+        assert len(pool.connections) == 1  # read to the end after [DONE], then reused
+    assert len(journal(peer)) == 3
+
+
 async def test_cancel_token_cancels_a_streaming_run(peer: Peer) -> None:
     from beamfilter_core import CancelToken, TextDelta
 

@@ -11,7 +11,7 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -39,6 +39,21 @@ _OPENAI = "https://api.openai.com/v1"
 
 # The retry wait; module-level so tests can observe delays without sleeping.
 _sleep = asyncio.sleep
+
+
+# How long to keep reading after [DONE]: servers end the body within milliseconds, and
+# a fully read response lets httpx reuse the connection (a TLS handshake saved).
+_DRAIN_SECONDS = 0.1
+
+
+async def _drain(events: AsyncIterator[Any]) -> None:
+    """Read (and ignore) whatever follows ``[DONE]``, briefly; the answer is complete."""
+    try:
+        async with asyncio.timeout(_DRAIN_SECONDS):
+            async for _ in events:
+                pass
+    except (TimeoutError, httpx.HTTPError):
+        pass
 
 
 class _Failed(Exception):
@@ -244,17 +259,22 @@ class OpenAIChatModel:
                 if not content_type.startswith("text/event-stream"):
                     return await self._not_a_stream(response, content_type, accumulator)
                 feed = accumulator.feed
-                async for event in EventSource(response).aiter_sse():
-                    data = event.data
-                    if not data:
-                        continue
-                    chunks += 1
-                    try:
-                        feed(data)
-                    except ProviderResponseError as exc:
-                        raise _Failed(exc, True) from None
-                    if accumulator.done:
-                        break
+                events = EventSource(response).aiter_sse()
+                try:
+                    async for event in events:
+                        data = event.data
+                        if not data:
+                            continue
+                        chunks += 1
+                        try:
+                            feed(data)
+                        except ProviderResponseError as exc:
+                            raise _Failed(exc, True) from None
+                        if accumulator.done:
+                            await _drain(events)
+                            break
+                finally:
+                    await events.aclose()
         except httpx.HTTPError as exc:
             raise self._transport_failure(exc, chunks) from exc
         try:
