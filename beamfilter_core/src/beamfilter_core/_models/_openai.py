@@ -255,7 +255,7 @@ class OpenAIChatModel:
                 if not 200 <= response.status_code < 300:
                     raise self._http_failure(response, await response.aread())
                 chunks = 0
-                content_type = response.headers.get("content-type", "")
+                content_type = response.headers.get("content-type", "").lower()
                 if not content_type.startswith("text/event-stream"):
                     return await self._not_a_stream(response, content_type, accumulator)
                 feed = accumulator.feed
