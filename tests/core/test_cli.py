@@ -341,3 +341,22 @@ def test_a_provider_error_exits_1(site: Path, tmp_path: Path) -> None:
     done = beamfilter(site, "run", config, "hi")
     assert done.returncode == 1
     assert done.stderr.startswith("beamfilter run: the run failed: ProviderConnectionError: ")
+
+
+def test_chat_leaves_the_history_to_a_memory_filter(site: Path, tmp_path: Path) -> None:
+    # clifix:memory passes through without storing anything: each turn sends only the new line.
+    config = write(
+        tmp_path, '[model]\nuse = "counter"\n[plugins]\ndisable = ["clibroken"]\n[[filters]]\nuse = "clifix:memory"\n'
+    )
+    done = beamfilter(site, "chat", config, "--conversation-id", "m", stdin="hi\nagain\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (
+        "conversation: m\nyou> assistant> 1 user messages in m\nyou> assistant> 1 user messages in m\nyou> \n"
+    )
+    assert done.stderr == ""
+
+
+def test_listing_works_in_strict_mode_with_a_broken_plugin(site: Path) -> None:
+    done = beamfilter(site, "plugins", env={"BEAMFILTER_STRICT_PLUGINS": "1"})
+    assert done.returncode == 0
+    assert "\nclibroken  [failed]  beamfilter-clifix 0.2\n" in done.stdout
