@@ -37,7 +37,7 @@ if _typing.TYPE_CHECKING:
     from ._hookspecs import hookimpl
     from ._models._local import LocalModel
     from ._models._openai import OpenAIChatModel
-    from ._registry import PluginInfo, Registry, StaticEntryPoint, list_plugins
+    from ._registry import PluginInfo, Registered, Registry, StaticEntryPoint, list_plugins
 
 __version__ = "0.1.0"
 
@@ -63,6 +63,7 @@ __all__ = [
     "OpenAIChatModel",
     "PauseState",
     "PluginInfo",
+    "Registered",
     "Registry",
     "RunFinished",
     "ScriptedModel",
@@ -95,6 +96,7 @@ _LAZY = {
     "OpenAIChatModel": ("._models._openai", "OpenAIChatModel"),
     "hookimpl": ("._hookspecs", "hookimpl"),
     "PluginInfo": ("._registry", "PluginInfo"),
+    "Registered": ("._registry", "Registered"),
     "Registry": ("._registry", "Registry"),
     "StaticEntryPoint": ("._registry", "StaticEntryPoint"),
     "list_plugins": ("._registry", "list_plugins"),
