@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from typing import Any
 
 from beamfilter_core import ChatResponse, Decision, Kernel, Message, ScriptedModel, ToolCall, tool
 from beamfilter_memory import ChatStore, memory_filter, open_store
@@ -60,7 +61,7 @@ async def main(mode: str, kind: str, url: str, cid: str, prefix: str) -> None:
             for batch in range(40):
                 await store.append(cid, [Message.user(f"{os.getpid()}:{batch}:{index}") for index in range(5)])
         elif mode == "turn":
-            script = [
+            script: list[Any] = [
                 "first answer",
                 ChatResponse.tool_calls(ToolCall("lookup", {"city": "Oslo"}, "call_1")),
                 _hang,

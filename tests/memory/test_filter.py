@@ -110,7 +110,7 @@ async def test_a_tool_round_trip_is_stored_whole_and_never_duplicated(store: Cha
 
 
 async def test_streaming_and_non_streaming_store_the_same_transcript(store: ChatStore) -> None:
-    script = [_calls(("weather", {"city": "Oslo"}, "call_1")), "It is sunny in Oslo today."]
+    script: list[str | ChatResponse] = [_calls(("weather", {"city": "Oslo"}, "call_1")), "It is sunny in Oslo today."]
     plain = Kernel(ScriptedModel(script), tools=[weather], filters=[memory_filter(store)])
     streamed = Kernel(ScriptedModel(script), tools=[weather], filters=[memory_filter(store)])
     await plain.run("Oslo?", context={"conversation_id": "plain"})
@@ -230,6 +230,7 @@ async def test_pause_then_resume_by_conversation_id_from_a_fresh_kernel(
     assert await store.load("c1") == [U("pay 5"), A(None, (call,))]
     assert await store.load_pause("c1") == paused.pause
     # Another worker: a new kernel (and, for durable stores, its own connection to the data).
+    other: ChatStore
     if isinstance(store, InMemoryStore):
         other = store
     else:

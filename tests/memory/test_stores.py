@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -207,11 +208,9 @@ async def _raw_append(store: ChatStore, cid: str, row: str) -> None:
     elif type(store).__name__ == "PostgresStore":
         import psycopg
 
-        async with await psycopg.AsyncConnection.connect(store.url) as conn:  # type: ignore[attr-defined]
-            await conn.execute(
-                f"INSERT INTO {store.prefix}messages (conversation_id, data) VALUES (%s, %s)",  # type: ignore[attr-defined]
-                (cid, row),
-            )
+        pg: Any = store
+        async with await psycopg.AsyncConnection.connect(pg.url) as aconn:
+            await aconn.execute(f"INSERT INTO {pg.prefix}messages (conversation_id, data) VALUES (%s, %s)", (cid, row))
     else:
         await store._redis().rpush(f"{store.prefix}{cid}:messages", row)  # type: ignore[attr-defined]
 
@@ -232,11 +231,10 @@ async def _raw_rows(store: ChatStore, cid: str) -> list[str]:
     if type(store).__name__ == "PostgresStore":
         import psycopg
 
-        async with await psycopg.AsyncConnection.connect(store.url) as conn:  # type: ignore[attr-defined]
-            cursor = await conn.execute(
-                f"SELECT data FROM {store.prefix}messages WHERE conversation_id = %s ORDER BY seq",  # type: ignore[attr-defined]
-                (cid,),
-            )
+        pg: Any = store
+        async with await psycopg.AsyncConnection.connect(pg.url) as aconn:
+            query = f"SELECT data FROM {pg.prefix}messages WHERE conversation_id = %s ORDER BY seq"
+            cursor = await aconn.execute(query, (cid,))
             return [r[0] for r in await cursor.fetchall()]
     return [r.decode() for r in await store._redis().lrange(f"{store.prefix}{cid}:messages", 0, -1)]  # type: ignore[attr-defined]
 
@@ -279,7 +277,7 @@ def test_open_store_picks_the_store_by_scheme(tmp_path: Path) -> None:
     assert type(open_store("memory://")) is InMemoryStore
     sqlite = open_store(f"sqlite:///{tmp_path}/a.db")
     assert type(sqlite) is SQLiteStore
-    assert sqlite.path == f"{tmp_path}/a.db"  # type: ignore[attr-defined]
+    assert sqlite.path == f"{tmp_path}/a.db"
     assert open_store("sqlite:///rel/a.db").path == "rel/a.db"  # type: ignore[attr-defined]
     pg = open_store("postgresql://u:secret@h:5432/d", max_size=3)
     assert type(pg) is PostgresStore
