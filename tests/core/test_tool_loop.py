@@ -319,3 +319,26 @@ def test_bad_tool_declarations_are_rejected() -> None:
             """G."""
 
         Kernel(ScriptedModel([]), tools=[g, g])
+
+
+def test_a_tool_raising_timeout_error_itself_is_a_transient_error() -> None:
+    @tool
+    def upstream() -> str:
+        """Calls a slow service."""
+        raise TimeoutError("upstream took too long")
+
+    kernel = Kernel(ScriptedModel([ChatResponse.tool_calls(ToolCall("upstream", {})), "ok"]), tools=[upstream])
+    (message,) = _tool_messages(kernel.run_sync("go"))
+    assert message.content == "Tool 'upstream' failed: TimeoutError: upstream took too long"
+
+
+def test_a_chat_filter_can_route_one_call_to_another_model() -> None:
+    backup = ScriptedModel(["from backup"])
+
+    async def route(request: Any, state: dict[str, Any], call_next: Any) -> Any:
+        return await call_next(request.replace(model=backup))
+
+    primary = ScriptedModel([])
+    kernel = Kernel(primary, filters=[Filter("route", around_chat=route)])
+    assert kernel.run_sync("go").text == "from backup"
+    assert (len(primary.requests), len(backup.requests)) == (0, 1)

@@ -44,6 +44,8 @@ class ChatRequest(_Replaceable):
     context: Mapping[str, Any] = _EMPTY
     delta: tuple[Message, ...] = ()
     system: str | None = None
+    #: The chat model to call; ``None`` means the kernel's. A fallback filter sets it.
+    model: Any = attrs.field(default=None, eq=False, repr=False)
 
 
 @attrs.frozen(slots=True)

@@ -147,7 +147,8 @@ class _Run:
     async def _chat_terminal(self, request: ChatRequest) -> ChatResponse:
         if request.system is not None:
             request = request.replace(messages=(Message("system", request.system), *request.messages))
-        response = await self.model.complete(request)
+        model = request.model if request.model is not None else self.model
+        response = await model.complete(request)
         answer = self.kernel._answer_transforms
         if answer and response.message.content is not None:
             text = apply_to_text(answer, response.message.text)
@@ -181,7 +182,8 @@ class _Run:
                     stream_flush()
 
             flush = flush_all
-        response = await self.model.stream(request, push)
+        model = request.model if request.model is not None else self.model
+        response = await model.stream(request, push)
         if flush is not None:
             flush()
         if collected is not None and response.message.content is not None:
@@ -222,9 +224,9 @@ class _Run:
             else:
                 pending = asyncio.to_thread(fn, **arguments)
             value = await (asyncio.wait_for(pending, timeout) if timeout is not None else pending)
-        except TimeoutError:
-            if timeout is None:
-                raise
+        except TimeoutError as exc:
+            if timeout is None:  # the tool itself raised TimeoutError
+                return ToolResult.failure("transient", f"Tool {tool.name!r} failed: TimeoutError: {exc}")
             return ToolResult.failure("transient", f"Tool {tool.name!r} timed out after {timeout:g} s.")
         except Exception as exc:
             kind = _classify(exc)

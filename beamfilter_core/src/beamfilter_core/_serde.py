@@ -8,8 +8,10 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 import cattrs
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from ._messages import ContentPart, Message, ToolCall
+from ._records import ChatRequest
 from ._tools import Tool
 
 T = TypeVar("T")
@@ -97,6 +99,14 @@ converter.register_structure_hook_func(
 converter.register_structure_hook(
     str | Mapping[str, Any] | None,  # ChatRequest.tool_choice
     lambda value, _: value,
+)
+
+# A request's model override is a live object, not data.
+converter.register_unstructure_hook(
+    ChatRequest, make_dict_unstructure_fn(ChatRequest, converter, model=override(omit=True))
+)
+converter.register_structure_hook(
+    ChatRequest, make_dict_structure_fn(ChatRequest, converter, model=override(omit=True))
 )
 
 
