@@ -29,9 +29,11 @@ from ._base import (
 
 T = TypeVar("T")
 
+# ``seq`` is the rowid: a new row always gets max(rowid) + 1, so the order of a
+# conversation is its insertion order (AUTOINCREMENT would only add bookkeeping).
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS beamfilter_messages (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq INTEGER PRIMARY KEY,
     conversation_id TEXT NOT NULL,
     data TEXT NOT NULL
 );
