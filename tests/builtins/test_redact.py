@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import random
 import re
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beamfilter_builtins import redact_filter
+from beamfilter_builtins._partial import prefix_source
 from beamfilter_builtins._redact import SPEC
 from beamfilter_core import ChatRequest, ChatResponse, Filter, Kernel, Message, RunFinished, ScriptedModel, TurnResult
 from beamfilter_core.errors import ConfigError
@@ -285,3 +287,53 @@ async def test_real_memory_filter_stores_the_redacted_answer(tmp_path: Path, str
         assert [(m.role, m.text) for m in stored] == [("user", "hi"), ("assistant", REDACTED)]
     finally:
         await store.aclose()
+
+
+OVERLAP_PATTERNS = [r"a{1,3}ab", r"x[a-c]{1,3}c", r"q[^z]{1,3}z", r"(?:ab|a){2,3}c", r"(?i:k[a-c]{1,2})C"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    text=st.text(alphabet="abcxqzkKC ", max_size=30),
+    cuts=st.lists(st.integers(min_value=0, max_value=30), max_size=10),
+)
+def test_property_runs_that_overlap_what_follows(text: str, cuts: list[int]) -> None:
+    flt = redact_filter(OVERLAP_PATTERNS, replacement="#")
+    reference = flt.extras["redactor"].full.sub("#", text)
+    points = sorted({c % (len(text) + 1) for c in cuts})
+    bounds = [0, *points, len(text)]
+    chunks = [text[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+    assert "".join(run_transform(flt, chunks)) == reference
+    assert "".join(run_transform(flt, list(text))) == reference
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"a{1,3}ab",
+        r"x[a-c]{1,3}c",
+        r"q[^z]{1,3}z",
+        r"(?:ab|a){2,3}c",
+        r"(?i:k[a-c]{1,2})C",
+        r"[ab]{1,4}b",
+        r"c[a-c]{0,3}?c",
+    ],
+)
+def test_every_prefix_of_every_match_is_held(pattern: str) -> None:
+    # The safety property behind redact: a text that could still grow into a match is
+    # always recognised as such (holding back too much is slow; too little leaks).
+    compiled = re.compile(pattern)
+    prefix = re.compile(prefix_source(compiled))
+    rng = random.Random(3)
+    alphabet = "".join(sorted(set(re.sub(r"[^a-zA-Z]", "", pattern) + "abz")))
+    matches = 0
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 10)))
+        for start in range(len(text)):
+            for end in range(start + 1, len(text) + 1):
+                if compiled.fullmatch(text, start, end):
+                    matches += 1
+                    word = text[start:end]
+                    for cut in range(1, len(word) + 1):
+                        assert prefix.fullmatch(word[:cut]), (word, word[:cut])
+    assert matches > 100

@@ -103,36 +103,79 @@ def _full_item(op: Any, av: Any) -> str:
     raise _Unsupported(op)
 
 
-def _prefix(seq: Any) -> str:
+def _prefix(seq: Any, caseless: bool = False) -> str:
     # Prefixes of a sequence a1 a2 ... an: a prefix of a1, or all of a1 then a prefix of the rest.
     items = [(op, av) for op, av in seq if op not in (C.AT, C.ASSERT, C.ASSERT_NOT)]  # unknowable yet: drop
     out = ""
-    for op, av in reversed(items):
-        head = _prefix_item(op, av)
-        out = f"(?:{head}|{_full_item(op, av)}{out})" if out else head
+    for index in range(len(items) - 1, -1, -1):
+        op, av = items[index]
+        head = _prefix_item(op, av, caseless)
+        if not out:
+            out = head
+            continue
+        whole = _full_item(op, av)
+        if not caseless and _run_stops_before(op, av, items[index + 1 :]):
+            whole += "+"  # the run cannot share a character with what follows: never give one back
+        out = f"(?:{head}|{whole}{out})"
     return out
 
 
-def _prefix_item(op: Any, av: Any) -> str:
+def _chars_of(op: Any, av: Any, limit: int = 512) -> set[str] | None:
+    """The characters one single-character item matches, when they are few and plain."""
+    if op is C.LITERAL:
+        return {chr(av)}
+    if op is not C.IN:
+        return None
+    chars: set[str] = set()
+    for item_op, item_av in av:
+        if item_op is C.LITERAL:
+            chars.add(chr(item_av))
+        elif item_op is C.RANGE and item_av[1] - item_av[0] < limit:
+            chars.update(chr(code) for code in range(item_av[0], item_av[1] + 1))
+        else:
+            return None
+    return chars
+
+
+def _run_stops_before(op: Any, av: Any, rest: Any) -> bool:
+    """True for ``c{m,n}`` whose characters can never start what follows it."""
+    if op not in (C.MAX_REPEAT, C.MIN_REPEAT) or len(av[2]) != 1:
+        return False
+    chars = _chars_of(*av[2][0])
+    if chars is None or not rest:
+        return False
+    try:
+        sources, _nullable = _first(rest)
+    except (_Unsupported, KeyError):
+        return False
+    if not sources:
+        return False
+    following = re.compile("|".join(sources))
+    return not any(following.fullmatch(c) for c in chars)
+
+
+def _prefix_item(op: Any, av: Any, caseless: bool = False) -> str:
+    # A prefix expression is always the last thing before the end of the text, so a run
+    # of single characters in it can be possessive: giving characters back cannot help.
     if op in (C.LITERAL, C.NOT_LITERAL, C.ANY, C.IN):
-        return f"(?:{_full_item(op, av)})?"
+        return f"(?:{_full_item(op, av)})?+"
     if op is C.BRANCH:
-        return "(?:" + "|".join(_prefix(branch) for branch in av[1]) + ")"
+        return "(?:" + "|".join(_prefix(branch, caseless) for branch in av[1]) + ")"
     if op is C.SUBPATTERN:
         _group, add, remove, body = av
         flags = _flag_letters(add) + ("-" + _flag_letters(remove) if _flag_letters(remove) else "")
-        return f"(?{flags}:{_prefix(body)})"
+        return f"(?{flags}:{_prefix(body, caseless or bool(add & re.IGNORECASE))})"
     if op is C.ATOMIC_GROUP:
-        return f"(?:{_prefix(av)})"
+        return f"(?:{_prefix(av, caseless)})"
     if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
         _low, high, body = av
         if high == 0:
             return ""
         if len(body) == 1 and body[0][0] in _SINGLE:
             # Prefixes of c{m,n} for one character c: c{0,n} (no nested choice to backtrack into).
-            return _repeat(_full(body), 0, high)
+            return _repeat(_full(body), 0, high) + "+"
         top = high if high is C.MAXREPEAT or high == C.MAXREPEAT else high - 1
-        return _repeat(_full(body), 0, top) + f"(?:{_prefix(body)})"
+        return _repeat(_full(body), 0, top) + f"(?:{_prefix(body, caseless)})"
     raise _Unsupported(op)
 
 
@@ -163,7 +206,7 @@ def prefix_source(pattern: re.Pattern[str]) -> str:
     """A pattern matching every prefix of every match of ``pattern`` (the empty text too)."""
     parsed = _parse(pattern)
     try:
-        body = _prefix(parsed)
+        body = _prefix(parsed, bool(parsed.state.flags & re.IGNORECASE))
     except (_Unsupported, KeyError):
         body = _ANYTHING
     return _scoped(parsed.state.flags, body)
