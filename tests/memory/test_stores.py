@@ -439,3 +439,23 @@ async def test_network_stores_refuse_a_second_event_loop(kind: str, make_store: 
         assert [m.text for m in await store.load("c")] == ["x"]
     finally:
         await store.aclose()
+
+
+async def test_sqlite_options_and_in_memory_database(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        SQLiteStore("sqlite:///x.db", timeout=-1)
+    assert str(caught.value) == "SQLiteStore(timeout=-1) is invalid; give seconds >= 0."
+    with pytest.raises(ConfigError) as caught:
+        SQLiteStore("sqlite:///x.db", synchronous="SOMETIMES")
+    assert str(caught.value) == "SQLiteStore(synchronous='SOMETIMES') is invalid; give OFF, NORMAL, FULL or EXTRA."
+    ram = SQLiteStore("sqlite:///:memory:")
+    await ram.append("c", [Message.user("kept in RAM")])
+    assert [m.text for m in await ram.load("c")] == ["kept in RAM"]
+    await ram.aclose()
+    nested = SQLiteStore(f"sqlite:///{tmp_path}/a/b/chats.db", synchronous="full")
+    await nested.append("c", [Message.user("x")])
+    await nested.aclose()
+    assert (tmp_path / "a" / "b" / "chats.db").exists()
+    with sqlite3.connect(tmp_path / "a" / "b" / "chats.db") as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    conn.close()
