@@ -89,3 +89,22 @@ def test_in_memory_retriever_and_options() -> None:
     with pytest.raises(ConfigError, match="documents\\[0\\] is 3"):
         InMemoryRetriever([3])  # type: ignore[list-item]
     assert RAG_SPEC.name == "rag"
+
+
+async def test_outside_validation_retrieves_once_per_turn() -> None:
+    from beamfilter_builtins import validation_filter
+
+    queries: list[str] = []
+
+    class Counting:
+        def retrieve(self, query: str, top_k: int) -> list[str]:
+            queries.append(query)
+            return ["ctx"]
+
+    model = ScriptedModel(["bad", "good"])
+    checker = validation_filter(lambda result: None if result.text == "good" else "not good")
+    kernel = Kernel(model, filters=[rag_filter(Counting(), template="{question} [{context}]"), checker])
+    result = await kernel.run("q")
+    assert result.text == "good"
+    assert queries == ["q"]
+    assert [m.text for m in model.requests[1].messages][:2] == ["q [ctx]", "bad"]
