@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from beamfilter_builtins import fallback_filter
+from beamfilter_builtins import fallback_filter, model_retry_filter, redact_filter
 from beamfilter_builtins._fallback import SPEC
 from beamfilter_core import (
     BuildContext,
@@ -15,6 +15,7 @@ from beamfilter_core import (
     Kernel,
     RunFinished,
     ScriptedModel,
+    TextDelta,
     ToolCall,
     TurnResult,
     tool,
@@ -86,7 +87,7 @@ async def test_falls_back_on_retryable_auth_and_not_found(error: Exception, stre
     sent = backup.requests[0].messages
     assert [(m.role, m.content) for m in sent] == [("system", "Be brief."), ("user", "hi")]
     if stream:
-        assert streamed == ""  # a fallback answer arrives whole, in the result
+        assert streamed == "from backup"  # streamed through the chat terminal like any call
 
 
 async def test_walks_the_list_in_order_and_by_config_name() -> None:
@@ -126,6 +127,83 @@ async def test_never_falls_back_after_tokens_were_streamed() -> None:
     assert backup.requests == []
 
 
+async def test_streaming_fallback_answer_arrives_as_text_deltas_and_is_redacted() -> None:
+    backup = ScriptedModel(["Your key is sk-abcdefghijklmnopqrstuv now."], chunk=3)
+    primary = Failing(InternalServerError("down", status_code=503))
+    filters = [fallback_filter(models=[backup]), redact_filter()]
+    kernel = Kernel(primary, filters=filters, system_prompt="Be brief.")
+    streamed, events = await collect_stream(kernel.run_stream("key?"))
+    deltas = [event.text for event in events if isinstance(event, TextDelta)]
+    last = events[-1]
+    assert isinstance(last, RunFinished)
+    assert len(deltas) > 1  # token by token, not one whole answer
+    assert streamed == "".join(deltas) == "Your key is [REDACTED] now."
+    assert last.result.text == streamed
+    assert [m.content for m in last.result.messages if m.role == "assistant"] == ["Your key is [REDACTED] now."]
+    assert [(m.role, m.content) for m in backup.requests[0].messages] == [("system", "Be brief."), ("user", "key?")]
+    assert primary.calls == 1
+
+
+async def test_non_streaming_fallback_answer_is_redacted() -> None:
+    backup = ScriptedModel(["token sk-abcdefghijklmnopqrstuv"])
+    primary = Failing(RateLimitError("slow", status_code=429))
+    kernel = Kernel(primary, filters=[fallback_filter(models=[backup]), redact_filter()])
+    assert (await kernel.run("hi")).text == "token [REDACTED]"
+
+
+async def test_never_falls_back_further_after_a_fallback_streamed() -> None:
+    second = Failing(IncompleteStreamError("cut"), partial="Par")
+    third = ScriptedModel(["unused"])
+    primary = Failing(InternalServerError("down", status_code=503))
+    kernel = Kernel(primary, filters=[fallback_filter(models=[second, third])])
+    with pytest.raises(IncompleteStreamError) as caught:
+        await collect_stream(kernel.run_stream("hi"))
+    assert str(caught.value) == "cut"
+    assert (primary.calls, second.calls, third.requests) == (1, 1, [])
+
+
+async def test_a_fallback_failing_before_streaming_moves_on(stream: bool) -> None:
+    second = Failing(IncompleteStreamError("cut"))
+    third = ScriptedModel(["third answers"])
+    kernel = Kernel(
+        Failing(InternalServerError("down", status_code=503)), filters=[fallback_filter(models=[second, third])]
+    )
+    result, streamed = await run(kernel, "hi", stream)
+    assert result.text == "third answers"
+    assert second.calls == 1
+    if stream:
+        assert streamed == "third answers"
+
+
+async def test_model_retry_inside_fallback_retries_the_fallback_model(stream: bool) -> None:
+    class Flaky:
+        """Fails once with 503, then answers."""
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        async def complete(self, request: ChatRequest) -> ChatResponse:
+            self.calls += 1
+            if self.calls == 1:
+                raise InternalServerError("blip", status_code=503)
+            return ChatResponse.from_text("backup after a retry")
+
+        async def stream(self, request: ChatRequest, on_token: Callable[[str], None]) -> ChatResponse:
+            response = await self.complete(request)
+            on_token(response.text)
+            return response
+
+    primary = Failing(AuthenticationError("bad key", status_code=401))  # not retryable: straight to fallback
+    backup = Flaky()
+    retry = model_retry_filter(initial_delay=0.0, jitter=False)
+    kernel = Kernel(primary, filters=[fallback_filter(models=[backup]), retry])
+    result, streamed = await run(kernel, "hi", stream)
+    assert result.text == "backup after a retry"
+    assert (primary.calls, backup.calls) == (1, 2)
+    if stream:
+        assert streamed == "backup after a retry"
+
+
 async def test_fallback_answers_with_tool_calls_drive_the_loop(stream: bool) -> None:
     @tool
     def add(a: int, b: int) -> int:
@@ -147,6 +225,13 @@ def test_bad_options() -> None:
     assert str(caught.value) == (
         "fallback_filter: models[0] is 'backup', which is not a model named in the config (known models: big); "
         "declare it under [models.backup] or pass a ChatModel."
+    )
+    with pytest.raises(ConfigError) as caught:
+        fallback_filter(models=[object()])
+    assert str(caught.value).startswith("fallback_filter: models[0] is <object object at ")
+    assert str(caught.value).endswith(
+        "; give a config model name or a ChatModel "
+        "(an object with async complete(request) and stream(request, on_token))."
     )
     with pytest.raises(ConfigError) as caught:
         fallback_filter(models=[])

@@ -2,15 +2,17 @@
 
 The primary call goes down the chain as usual. If it fails with a retryable error (see
 :func:`._model_retry.is_retryable`), an authentication/permission error (401/403) or a
-not-found error (404), and no text was streamed towards the consumer yet, each fallback
-model is asked in order with the same request. The first answer wins. When every model
-fails, the last error is raised with a note per failed model.
+not-found error (404), and no text was streamed towards the consumer yet, the same
+request goes down the rest of the chain again with ``ChatRequest.model`` set to each
+fallback model in order. The first answer wins. When every model fails, the last error
+is raised with a note per failed model.
 
-Fallback models are called directly by this filter, with the kernel's system prompt
-prepended like the chat terminal does. Two consequences, documented in
-``docs/builtins/fallback.md``: a fallback model's answer is not streamed token by token
-(it arrives whole, in the result), and answer-rewriting token transforms such as
-``redact`` do not rewrite it.
+Because a fallback call is an ordinary ``call_next``, the chat terminal handles it like
+any call: the kernel's system prompt is prepended, a streaming run streams the fallback
+answer token by token, and answer token transforms (``redact`` with
+``applies_to="answer"``) rewrite it. Filters inside ``fallback`` (``model_retry``) see
+and retry fallback calls too. The "never after streaming" rule holds for every model in
+the list: once any of them streamed text, its error is raised.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from beamfilter_core import BuildContext, ChatRequest, ChatResponse, Filter, FilterSpec, Message
+from beamfilter_core import BuildContext, ChatRequest, ChatResponse, Filter, FilterSpec
 from beamfilter_core.errors import ConfigError
 
 from ._model_retry import is_auth_or_missing, is_retryable
@@ -32,6 +34,10 @@ _log = logging.getLogger("beamfilter.fallback")
 
 def _should_fall_back(exc: BaseException) -> bool:
     return is_retryable(exc) or is_auth_or_missing(exc)
+
+
+def _is_chat_model(item: object) -> bool:
+    return callable(getattr(item, "complete", None)) and callable(getattr(item, "stream", None))
 
 
 def _resolve_models(models: Any, build: BuildContext | None) -> tuple[tuple[str, Any], ...]:
@@ -52,10 +58,13 @@ def _resolve_models(models: Any, build: BuildContext | None) -> tuple[tuple[str,
                 )
                 raise ConfigError(msg)
             resolved.append((item, model))
-        elif callable(getattr(item, "complete", None)):
+        elif _is_chat_model(item):
             resolved.append((getattr(item, "name", None) or type(item).__name__, item))
         else:
-            msg = f"{where}: models[{index}] is {item!r}; give a config model name or a ChatModel."
+            msg = (
+                f"{where}: models[{index}] is {item!r}; give a config model name or a ChatModel "
+                "(an object with async complete(request) and stream(request, on_token))."
+            )
             raise ConfigError(msg)
     return tuple(resolved)
 
@@ -72,7 +81,7 @@ def fallback_filter(*, models: Sequence[Any], build: BuildContext | None = None,
     Returns:
         A chat-scope filter (plus a pass-through token transform that notices streaming).
         ``state["model"]`` records which model answered the last call (``"primary"`` or a
-        fallback's name).
+        fallback's name); ``state["fallbacks"]`` counts calls a fallback model answered.
     """
     chain = _resolve_models(models, build)
     watch = StreamWatch(name)
@@ -90,23 +99,22 @@ def fallback_filter(*, models: Sequence[Any], build: BuildContext | None = None,
             else:
                 state["model"] = "primary"
                 return response
-        direct = request
-        if request.system is not None:
-            direct = request.replace(messages=(Message("system", request.system), *request.messages))
         failures = [f"primary model: {type(error).__name__}: {error}"]
         for label, model in chain:
             _log.warning("LLM call failed (%s); falling back to model %r", error, label)
-            try:
-                response = await model.complete(direct)
-            except Exception as exc:
-                if not _should_fall_back(exc):
-                    raise
-                failures.append(f"fallback {label!r}: {type(exc).__name__}: {exc}")
-                error = exc
-                continue
+            with watch.attempt() as current:
+                try:
+                    response = await call_next(request.replace(model=model))
+                except Exception as exc:
+                    # A fallback that already streamed text must not be followed by another answer.
+                    if current.streamed or not _should_fall_back(exc):
+                        raise
+                    failures.append(f"fallback {label!r}: {type(exc).__name__}: {exc}")
+                    error = exc
+                    continue
             state["model"] = label
             state["fallbacks"] = state.get("fallbacks", 0) + 1
-            return response  # type: ignore[no-any-return]
+            return response
         error.add_note("fallback tried every model: " + "; ".join(failures))
         raise error
 

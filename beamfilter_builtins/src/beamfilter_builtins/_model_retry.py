@@ -4,7 +4,8 @@ Retryable: rate limits (except ``insufficient_quota``), 408/409/5xx answers, con
 failures, timeouts and incomplete streams. A ``Retry-After`` from the server replaces
 the backoff delay; one longer than ``max_retry_after`` is not waited for (the error is
 raised). A call that already streamed text towards the consumer is never retried (see
-:mod:`._streamwatch`).
+:mod:`._streamwatch`). A retry resends the same request, ``ChatRequest.model`` included,
+so inside ``fallback`` it retries whichever model the call targets.
 """
 
 from __future__ import annotations
