@@ -360,3 +360,12 @@ def test_listing_works_in_strict_mode_with_a_broken_plugin(site: Path) -> None:
     done = beamfilter(site, "plugins", env={"BEAMFILTER_STRICT_PLUGINS": "1"})
     assert done.returncode == 0
     assert "\nclibroken  [failed]  beamfilter-clifix 0.2\n" in done.stdout
+
+
+def test_demo_forwards_its_options(site: Path) -> None:
+    from beamfilter_core._cli import main
+
+    assert main(["demo", "--bogus-option"]) == 2  # the demo's own parser rejects it, in-process
+    done = beamfilter(site, "demo", "--scripted", env={"BEAMFILTER_PLUGINS": "builtins,memory"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].startswith("done in ")

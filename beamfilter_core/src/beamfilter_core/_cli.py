@@ -312,4 +312,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             return OK
         print(f"beamfilter demo: {missing}", file=sys.stderr)
         return RUN_ERROR
-    return int(demo.run_demo(list(args.args)) or 0)
+    try:
+        return int(demo.run_demo(list(args.args)) or 0)
+    except SystemExit as exc:  # the demo's own --help or usage error
+        return exc.code if isinstance(exc.code, int) else USAGE_ERROR
