@@ -423,8 +423,9 @@ async def test_filter_extras_and_bad_options() -> None:
     assert str(caught.value) == "memory(window=0) is invalid; give a positive number of messages, or None for all."
     with pytest.raises(ConfigError) as caught:
         memory_filter(object())  # type: ignore[arg-type]
-    assert "is not a ChatStore: it lacks load, append, clear, save_pause, load_pause, clear_pause, aclose" in str(
-        caught.value
+    assert (
+        "is not a ChatStore: it lacks load, append, clear, save_pause, load_pause, clear_pause, take_pause, aclose"
+        in str(caught.value)
     )
     with pytest.raises(ConfigError, match=r"^No memory store for the URL 'ftp://x'"):
         memory_filter("ftp://x")
@@ -447,3 +448,81 @@ async def test_a_store_failure_names_the_filter(tmp_path: Any) -> None:
     assert "load for conversation 'c1' failed: OperationalError: unable to open database file" in str(caught.value)
     assert not isinstance(caught.value, FilterError)
     await store.aclose()
+
+
+class _RacingStore(InMemoryStore):
+    """An in-memory store whose take_pause waits until two resumes have both loaded the pause."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loads = 0
+        self.both_loaded = asyncio.Event()
+
+    async def load_pause(self, conversation_id: str) -> Any:
+        found = await super().load_pause(conversation_id)
+        self.loads += 1
+        if self.loads == 2:
+            self.both_loaded.set()
+        return found
+
+    async def take_pause(self, conversation_id: str) -> Any:
+        await self.both_loaded.wait()
+        return await super().take_pause(conversation_id)
+
+
+async def test_two_workers_resuming_one_pause_run_its_tools_once() -> None:
+    runs: list[int] = []
+
+    @tool(sensitive=True)
+    def pay(amount: int) -> str:
+        """Pay."""
+        runs.append(amount)
+        return f"paid {amount}"
+
+    store = _RacingStore()
+    call = ToolCall("pay", {"amount": 5}, "call_p")
+    first = Kernel(
+        ScriptedModel([ChatResponse.tool_calls(call)]), tools=[pay], filters=[memory_filter(store)], gate=_pause_gate
+    )
+    await first.run("pay 5", context=CID)
+    workers = [Kernel(ScriptedModel(["paid."]), tools=[pay], filters=[memory_filter(store)]) for _ in range(2)]
+    outcomes = await asyncio.gather(
+        *(w.resume(conversation_id="c1", decisions={"call_p": "approve"}) for w in workers), return_exceptions=True
+    )
+    assert runs == [5]
+    errors = [o for o in outcomes if isinstance(o, BaseException)]
+    assert len(errors) == 1
+    assert type(errors[0]) is ResumeError
+    assert str(errors[0]) == (
+        "Cannot resume conversation 'c1': its paused run is no longer stored "
+        "(another worker resumed it, or a new turn answered its calls)."
+    )
+    assert [o.text for o in outcomes if isinstance(o, TurnResult)] == ["paid."]
+    assert [m.role for m in await store.load("c1")] == ["user", "assistant", "tool", "assistant"]
+
+
+async def test_a_cancelled_resume_gives_the_pause_back(store: ChatStore) -> None:
+    started = asyncio.Event()
+
+    @tool(sensitive=True)
+    async def slow_pay(amount: int) -> str:
+        """Pay slowly."""
+        started.set()
+        await asyncio.sleep(10)
+        return "late"
+
+    call = ToolCall("slow_pay", {"amount": 5}, "call_s")
+    kernel = Kernel(
+        ScriptedModel([ChatResponse.tool_calls(call)]),
+        tools=[slow_pay],
+        filters=[memory_filter(store)],
+        gate=_pause_gate,
+    )
+    paused = await kernel.run("pay", context=CID)
+    token = CancelToken()
+    task = asyncio.create_task(kernel.resume(conversation_id="c1", decisions={"call_s": "approve"}, cancel=token))
+    await asyncio.wait_for(started.wait(), 5)
+    token.cancel()
+    assert (await asyncio.wait_for(task, 5)).status == "cancelled"
+    assert await store.load_pause("c1") == paused.pause
+    assert await store.load("c1") == [U("pay"), A(None, (call,))]

@@ -126,6 +126,17 @@ async def test_pause_save_load_clear_and_atomic_with_append(store: ChatStore) ->
     assert restored.decided["call_other"] == Decision.approve({"amount": 1})
 
 
+async def test_take_pause_hands_a_pause_to_exactly_one_caller(store: ChatStore) -> None:
+    assert await store.take_pause("c") is None
+    await store.save_pause("c", _pause("1"))
+    assert await store.take_pause("c") == _pause("1")
+    assert await store.take_pause("c") is None
+    assert await store.load_pause("c") is None
+    await store.save_pause("c", _pause("2"))
+    taken = await asyncio.gather(*(store.take_pause("c") for _ in range(10)))
+    assert [t for t in taken if t is not None] == [_pause("2")]
+
+
 async def test_unicode_and_a_one_megabyte_message(store: ChatStore) -> None:
     text = 'héllo wörld ✓ 日本語 العربية עברית 🧪🚀 \u200b zero\x00nul \t tab "quote" \\ back'
     big = ("0123456789abcdéf" * 65536)[: 1024 * 1024]

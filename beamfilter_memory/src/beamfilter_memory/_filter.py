@@ -27,7 +27,7 @@ from beamfilter_core import (
     TurnRequest,
     TurnResult,
 )
-from beamfilter_core.errors import ConfigError
+from beamfilter_core.errors import ConfigError, ResumeError
 
 from ._stores import SCHEMES, open_store
 from ._stores._base import KEEP_PAUSE, STORE_METHODS, ChatStore, PauseChange, check_conversation_id
@@ -56,14 +56,6 @@ def _heal_tail(history: list[Message]) -> tuple[Message, ...]:
     return tuple(
         Message.tool(call.id, ABANDONED_CALL_TEXT, call.name) for call in last.tool_calls if call.id not in answered
     )
-
-
-def _direct_tail(messages: tuple[Message, ...]) -> list[Message]:
-    """The tool results and final answer that end a ``return_direct`` transcript."""
-    index = len(messages) - 1
-    while index > 0 and messages[index - 1].role == "tool":
-        index -= 1
-    return list(messages[index:])
 
 
 def _check_store(store: Any, build: BuildContext | None) -> ChatStore:
@@ -132,12 +124,19 @@ def memory_filter(
         cid = check_conversation_id(cid)
         resumed = request.resume
         history = await load(cid, window)
-        offset: int | None
+        taken: PauseState | None = None
+        healed: tuple[Message, ...] = ()
         if resumed:
-            # The paused part of the run is stored already: map positions past it.
-            paused = await chat_store.load_pause(cid)
-            offset = len(paused.messages) if paused is not None else None
-            healed: tuple[Message, ...] = ()
+            # Claim the pause: of two workers resuming it at once, one goes on, the other stops here.
+            taken = await chat_store.take_pause(cid)
+            if taken is None:
+                msg = (
+                    f"Cannot resume conversation {cid!r}: its paused run is no longer stored "
+                    "(another worker resumed it, or a new turn answered its calls)."
+                )
+                raise ResumeError(msg)
+            # The paused part of the run is stored already: this turn's messages start after it.
+            offset = len(taken.messages)
         else:
             # An outer re-entry passes the committed transcript as history.
             offset = len(request.history)
@@ -145,21 +144,25 @@ def memory_filter(
         state[_CID] = cid
         state["history"] = (*history, *healed)
         state["offset"] = offset
-        result = await call_next(request)
+        try:
+            result = await call_next(request)
+        except BaseException:
+            if taken is not None:  # nothing of the resumed turn was stored: give the pause back
+                await chat_store.save_pause(cid, taken)
+            raise
         status = result.status
         if status == "cancelled":
+            if taken is not None:
+                await chat_store.save_pause(cid, taken)
             return result
-        offset = state["offset"]
-        if offset is not None and offset <= len(result.messages):
+        if offset <= len(result.messages):
             new = [m for m in result.messages[offset:] if m.role != "system"]
-        elif result.return_direct:  # resumed straight into a direct answer, no stored pause
-            new = _direct_tail(result.messages)
         else:  # an inner filter answered with a shorter transcript than the run's
             new = [result.message] if result.message is not None else []
         pause: PauseChange
         if status == "paused" and result.pause is not None:
             pause = result.pause
-        elif resumed or healed:
+        elif healed:
             pause = None
         else:
             pause = KEEP_PAUSE
@@ -172,9 +175,7 @@ def memory_filter(
         if _CID not in state:
             return await call_next(request)
         messages = request.messages
-        offset: int | None = state["offset"]
-        if offset is None:  # resumed without a stored pause: what came before the delta is not ours
-            offset = state["offset"] = len(messages) - len(request.delta)
+        offset: int = state["offset"]
         # The in-run transcript past ``offset`` is this turn so far; the kernel has already
         # dropped a re-run round's failed attempt from it, so nothing is sent twice.
         prompt = [m for m in messages if m.role == "system"]

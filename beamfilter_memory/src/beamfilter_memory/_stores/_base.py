@@ -70,12 +70,26 @@ class ChatStore(Protocol):
         """Forget the conversation's paused run (no error when there is none)."""
         ...
 
+    async def take_pause(self, conversation_id: str) -> PauseState | None:
+        """Atomically load and forget the conversation's paused run: of several workers
+        resuming the same pause at once, exactly one gets it (the others get None)."""
+        ...
+
     async def aclose(self) -> None:
         """Release connections, threads and pools (the store may not be used after)."""
         ...
 
 
-STORE_METHODS: Final = ("load", "append", "clear", "save_pause", "load_pause", "clear_pause", "aclose")
+STORE_METHODS: Final = (
+    "load",
+    "append",
+    "clear",
+    "save_pause",
+    "load_pause",
+    "clear_pause",
+    "take_pause",
+    "aclose",
+)
 
 
 def check_conversation_id(conversation_id: Any) -> str:

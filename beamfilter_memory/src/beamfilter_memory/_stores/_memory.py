@@ -98,6 +98,13 @@ class InMemoryStore:
         self._check_open()
         self._pauses.pop(check_conversation_id(conversation_id), None)
 
+    async def take_pause(self, conversation_id: str) -> PauseState | None:
+        """Load and forget the conversation's paused run, at once."""
+        self._check_open()
+        cid = check_conversation_id(conversation_id)
+        text = self._pauses.pop(cid, None)
+        return None if text is None else decode_pause(text, f"of conversation {cid!r}")
+
     async def aclose(self) -> None:
         """Drop everything; later calls raise StoreError."""
         self._closed = True

@@ -117,6 +117,7 @@ class PostgresStore:
         self._clear_pause = f"DELETE FROM {p}pauses WHERE conversation_id = %s"
         self._load_pause = f"SELECT data FROM {p}pauses WHERE conversation_id = %s"
         self._clear = f"DELETE FROM {p}messages WHERE conversation_id = %s"
+        self._take_pause = f"DELETE FROM {p}pauses WHERE conversation_id = %s RETURNING data"
 
     def __repr__(self) -> str:
         return f"PostgresStore({_redact(self.url)!r})"
@@ -263,6 +264,17 @@ class PostgresStore:
             await conn.execute(self._clear_pause, (cid,))
 
         await self._with("clear_pause", cid, write)
+
+    async def take_pause(self, conversation_id: str) -> PauseState | None:
+        """Load and forget the conversation's paused run (one ``DELETE ... RETURNING``)."""
+        cid = check_conversation_id(conversation_id)
+
+        async def take(conn: AsyncConnection[Any]) -> Any:
+            cursor = await conn.execute(self._take_pause, (cid,))
+            return await cursor.fetchone()
+
+        row = await self._with("take_pause", cid, take)
+        return None if row is None else decode_pause(row[0], f"of conversation {cid!r}")
 
     async def aclose(self) -> None:
         """Close the pool (idempotent)."""

@@ -167,6 +167,16 @@ class RedisStore:
         except Exception as exc:
             raise self._failure(cid, "clear_pause", exc) from exc
 
+    async def take_pause(self, conversation_id: str) -> PauseState | None:
+        """Load and forget the conversation's paused run (``GETDEL``, atomic)."""
+        cid = check_conversation_id(conversation_id)
+        client = self._redis()
+        try:
+            text: Any = await client.getdel(self._keys(cid)[1])
+        except Exception as exc:
+            raise self._failure(cid, "take_pause", exc) from exc
+        return None if text is None else decode_pause(text, f"of conversation {cid!r}")
+
     async def aclose(self) -> None:
         """Close the connection pool (idempotent)."""
         self._closed = True

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from beamfilter_core import Message, PauseState
 from beamfilter_core.errors import ConfigError, StoreError
@@ -227,6 +227,21 @@ class SQLiteStore:
         """Forget the conversation's paused run."""
         cid = check_conversation_id(conversation_id)
         await self._run("clear_pause", cid, lambda conn: conn.execute(_CLEAR_PAUSE, (cid,)))
+
+    async def take_pause(self, conversation_id: str) -> PauseState | None:
+        """Load and forget the conversation's paused run, in one write transaction."""
+        cid = check_conversation_id(conversation_id)
+
+        def take(conn: sqlite3.Connection) -> Any:
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute(_LOAD_PAUSE, (cid,)).fetchone()
+            if row is not None:
+                conn.execute(_CLEAR_PAUSE, (cid,))
+            conn.execute("COMMIT")
+            return row
+
+        row = await self._run("take_pause", cid, take)
+        return None if row is None else decode_pause(row[0], f"of conversation {cid!r}")
 
     async def aclose(self) -> None:
         """Close the connection and stop the worker thread (idempotent)."""
