@@ -9,6 +9,7 @@ opcodes) fall back to "anything may follow", which holds back more but never les
 
 from __future__ import annotations
 
+import functools
 import re
 from re import _constants as C  # type: ignore[attr-defined]  # the parser's opcodes
 from re import _parser  # type: ignore[attr-defined]  # the stdlib regex parser
@@ -298,8 +299,16 @@ def first_chars(pattern: re.Pattern[str], limit: int = 256) -> frozenset[str] | 
         if len(chars) > limit:
             return None
     if compiled.flags & re.IGNORECASE or "(?i" in compiled.pattern:
-        chars |= {c.lower() for c in chars} | {c.upper() for c in chars}
+        # Case-insensitive matching also pairs letters like 's' with 'ſ' and 'k' with the
+        # Kelvin sign: ask the regex itself about every cased character.
+        chars.update(c for c in _cased() if compiled.fullmatch(c))
     return frozenset(chars)
+
+
+@functools.cache
+def _cased() -> tuple[str, ...]:
+    """Every character of the Basic Multilingual Plane that has another case."""
+    return tuple(c for c in map(chr, range(0x10000)) if c.lower() != c.upper() or c.casefold() != c)
 
 
 _LOOKS_BACK = (C.AT_BEGINNING, C.AT_BEGINNING_STRING, C.AT_BOUNDARY, C.AT_NON_BOUNDARY)
