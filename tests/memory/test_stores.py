@@ -470,3 +470,26 @@ async def test_sqlite_options_and_in_memory_database(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "a" / "b" / "chats.db") as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     conn.close()
+
+
+async def test_migrate_creates_the_schema_ahead_of_use(make_store: Callable[..., ChatStore], tmp_path: Path) -> None:
+    from beamfilter_memory import migrate
+
+    db = tmp_path / "fresh.db"
+    assert await migrate(f"sqlite:///{db}") == f"SQLiteStore('sqlite:///{db}'): schema is up to date."
+    with sqlite3.connect(db) as conn:
+        tables = sorted(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+    conn.close()
+    assert tables == ["beamfilter_messages", "beamfilter_pauses"]
+    assert (
+        await migrate("memory://") == "InMemoryStore(0 conversations): nothing to migrate (this store has no schema)."
+    )
+    pg: Any = make_store("postgres")
+    url = pg.url
+    await pg.aclose()
+    assert await migrate(url, prefix="fresh_") == f"PostgresStore({url!r}): schema is up to date."
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url) as aconn:
+        cursor = await aconn.execute("SELECT tablename FROM pg_tables WHERE tablename LIKE 'fresh_%' ORDER BY 1")
+        assert [r[0] for r in await cursor.fetchall()] == ["fresh_messages", "fresh_pauses"]

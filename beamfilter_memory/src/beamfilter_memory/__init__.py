@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._filter import ABANDONED_CALL_TEXT, DEFAULT_STORE, memory_filter
-from ._stores import open_store
+from ._stores import migrate, open_store
 from ._stores._base import KEEP_PAUSE, ChatStore, trim_window
 from ._stores._memory import InMemoryStore
 from ._stores._sqlite import SQLiteStore
@@ -35,6 +35,7 @@ __all__ = [
     "SQLiteStore",
     "__version__",
     "memory_filter",
+    "migrate",
     "open_store",
     "trim_window",
 ]

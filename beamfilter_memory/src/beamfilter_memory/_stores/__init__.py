@@ -57,3 +57,25 @@ def open_store(url: str, **options: Any) -> ChatStore:
     known = ", ".join(SCHEMES.values())
     msg = f"No memory store for the URL {url!r} (scheme {scheme!r}); use one of: {known}."
     raise ConfigError(msg)
+
+
+async def migrate(url: str, **options: Any) -> str:
+    """Create the tables of the store a URL names, ahead of a deployment (idempotent).
+
+    SQLite and PostgreSQL create their tables; ``memory://`` and Redis need none. Returns
+    a one-line description of what was done. This is what ``beamfilter memory migrate URL``
+    runs.
+
+    Example::
+
+        asyncio.run(migrate("postgresql://app@db/chats"))
+    """
+    store = open_store(url, **options)
+    try:
+        run = getattr(store, "migrate", None)
+        if run is None:
+            return f"{store!r}: nothing to migrate (this store has no schema)."
+        await run()
+        return f"{store!r}: schema is up to date."
+    finally:
+        await store.aclose()

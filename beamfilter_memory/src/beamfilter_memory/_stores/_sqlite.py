@@ -164,6 +164,10 @@ class SQLiteStore:
 
     # -- ChatStore ------------------------------------------------------------------------
 
+    async def migrate(self) -> None:
+        """Create the file and its tables now instead of on first use (idempotent)."""
+        await self._run("creating the schema", None, lambda conn: None)
+
     async def load(self, conversation_id: str, limit: int | None = None) -> list[Message]:
         """The stored messages in order (the last ``limit``, never starting on a tool result)."""
         cid = check_conversation_id(conversation_id)
