@@ -299,7 +299,7 @@ def first_chars(pattern: re.Pattern[str], limit: int = 256) -> frozenset[str] | 
         if len(chars) > limit:
             return None
     if compiled.flags & re.IGNORECASE or "(?i" in compiled.pattern:
-        # Case-insensitive matching also pairs letters like 's' with 'ſ' and 'k' with the
+        # Case-insensitive matching also pairs letters like 's' with U+017F (long s) and 'k' with the
         # Kelvin sign: ask the regex itself about every cased character.
         chars.update(c for c in _cased() if compiled.fullmatch(c))
     return frozenset(chars)
