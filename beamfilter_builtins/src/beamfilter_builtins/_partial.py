@@ -151,7 +151,7 @@ def _run_stops_before(op: Any, av: Any, rest: Any) -> bool:
         return False
     if not sources:
         return False
-    following = re.compile("|".join(sources))
+    following = re.compile("|".join(sources), re.DOTALL)  # the widest reading of "." is the safe one
     return not any(following.fullmatch(c) for c in chars)
 
 
