@@ -308,14 +308,14 @@ def test_open_store_picks_the_store_by_scheme(tmp_path: Path) -> None:
 
 
 async def test_redis_ttl_expires_a_conversation(make_store: Callable[..., ChatStore]) -> None:
-    store = make_store("redis", ttl=1)
+    store = make_store("redis", ttl=2)
     try:
         await store.append("c", [Message.user("x")], pause=_pause())
         client = store._redis()  # type: ignore[attr-defined]
         prefix = store.prefix  # type: ignore[attr-defined]
-        assert 0 < await client.ttl(f"{prefix}c:messages") <= 1
-        assert 0 < await client.ttl(f"{prefix}c:pause") <= 1
-        await asyncio.sleep(1.3)
+        assert 0 < await client.ttl(f"{prefix}c:messages") <= 2
+        assert 0 < await client.ttl(f"{prefix}c:pause") <= 2
+        await asyncio.sleep(2.3)
         assert await store.load("c") == []
         assert await store.load_pause("c") is None
     finally:
