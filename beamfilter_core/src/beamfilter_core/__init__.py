@@ -33,11 +33,11 @@ from ._streaming import Event, RunFinished, TextDelta, ToolCallFinished, ToolCal
 from ._tools import Tool, tool
 
 if _typing.TYPE_CHECKING:
-    from ._serde import converter
     from ._hookspecs import hookimpl
     from ._models._local import LocalModel
     from ._models._openai import OpenAIChatModel
     from ._registry import PluginInfo, Registered, Registry, StaticEntryPoint, list_plugins
+    from ._serde import converter
 
 __version__ = "0.1.0"
 

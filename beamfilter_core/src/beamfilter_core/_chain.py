@@ -58,7 +58,7 @@ def _code_of(fn: Any) -> types.CodeType | None:
     target = getattr(fn, "__func__", fn)
     code = getattr(target, "__code__", None)
     if code is None:
-        call = getattr(type(fn), "__call__", None)
+        call = getattr(type(fn), "__call__", None)  # noqa: B004  # the code of an async __call__
         code = getattr(call, "__code__", None)
     return code if isinstance(code, types.CodeType) else None
 

@@ -12,7 +12,7 @@ from typing import Any
 
 
 class _LazyModule:
-    __slots__ = ("_name", "_namespace", "_binding")
+    __slots__ = ("_binding", "_name", "_namespace")
 
     def __init__(self, name: str, namespace: dict[str, Any], binding: str) -> None:
         self._name = name

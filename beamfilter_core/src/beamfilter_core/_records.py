@@ -214,7 +214,7 @@ class PauseState:
     remaining: int = 0
     tool_calls_made: int = 0
     iterations: int = 0
-    usage: Usage = Usage()
+    usage: Usage = attrs.field(factory=Usage)
     reason: str | None = None
     version: int = 1
 
@@ -245,7 +245,7 @@ class TurnResult(_Replaceable):
     messages: tuple[Message, ...] = ()
     tool_calls_made: int = 0
     iterations: int = 0
-    usage: Usage = Usage()
+    usage: Usage = attrs.field(factory=Usage)
     pause: PauseState | None = None
     blocked_by: str | None = None
     return_direct: bool = False

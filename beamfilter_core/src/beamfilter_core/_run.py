@@ -210,7 +210,7 @@ class _Run:
         if validate is not None:
             try:
                 validate(arguments)
-            except Exception as exc:  # fastjsonschema.JsonSchemaValueException
+            except Exception as exc:  # noqa: BLE001  # fastjsonschema.JsonSchemaValueException, imported lazily
                 detail = getattr(exc, "message", str(exc))
                 return ToolResult.failure(
                     "semantic", f"Invalid arguments for tool {tool.name!r}: {detail}. Fix them and call again."
@@ -228,7 +228,7 @@ class _Run:
             if timeout is None:  # the tool itself raised TimeoutError
                 return ToolResult.failure("transient", f"Tool {tool.name!r} failed: TimeoutError: {exc}")
             return ToolResult.failure("transient", f"Tool {tool.name!r} timed out after {timeout:g} s.")
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  # any tool failure is data for the model
             kind = _classify(exc)
             return ToolResult.failure(kind, f"Tool {tool.name!r} failed: {type(exc).__name__}: {exc}")  # type: ignore[arg-type]
         return _to_result(tool, value)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -50,7 +50,7 @@ class RunFinished:
     result: TurnResult
 
 
-Event = Union[TextDelta, ToolCallStarted, ToolCallFinished, RunFinished]
+Event = TextDelta | ToolCallStarted | ToolCallFinished | RunFinished
 
 
 class _Stage:

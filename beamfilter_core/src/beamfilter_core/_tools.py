@@ -107,7 +107,7 @@ def _schema_for(annotation: Any, where: str) -> dict[str, Any]:
 def _resolve(annotation: str, fn: Callable[..., Any], where: str) -> Any:
     namespace = {**vars(typing), **getattr(fn, "__globals__", {})}
     try:
-        return eval(annotation, namespace)  # noqa: S307  # a type annotation of the user's own function
+        return eval(annotation, namespace)  # a type annotation of the user's own function
     except Exception as exc:
         msg = f"Cannot resolve the annotation {annotation!r} of {where}: {exc}. Import the type at module level."
         raise ToolDefinitionError(msg) from exc

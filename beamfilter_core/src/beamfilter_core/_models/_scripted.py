@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 from .._lazy import lazy_module
 from .._records import ChatRequest, ChatResponse
@@ -18,7 +18,7 @@ else:
     asyncio = lazy_module("asyncio", globals())
     inspect = lazy_module("inspect", globals())
 
-ScriptItem = Union[str, ChatResponse, Callable[[ChatRequest], Any]]
+ScriptItem = str | ChatResponse | Callable[[ChatRequest], Any]
 
 _WORDS = re.compile(r"\s*\S+|\s+")
 
