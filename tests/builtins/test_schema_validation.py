@@ -97,3 +97,22 @@ def test_schema_options() -> None:
     with pytest.raises(ConfigError, match="give a JSON schema"):
         schema_validation_filter("x")  # type: ignore[arg-type]
     assert SCHEMA_SPEC.name == "schema_validation"
+
+
+def test_refs_resolve_against_the_root_definitions() -> None:
+    schema = {
+        "$defs": {"color": {"enum": ["red", "blue"]}},
+        "type": "object",
+        "properties": {"color": {"$ref": "#/$defs/color"}, "n": {"type": "integer"}, "p": {"$ref": "#/properties/n"}},
+    }
+    validate = schema_validator(schema)
+
+    def check_text(text: str) -> str | None:
+        return validate(TurnResult("completed", Message.assistant(text)))
+
+    assert check_text('{"color": "green", "n": "x"}') == (
+        'answer does not match the schema: color: must be one of "red", "blue"; n: must be integer'
+    )
+    # "p" refers into the root's properties: checked by the root schema only.
+    assert check_text('{"color": "red", "n": 1, "p": "z"}') == "answer does not match the schema: p: must be integer"
+    assert check_text('{"color": "red", "n": 1, "p": 2}') is None

@@ -24,26 +24,31 @@ _OWNER = "schema_validation_filter"
 class _Node:
     """A compiled schema plus compiled sub-schemas, to report more than the first error."""
 
-    __slots__ = ("items", "properties", "required", "validate")
+    __slots__ = ("blind", "items", "properties", "required", "validate")
 
-    def __init__(self, schema: Mapping[str, Any], validate: Callable[[Any], Any]) -> None:
+    def __init__(self, schema: Mapping[str, Any], validate: Callable[[Any], Any], shared: Mapping[str, Any]) -> None:
         self.validate = validate
         self.properties: dict[str, _Node] = {}
         self.items: _Node | None = None
+        # Properties whose sub-schema cannot be compiled alone: only the parent checks them.
+        self.blind: set[str] = set()
         self.required: tuple[str, ...] = tuple(r for r in schema.get("required", ()) if isinstance(r, str))
         for key, sub in (schema.get("properties") or {}).items():
-            node = _child(sub)
-            if node is not None:
+            node = _child(sub, shared)
+            if node is None:
+                self.blind.add(key)
+            else:
                 self.properties[key] = node
         items = schema.get("items")
         if isinstance(items, Mapping):
-            self.items = _child(items)
+            self.items = _child(items, shared)
 
     def collect(self, value: Any, path: list[Any], out: list[str], limit: int) -> None:
         try:
             self.validate(value)
         except fastjsonschema.JsonSchemaValueException as exc:
             before = len(out)
+            unseen = False
             if isinstance(value, dict):
                 missing = [name for name in self.required if name not in value]
                 if missing:
@@ -54,21 +59,26 @@ class _Node:
                         return
                     if key in value:
                         node.collect(value[key], [*path, key], out, limit)
+                unseen = any(key in value for key in self.blind)
             elif isinstance(value, list) and self.items is not None:
                 for index, item in enumerate(value):
                     if len(out) >= limit:
                         return
                     self.items.collect(item, [*path, index], out, limit)
-            if len(out) == before and len(out) < limit:
-                out.append(format_schema_error(exc, path))
+            if (len(out) == before or unseen) and len(out) < limit:
+                first = format_schema_error(exc, path)
+                if first not in out:
+                    out.append(first)
 
 
-def _child(schema: Any) -> _Node | None:
+def _child(schema: Any, shared: Mapping[str, Any]) -> _Node | None:
     if not isinstance(schema, Mapping):
         return None
+    # A sub-schema's "$ref": "#/definitions/..." resolves against the root's definitions.
+    standalone = {**shared, **schema}
     try:
-        return _Node(schema, fastjsonschema.compile(dict(schema)))
-    except Exception:  # noqa: BLE001  # sub-schemas with $ref etc. cannot stand alone; report at the parent
+        return _Node(schema, fastjsonschema.compile(standalone), shared)
+    except Exception:  # noqa: BLE001  # e.g. a $ref into another part of the root: the parent reports it
         return None
 
 
@@ -92,7 +102,8 @@ def schema_validator(
         msg = f"{_OWNER}(max_errors={max_errors!r}): give a positive integer or None (report every error)."
         raise ConfigError(msg)
     try:
-        root = _Node(schema, fastjsonschema.compile(dict(schema)))
+        shared = {key: schema[key] for key in ("definitions", "$defs") if key in schema}
+        root = _Node(schema, fastjsonschema.compile(dict(schema)), shared)
     except fastjsonschema.JsonSchemaDefinitionException as exc:
         msg = f"{_OWNER}(schema=...): the schema is invalid: {exc}. Fix the schema."
         raise ConfigError(msg) from None
