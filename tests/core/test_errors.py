@@ -25,7 +25,7 @@ async def _passthrough(request: Any, state: dict[str, Any], call_next: Any) -> A
 
 def test_a_raising_filter_is_named_and_the_cause_kept() -> None:
     async def broken(request: Any, state: dict[str, Any], call_next: Any) -> Any:
-        response = await call_next(request)
+        await call_next(request)
         raise KeyError("missing")
 
     kernel = Kernel(
@@ -112,9 +112,7 @@ def test_errors_are_never_returned_as_answers() -> None:
 def test_every_exception_is_in_the_tree_of_the_docstring() -> None:
     doc = errors.__doc__ or ""
     classes = {
-        name: obj
-        for name, obj in vars(errors).items()
-        if inspect.isclass(obj) and issubclass(obj, BeamfilterError)
+        name: obj for name, obj in vars(errors).items() if inspect.isclass(obj) and issubclass(obj, BeamfilterError)
     }
     assert set(classes) == set(errors.__all__)
     for name in classes:
@@ -130,3 +128,35 @@ def test_kernel_rejects_bad_settings_with_clear_messages() -> None:
         Kernel("gpt")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"Run input item \[0\] is 3 \(a int\)"):
         Kernel(ScriptedModel([])).run_sync([3])  # type: ignore[list-item]
+
+
+def test_filters_sharing_one_hook_function_are_told_apart() -> None:
+    def guard(name: str, banned: str) -> Filter:
+        async def around_chat(request: Any, state: dict[str, Any], call_next: Any) -> Any:
+            if banned in request.messages[-1].text:
+                raise ValueError(f"{banned!r} is not allowed")
+            return await call_next(request)
+
+        return Filter(name, around_chat=around_chat)
+
+    kernel = Kernel(ScriptedModel(["ok"], repeat=True), filters=[guard("no_foo", "foo"), guard("no_bar", "bar")])
+    with pytest.raises(FilterError) as info:
+        kernel.run_sync("foo")
+    assert info.value.filter_name == "no_foo"
+    with pytest.raises(FilterError) as info:
+        kernel.run_sync("bar")
+    assert info.value.filter_name == "no_bar"
+
+    class Guard:
+        def __init__(self, name: str, banned: str) -> None:
+            self.name, self.banned = name, banned
+
+        async def around_chat(self, request: Any, state: dict[str, Any], call_next: Any) -> Any:
+            if self.banned in request.messages[-1].text:
+                raise ValueError("banned")
+            return await call_next(request)
+
+    kernel = Kernel(ScriptedModel(["ok"]), filters=[Guard("first", "x"), Guard("second", "y")])
+    with pytest.raises(FilterError) as info:
+        kernel.run_sync("x")
+    assert info.value.filter_name == "first"

@@ -42,7 +42,9 @@ def test_non_sensitive_tools_never_reach_the_gate() -> None:
         asked.append(call.name)
         return "approve"
 
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("look", {"path": "a"}), ToolCall("delete", {"path": "b"})), "ok"])
+    model = ScriptedModel(
+        [ChatResponse.tool_calls(ToolCall("look", {"path": "a"}), ToolCall("delete", {"path": "b"})), "ok"]
+    )
     Kernel(model, tools=[look, delete], gate=gate).run_sync("go")
     assert asked == ["delete"]
     assert RUNS == ["b"]
@@ -100,7 +102,9 @@ def test_resume_with_reply_and_reject_decisions() -> None:
 
 def test_resume_rejects_missing_unknown_and_pause_decisions() -> None:
     kernel = Kernel(
-        ScriptedModel([ChatResponse.tool_calls(ToolCall("delete", {"path": "a"}, "c1"))]), tools=[delete], gate=_async_gate
+        ScriptedModel([ChatResponse.tool_calls(ToolCall("delete", {"path": "a"}, "c1"))]),
+        tools=[delete],
+        gate=_async_gate,
     )
     pause = kernel.run_sync("go").pause
     assert pause is not None
@@ -116,7 +120,9 @@ def test_resume_rejects_missing_unknown_and_pause_decisions() -> None:
 
 def test_resume_in_another_process(tmp_path: Path) -> None:
     kernel = Kernel(
-        ScriptedModel([ChatResponse.tool_calls(ToolCall("delete", {"path": "far"}, "c9"))]), tools=[delete], gate=_async_gate
+        ScriptedModel([ChatResponse.tool_calls(ToolCall("delete", {"path": "far"}, "c9"))]),
+        tools=[delete],
+        gate=_async_gate,
     )
     pause = kernel.run_sync("go").pause
     assert pause is not None

@@ -35,9 +35,15 @@ json_values = st.recursive(
 )
 arguments = st.dictionaries(text, json_values, max_size=4)
 calls = st.builds(
-    ToolCall, st.from_regex(r"[a-z_]{1,12}", fullmatch=True), arguments, st.from_regex(r"call_[a-z0-9]{4,10}", fullmatch=True)
+    ToolCall,
+    st.from_regex(r"[a-z_]{1,12}", fullmatch=True),
+    arguments,
+    st.from_regex(r"call_[a-z0-9]{4,10}", fullmatch=True),
 )
-bad_calls = st.builds(lambda t: ToolCall.from_json("tool", t, "call_bad"), st.text(max_size=20).filter(lambda t: not t.strip().startswith("{")))
+bad_calls = st.builds(
+    lambda t: ToolCall.from_json("tool", t, "call_bad"),
+    st.text(max_size=20).filter(lambda t: not t.strip().startswith("{")),
+)
 parts = st.tuples(
     st.builds(ContentPart, st.just("text"), text), st.builds(ContentPart, st.just("image_url"), st.none(), text)
 )
@@ -46,12 +52,21 @@ usage = st.builds(Usage, st.integers(0, 10**6), st.integers(0, 10**6), st.intege
 messages = st.one_of(
     st.builds(Message, st.sampled_from(["system", "user"]), contents),
     st.builds(Message, st.just("assistant"), contents, st.lists(calls | bad_calls, max_size=3).map(tuple)),
-    st.builds(Message, st.just("tool"), text, st.just(()), st.from_regex(r"call_[a-z0-9]{4}", fullmatch=True), st.none() | text),
+    st.builds(
+        Message,
+        st.just("tool"),
+        text,
+        st.just(()),
+        st.from_regex(r"call_[a-z0-9]{4}", fullmatch=True),
+        st.none() | text,
+    ),
 )
 transcripts = st.lists(messages, max_size=5).map(tuple)
 contexts = st.dictionaries(text, json_values, max_size=4)
 decisions = st.one_of(
-    st.builds(Decision.approve, st.none() | arguments), st.builds(Decision.reject, st.none() | text), st.builds(Decision.reply, text)
+    st.builds(Decision.approve, st.none() | arguments),
+    st.builds(Decision.reject, st.none() | text),
+    st.builds(Decision.reply, text),
 )
 
 
@@ -69,7 +84,9 @@ def test_messages(message: Message) -> None:
 
 @settings(max_examples=100, deadline=None)
 @given(transcripts, contexts, transcripts, st.sampled_from([None, "auto", "none"]), st.none() | text)
-def test_chat_requests(msgs: tuple[Message, ...], context: dict[str, Any], delta: tuple[Message, ...], choice: Any, system: Any) -> None:
+def test_chat_requests(
+    msgs: tuple[Message, ...], context: dict[str, Any], delta: tuple[Message, ...], choice: Any, system: Any
+) -> None:
     request = ChatRequest(msgs, (), choice, {"temperature": 0.5}, context, delta, system)
     assert roundtrip(request) == request
 
@@ -109,7 +126,14 @@ def test_tool_results(content: str, kind: Any, writes: dict[str, Any]) -> None:
     usage,
     st.dictionaries(st.from_regex(r"call_[a-z0-9]{4}", fullmatch=True), decisions, max_size=2),
 )
-def test_pause_states(msgs: tuple[Message, ...], pending: tuple[ToolCall, ...], context: dict[str, Any], remaining: int, used: Usage, decided: dict[str, Decision]) -> None:
+def test_pause_states(
+    msgs: tuple[Message, ...],
+    pending: tuple[ToolCall, ...],
+    context: dict[str, Any],
+    remaining: int,
+    used: Usage,
+    decided: dict[str, Decision],
+) -> None:
     pause = PauseState(msgs, pending, (pending[0].id,), decided, context, remaining, 3, 2, used, "why")
     assert PauseState.from_json(pause.to_json()) == pause
 
@@ -123,7 +147,9 @@ def test_turn_results(status: Any, final: Any, msgs: tuple[Message, ...], used: 
 
 @settings(max_examples=50, deadline=None)
 @given(transcripts, contexts, st.booleans(), transcripts)
-def test_turn_requests_and_iteration_results(msgs: tuple[Message, ...], context: dict[str, Any], resume: bool, history: tuple[Message, ...]) -> None:
+def test_turn_requests_and_iteration_results(
+    msgs: tuple[Message, ...], context: dict[str, Any], resume: bool, history: tuple[Message, ...]
+) -> None:
     request = TurnRequest(msgs, context, resume, history)
     assert roundtrip(request) == request
     result = IterationResult("continue", msgs)

@@ -31,9 +31,7 @@ def _prefix(tag: str) -> TokenTransform:
 
 @pytest.mark.anyio
 async def test_first_filter_sees_the_raw_token_first() -> None:
-    kernel = Kernel(
-        ScriptedModel(["x"]), filters=[Filter("a", token=_prefix("A")), Filter("b", token=_prefix("B"))]
-    )
+    kernel = Kernel(ScriptedModel(["x"]), filters=[Filter("a", token=_prefix("A")), Filter("b", token=_prefix("B"))])
     text, _ = await collect_stream(kernel.run_stream("go"))
     assert text == "BAx"
 
@@ -96,10 +94,14 @@ async def test_nothing_is_flushed_on_error() -> None:
     model = ScriptedModel([ChatResponse.tool_calls(ToolCall("ping", {}), text="thinking"), explode])
     kernel = Kernel(model, tools=[ping], filters=[Filter("hold", token=TokenTransform(step, init=list, flush=flush))])
     deltas: list[str] = []
-    with pytest.raises(RuntimeError, match="model broke"):
+
+    async def consume() -> None:
         async for event in kernel.run_stream("go"):
             if isinstance(event, TextDelta):
                 deltas.append(event.text)
+
+    with pytest.raises(RuntimeError, match="model broke"):
+        await consume()
     # the first round ended normally and flushed; the failing round flushed nothing
     assert flushed == ["thinking"]
     assert deltas == ["thinking"]
@@ -159,8 +161,10 @@ async def test_stream_events_include_tool_calls_in_order() -> None:
     assert text == "all good"
     kinds = [type(e).__name__ for e in events]
     assert kinds == ["ToolCallStarted", "ToolCallFinished", "TextDelta", "TextDelta", "RunFinished"]
-    assert isinstance(events[0], ToolCallStarted) and events[0].call == call
-    assert isinstance(events[1], ToolCallFinished) and events[1].result.content == "pong"
+    assert isinstance(events[0], ToolCallStarted)
+    assert events[0].call == call
+    assert isinstance(events[1], ToolCallFinished)
+    assert events[1].result.content == "pong"
 
 
 @pytest.mark.anyio

@@ -284,7 +284,9 @@ def test_tool_schema_comes_from_type_hints() -> None:
     from typing import Literal
 
     @tool
-    def search(query: str, limit: int = 5, mode: Literal["fast", "deep"] = "fast", tags: list[str] | None = None) -> str:
+    def search(
+        query: str, limit: int = 5, mode: Literal["fast", "deep"] = "fast", tags: list[str] | None = None
+    ) -> str:
         """Search the index.
 
         Longer text that is not part of the description.
@@ -312,12 +314,11 @@ def test_bad_tool_declarations_are_rejected() -> None:
         def f() -> None:
             """F."""
 
+    @tool
+    def g() -> None:
+        """G."""
+
     with pytest.raises(ToolDefinitionError, match=r"Two tools are named 'g'"):
-
-        @tool
-        def g() -> None:
-            """G."""
-
         Kernel(ScriptedModel([]), tools=[g, g])
 
 

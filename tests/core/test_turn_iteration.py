@@ -46,7 +46,12 @@ def _reentering(max_retries: int, seen: list[TurnRequest]) -> Filter:
 
 def test_turn_reentry_keeps_the_question_without_memory_and_gets_fresh_budget() -> None:
     seen: list[TurnRequest] = []
-    script = [ChatResponse.tool_calls(ToolCall("ping", {})), "bad", ChatResponse.tool_calls(ToolCall("ping", {})), "good"]
+    script = [
+        ChatResponse.tool_calls(ToolCall("ping", {})),
+        "bad",
+        ChatResponse.tool_calls(ToolCall("ping", {})),
+        "good",
+    ]
     model = ScriptedModel(script)
     # max_iterations=2: each loop makes 2 LLM calls, so the re-entry needs a fresh budget
     kernel = Kernel(model, tools=[ping], filters=[_reentering(2, seen)], max_iterations=2)
@@ -88,7 +93,9 @@ def test_iteration_runs_every_round_with_index_and_remaining() -> None:
         seen.append((request.index, request.remaining, len(request.messages), result.status))
         return result
 
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("ping", {})), ChatResponse.tool_calls(ToolCall("ping", {})), "end"])
+    model = ScriptedModel(
+        [ChatResponse.tool_calls(ToolCall("ping", {})), ChatResponse.tool_calls(ToolCall("ping", {})), "end"]
+    )
     kernel = Kernel(model, tools=[ping], filters=[Filter("it", around_iteration=around_iteration)], max_iterations=5)
     kernel.run_sync("go")
     assert seen == [(0, 5, 1, "continue"), (1, 4, 1, "continue"), (2, 3, 1, "completed")]
@@ -192,3 +199,31 @@ def test_resume_enters_turn_chain_with_resume_flag_once() -> None:
     result = kernel.resume_sync(paused.pause, {"c1": Decision.approve()})
     assert flags == [False, True]
     assert result.text == "done"
+
+
+def test_short_circuit_keeps_the_round_delta_in_the_transcript() -> None:
+    async def guard(request: IterationRequest, state: dict[str, Any], call_next: Any) -> IterationResult:
+        if request.index == 1:
+            return IterationResult("completed", (Message.assistant("No more."),), blocked_by="guard")
+        return await call_next(request)
+
+    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("ping", {}, "c1"))])
+    kernel = Kernel(model, tools=[ping], filters=[Filter("guard", around_iteration=guard)])
+    result = kernel.run_sync("a question")
+    assert [(m.role, m.text) for m in result.messages] == [
+        ("user", "a question"),
+        ("assistant", ""),
+        ("tool", "pong"),
+        ("assistant", "No more."),
+    ]
+    assert result.blocked_by == "guard"
+
+    first_round = Kernel(ScriptedModel([]), filters=[Filter("g", around_iteration=guard_all)])
+    assert [(m.role, m.text) for m in first_round.run_sync("forbidden").messages] == [
+        ("user", "forbidden"),
+        ("assistant", "No."),
+    ]
+
+
+async def guard_all(request: IterationRequest, state: dict[str, Any], call_next: Any) -> IterationResult:
+    return IterationResult("completed", (Message.assistant("No."),))

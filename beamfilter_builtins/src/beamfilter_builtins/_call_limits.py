@@ -104,9 +104,9 @@ def call_limits_filter(
             fresh(state)
         if model_cap is not None:
             if state["model_calls"] >= model_cap:
-                # The round's delta (last round's tool results) must reach the transcript too.
+                # The loop adds the round's delta (last round's tool results) to the transcript itself.
                 exceeded = _exceeded("max_model_calls", state["model_calls"] + 1, model_cap, "LLM calls")
-                return end(exceeded, request.messages)
+                return end(exceeded, ())
             state["model_calls"] += 1
         result = await call_next(request)
         exceeded = state["exceeded"]

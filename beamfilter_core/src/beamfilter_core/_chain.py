@@ -54,50 +54,76 @@ class CompiledChain:
         return call
 
 
-def _code_of(fn: Any) -> types.CodeType | None:
-    target = getattr(fn, "__func__", fn)
-    code = getattr(target, "__code__", None)
-    if code is None:
-        call = getattr(type(fn), "__call__", None)  # noqa: B004  # the code of an async __call__
-        code = getattr(call, "__code__", None)
-    return code if isinstance(code, types.CodeType) else None
+def _code_of(fn: Any) -> tuple[types.CodeType | None, int]:
+    """The code object behind ``fn`` and the position of the hook's ``state`` argument."""
+    target = getattr(fn, "__func__", None)
+    if target is not None:  # a bound method: (self, request, state, call_next)
+        code = getattr(target, "__code__", None)
+        position = 2
+    else:
+        code = getattr(fn, "__code__", None)
+        position = 1
+        if code is None:  # an object with an async __call__
+            call = getattr(type(fn), "__call__", None)  # noqa: B004  # __call__'s code, not callable()
+            code = getattr(call, "__code__", None)
+            position = 2
+    return (code, position) if isinstance(code, types.CodeType) else (None, position)
 
 
-def hook_codes(filters: Sequence[CompiledFilter]) -> dict[types.CodeType, str]:
+#: hook code -> (filter name, name of the hook's state parameter or None)
+CodeMap = dict[types.CodeType, tuple[str, str | None]]
+
+
+def hook_codes(filters: Sequence[CompiledFilter]) -> CodeMap:
     """Map each hook's code object to its filter name (for error attribution)."""
-    codes: dict[types.CodeType, str] = {}
+    codes: CodeMap = {}
     for item in filters:
         flt = item.filter
         for hook in (flt.around_turn, flt.around_iteration, flt.around_chat, flt.around_tool):
-            code = _code_of(hook) if hook is not None else None
+            code, position = _code_of(hook) if hook is not None else (None, 0)
             if code is not None:
-                codes[code] = flt.name
+                varnames = code.co_varnames
+                codes[code] = (flt.name, varnames[position] if len(varnames) > position else None)
         token = flt.token
         if token is not None:
             for fn in (token.step, token.flush):
-                code = _code_of(fn) if fn is not None else None
+                code, _ = _code_of(fn) if fn is not None else (None, 0)
                 if code is not None:
-                    codes[code] = flt.name
+                    codes[code] = (flt.name, None)
     return codes
 
 
-def attribute(exc: Exception, codes: dict[types.CodeType, str], boundaries: frozenset[types.CodeType]) -> Exception:
+def attribute(
+    exc: Exception,
+    codes: CodeMap,
+    boundaries: frozenset[types.CodeType],
+    states: Sequence[dict[str, Any]] = (),
+    names: Sequence[str] = (),
+) -> Exception:
     """Name the filter whose own code raised ``exc``; return the exception to raise.
 
     The deepest traceback frame that is a filter hook or a chain terminal (a
     ``boundary``) decides: a hook means the filter raised; a terminal means the error
-    came from the model or a tool and only passed through the filters.
+    came from the model or a tool and only passed through the filters. When several
+    filters share one hook function, the frame's ``state`` argument (one dict per
+    filter and run) tells them apart.
     """
     owner: str | None = None
+    by_state: dict[int, str] | None = None
     tb = exc.__traceback__
     while tb is not None:
         code = tb.tb_frame.f_code
         if code in boundaries:
             owner = None
         else:
-            name = codes.get(code)
-            if name is not None:
-                owner = name
+            found = codes.get(code)
+            if found is not None:
+                owner, state_param = found
+                if state_param is not None and states:
+                    if by_state is None:
+                        by_state = {id(state): name for state, name in zip(states, names, strict=True)}
+                    state = tb.tb_frame.f_locals.get(state_param)
+                    owner = by_state.get(id(state), owner)
         tb = tb.tb_next
     if owner is None:
         return exc

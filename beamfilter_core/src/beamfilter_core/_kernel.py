@@ -222,7 +222,8 @@ class Kernel:
         try:
             return await run.execute(request)
         except Exception as exc:
-            raised = attribute(exc, self._codes, self._boundaries)
+            names = [item.filter.name for item in self._filters]
+            raised = attribute(exc, self._codes, self._boundaries, run.states, names)
             if raised is exc:
                 raise
             raise raised from exc

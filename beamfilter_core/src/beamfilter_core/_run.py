@@ -99,7 +99,16 @@ def heal(messages: Sequence[Message], text: str = _CANCELLED_TOOL_TEXT) -> tuple
 class _Loop:
     """The state of one pass through the tool loop (a turn-terminal call)."""
 
-    __slots__ = ("llm_calls", "remaining", "round_base", "round_context", "tool_calls_made", "transcript", "usage")
+    __slots__ = (
+        "entered",
+        "llm_calls",
+        "remaining",
+        "round_base",
+        "round_context",
+        "tool_calls_made",
+        "transcript",
+        "usage",
+    )
 
     def __init__(self, transcript: list[Message], remaining: int) -> None:
         self.transcript = transcript
@@ -109,6 +118,8 @@ class _Loop:
         self.usage = Usage()
         self.round_base = 0
         self.round_context: dict[str, Any] | None = None
+        # False while no pass of the current round reached the iteration terminal
+        self.entered = False
 
 
 class _Run:
@@ -134,7 +145,7 @@ class _Run:
         self.cancel = cancel
         self.pending_resume = resume
         self.loop = _Loop([], kernel.max_iterations)
-        states = [item.new_state() for item in kernel._filters]
+        self.states = states = [item.new_state() for item in kernel._filters]
         compiled = kernel._chains
         chat_terminal = self._chat_stream_terminal if sink is not None else self._chat_terminal
         self.chat = compiled["chat"].bind(states, chat_terminal)
@@ -322,6 +333,7 @@ class _Run:
 
     async def _iteration_terminal(self, request: IterationRequest) -> IterationResult:
         loop = self.loop
+        loop.entered = True
         transcript = loop.transcript
         del transcript[loop.round_base :]  # a re-run replaces the previous attempt
         if loop.round_context is not None:
@@ -394,6 +406,7 @@ class _Run:
         while True:
             loop.round_base = len(loop.transcript)
             loop.round_context = None
+            loop.entered = False
             result = await iteration(IterationRequest(delta, view, index, loop.remaining))
             if type(result) is not IterationResult:
                 self._wrong_type("iteration", result, "IterationResult")
@@ -402,6 +415,9 @@ class _Run:
                 delta = result.messages
                 index += 1
                 continue
+            if not loop.entered:
+                # a filter ended the round without the terminal: its delta still belongs to the transcript
+                loop.transcript.extend(delta)
             if status == "completed":
                 loop.transcript.extend(result.messages)
                 final = result.messages[-1] if result.messages else None
