@@ -51,7 +51,9 @@ class FakeClient(FunctionInvocationLayer, ChatMiddlewareLayer, ChatTelemetryLaye
     the turn's messages to the response object it gets, so a shared one would grow.
     """
 
-    def __init__(self, responses: Sequence[Callable[[], ChatResponse]], tokens: Sequence[str] = (), **kwargs: Any) -> None:
+    def __init__(
+        self, responses: Sequence[Callable[[], ChatResponse]], tokens: Sequence[str] = (), **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self._responses = tuple(responses)
         self._next = 0
@@ -126,11 +128,11 @@ async def add(a: int, b: int) -> int:
     return a + b
 
 
-def ANSWER() -> ChatResponse:  # noqa: N802  # reads like the other scripts' constants
+def answer() -> ChatResponse:
     return ChatResponse(messages=[Message(role="assistant", contents=[ANSWER_TEXT])])
 
 
-def CALL() -> ChatResponse:  # noqa: N802
+def tool_call() -> ChatResponse:
     call = Content.from_function_call(call_id="call_1", name="add", arguments={"a": 1, "b": 2})
     return ChatResponse(messages=[Message(role="assistant", contents=[call])])
 
@@ -141,15 +143,15 @@ def layers(n: int) -> list[Any]:
 
 def build_agent() -> Agent:
     """One agent with a tool and one layer (what the footprint probe builds)."""
-    return Agent(client=FakeClient([CALL, ANSWER]), tools=[add], middleware=layers(1))
+    return Agent(client=FakeClient([tool_call, answer]), tools=[add], middleware=layers(1))
 
 
 async def turn(n: int) -> Callable[[], Awaitable[Any]]:
     seen: list[str] = []
-    probe = Agent(client=FakeClient([ANSWER]), middleware=[CountChat(seen), CountChat(seen), CountFunction(seen)])
+    probe = Agent(client=FakeClient([answer]), middleware=[CountChat(seen), CountChat(seen), CountFunction(seen)])
     out = await probe.run(QUESTION)
     check(out.text == ANSWER_TEXT and seen == ["chat", "chat"], f"agent framework turn: {out.text!r}, {seen}")
-    client = FakeClient([ANSWER])
+    client = FakeClient([answer])
     agent = Agent(client=client, middleware=layers(n))
     out = await agent.run(QUESTION)
     check(out.text == ANSWER_TEXT and client.calls == 1, f"agent framework turn N={n}: {out!r}")
@@ -159,17 +161,19 @@ async def turn(n: int) -> Callable[[], Awaitable[Any]]:
 
 async def tool_round(n: int) -> Callable[[], Awaitable[Any]]:
     seen: list[str] = []
-    client = FakeClient([CALL, ANSWER])
+    client = FakeClient([tool_call, answer])
     probe = Agent(client=client, tools=[add], middleware=[CountChat(seen), CountFunction(seen)])
     out = await probe.run(QUESTION)
     check(
         out.text == ANSWER_TEXT and seen == ["chat", "tool", "chat"] and client.calls == 2,
         f"agent framework tool round: {out.text!r}, {seen}, {client.calls} model calls",
     )
-    agent = Agent(client=FakeClient([CALL, ANSWER]), tools=[add], middleware=layers(n))
+    agent = Agent(client=FakeClient([tool_call, answer]), tools=[add], middleware=layers(n))
     out = await agent.run(QUESTION)
     results = [c.result for m in out.messages for c in m.contents if c.type == "function_result"]
-    check(out.text == ANSWER_TEXT and [str(r) for r in results] == ["3"], f"agent framework tool round N={n}: {results}")
+    check(
+        out.text == ANSWER_TEXT and [str(r) for r in results] == ["3"], f"agent framework tool round N={n}: {results}"
+    )
     run = agent.run
     return lambda: run(QUESTION)
 
@@ -186,8 +190,8 @@ def stream_consumer(agent: Agent) -> Callable[[], Awaitable[str]]:
 
 
 async def scenarios(timer: Timer) -> dict[str, Any]:
-    bare = Agent(client=FakeClient([ANSWER], STREAM_TOKENS))
-    upper = Agent(client=FakeClient([ANSWER], STREAM_TOKENS), middleware=[Upper()])
+    bare = Agent(client=FakeClient([answer], STREAM_TOKENS))
+    upper = Agent(client=FakeClient([answer], STREAM_TOKENS), middleware=[Upper()])
     return await run_scenarios(
         "agent-framework",
         f"agent-framework-core {version('agent-framework-core')}",

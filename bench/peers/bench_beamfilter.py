@@ -66,15 +66,15 @@ async def add(a: int, b: int) -> int:
     return a + b
 
 
-def ANSWER() -> ChatResponse:  # noqa: N802  # reads like the other scripts' constants
+def answer() -> ChatResponse:
     return ChatResponse.from_text(ANSWER_TEXT)
 
 
-def CALL() -> ChatResponse:  # noqa: N802
+def tool_call() -> ChatResponse:
     return ChatResponse.tool_calls(ToolCall("add", {"a": 1, "b": 2}, "call_1"))
 
 
-def STREAM_ANSWER() -> ChatResponse:  # noqa: N802
+def stream_answer() -> ChatResponse:
     return ChatResponse.from_text(STREAM_TEXT)
 
 
@@ -104,15 +104,15 @@ def counting_layers(n: int, seen: list[str]) -> list[Filter]:
 
 def build_agent() -> Kernel:
     """One agent with a tool and one layer (what the footprint probe builds)."""
-    return Kernel(model=FakeModel([CALL, ANSWER]), tools=[add], filters=layers(1))
+    return Kernel(model=FakeModel([tool_call, answer]), tools=[add], filters=layers(1))
 
 
 async def turn(n: int) -> Callable[[], Awaitable[Any]]:
     seen: list[str] = []
-    probe = Kernel(model=FakeModel([ANSWER]), filters=counting_layers(2, seen))
+    probe = Kernel(model=FakeModel([answer]), filters=counting_layers(2, seen))
     result = await probe.run(QUESTION)
     check(result.text == ANSWER_TEXT and seen == ["chat", "chat"], f"beamfilter turn: {result.text!r}, {seen}")
-    kernel = Kernel(model=FakeModel([ANSWER]), filters=layers(n))
+    kernel = Kernel(model=FakeModel([answer]), filters=layers(n))
     result = await kernel.run(QUESTION)
     check(result.text == ANSWER_TEXT and result.iterations == 1, f"beamfilter turn N={n}: {result!r}")
     run = kernel.run
@@ -121,14 +121,14 @@ async def turn(n: int) -> Callable[[], Awaitable[Any]]:
 
 async def tool_round(n: int) -> Callable[[], Awaitable[Any]]:
     seen: list[str] = []
-    model = FakeModel([CALL, ANSWER])
+    model = FakeModel([tool_call, answer])
     probe = Kernel(model=model, tools=[add], filters=counting_layers(1, seen))
     result = await probe.run(QUESTION)
     check(
         result.text == ANSWER_TEXT and seen == ["chat", "tool", "chat"] and model.calls == 2,
         f"beamfilter tool round: {result.text!r}, {seen}, {model.calls} model calls",
     )
-    kernel = Kernel(model=FakeModel([CALL, ANSWER]), tools=[add], filters=layers(n))
+    kernel = Kernel(model=FakeModel([tool_call, answer]), tools=[add], filters=layers(n))
     result = await kernel.run(QUESTION)
     check(
         result.text == ANSWER_TEXT and result.tool_calls_made == 1 and result.messages[2].content == "3",
@@ -158,9 +158,9 @@ def stream_consumer(kernel: Kernel) -> Callable[[], Awaitable[str]]:
 
 
 async def scenarios(timer: Timer) -> dict[str, Any]:
-    bare = Kernel(model=FakeModel([STREAM_ANSWER], STREAM_TOKENS))
+    bare = Kernel(model=FakeModel([stream_answer], STREAM_TOKENS))
     upper = Kernel(
-        model=FakeModel([STREAM_ANSWER], STREAM_TOKENS), filters=[Filter("upper", token=TokenTransform(upper_step))]
+        model=FakeModel([stream_answer], STREAM_TOKENS), filters=[Filter("upper", token=TokenTransform(upper_step))]
     )
     return await run_scenarios(
         "beamfilter",

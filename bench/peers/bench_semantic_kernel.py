@@ -44,7 +44,7 @@ class FakeChat(ChatCompletionClientBase):
     """An in-process chat service: cycles through response factories, streams prebuilt tokens."""
 
     SUPPORTS_FUNCTION_CALLING = True
-    responses: list[Any] = []
+    responses: list[Any] = []  # noqa: RUF012  # a pydantic field: copied per instance
     tokens: Sequence[str] = ()
     index: int = 0
     calls: int = 0
@@ -72,20 +72,20 @@ class MathPlugin:
         return a + b
 
 
-async def passthrough(context: FunctionInvocationContext, next: Next) -> None:  # noqa: A002  # SK's name
+async def passthrough(context: FunctionInvocationContext, next: Next) -> None:  # SK's name
     """The layer under test: does nothing but call the inner layers."""
     await next(context)
 
 
 def counting(seen: list[str]) -> Callable[[FunctionInvocationContext, Next], Awaitable[None]]:
-    async def count(context: FunctionInvocationContext, next: Next) -> None:  # noqa: A002
+    async def count(context: FunctionInvocationContext, next: Next) -> None:
         seen.append("chat" if context.function.name == "ask" else "tool")
         await next(context)
 
     return count
 
 
-async def upper(context: FunctionInvocationContext, next: Next) -> None:  # noqa: A002
+async def upper(context: FunctionInvocationContext, next: Next) -> None:
     """Upper-cases every streamed part (the one transforming layer)."""
     await next(context)
     if not context.is_streaming or context.result is None:
@@ -102,11 +102,11 @@ async def upper(context: FunctionInvocationContext, next: Next) -> None:  # noqa
     context.result = FunctionResult(function=context.result.function, value=upper_stream())
 
 
-def ANSWER() -> ChatMessageContent:  # noqa: N802  # reads like the other scripts' constants
+def answer() -> ChatMessageContent:
     return ChatMessageContent(role=AuthorRole.ASSISTANT, content=ANSWER_TEXT)
 
 
-def CALL() -> ChatMessageContent:  # noqa: N802
+def tool_call() -> ChatMessageContent:
     call = FunctionCallContent(id="call_1", name="math-add", arguments='{"a": 1, "b": 2}')
     return ChatMessageContent(role=AuthorRole.ASSISTANT, items=[call])
 
@@ -133,15 +133,15 @@ def arguments(tools: bool) -> KernelArguments:
 
 def build_agent() -> Kernel:
     """One agent with a tool and one layer (what the footprint probe builds)."""
-    return kernel_with([CALL, ANSWER], [passthrough], tools=True)
+    return kernel_with([tool_call, answer], [passthrough], tools=True)
 
 
 async def turn(n: int) -> Callable[[], Awaitable[Any]]:
     seen: list[str] = []
-    probe = kernel_with([ANSWER], [counting(seen), counting(seen)], tools=False)
+    probe = kernel_with([answer], [counting(seen), counting(seen)], tools=False)
     out = await probe.invoke(ASK, arguments(False))
     check(str(out) == ANSWER_TEXT and seen == ["chat", "chat"], f"semantic kernel turn: {out}, {seen}")
-    kernel = kernel_with([ANSWER], [passthrough] * n, tools=False)
+    kernel = kernel_with([answer], [passthrough] * n, tools=False)
     args = arguments(False)
     out = await kernel.invoke(ASK, args)
     check(str(out) == ANSWER_TEXT, f"semantic kernel turn N={n}: {out}")
@@ -151,14 +151,14 @@ async def turn(n: int) -> Callable[[], Awaitable[Any]]:
 
 async def tool_round(n: int) -> Callable[[], Awaitable[Any]]:
     seen: list[str] = []
-    probe = kernel_with([CALL, ANSWER], [counting(seen)], tools=True)
+    probe = kernel_with([tool_call, answer], [counting(seen)], tools=True)
     out = await probe.invoke(ASK, arguments(True))
     fake = probe.get_service("fake")
     check(
         str(out) == ANSWER_TEXT and seen == ["chat", "tool"] and isinstance(fake, FakeChat) and fake.calls == 2,
         f"semantic kernel tool round: {out}, {seen}",
     )
-    kernel = kernel_with([CALL, ANSWER], [passthrough] * n, tools=True)
+    kernel = kernel_with([tool_call, answer], [passthrough] * n, tools=True)
     args = arguments(True)
     out = await kernel.invoke(ASK, args)
     check(str(out) == ANSWER_TEXT, f"semantic kernel tool round N={n}: {out}")
@@ -181,9 +181,9 @@ def stream_consumer(kernel: Kernel) -> Callable[[], Awaitable[str]]:
 
 
 async def scenarios(timer: Timer) -> dict[str, Any]:
-    bare = kernel_with([ANSWER], [], tools=False)
+    bare = kernel_with([answer], [], tools=False)
     bare.get_service("fake").tokens = STREAM_TOKENS  # type: ignore[union-attr]
-    transformed = kernel_with([ANSWER], [upper], tools=False)
+    transformed = kernel_with([answer], [upper], tools=False)
     transformed.get_service("fake").tokens = STREAM_TOKENS  # type: ignore[union-attr]
     return await run_scenarios(
         "semantic-kernel",
