@@ -493,3 +493,27 @@ async def test_migrate_creates_the_schema_ahead_of_use(make_store: Callable[...,
     async with await psycopg.AsyncConnection.connect(url) as aconn:
         cursor = await aconn.execute("SELECT tablename FROM pg_tables WHERE tablename LIKE 'fresh_%' ORDER BY 1")
         assert [r[0] for r in await cursor.fetchall()] == ["fresh_messages", "fresh_pauses"]
+
+
+async def test_sqlite_waits_for_another_writer_then_gives_up_with_a_store_error(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/locked.db"
+    patient, hasty = SQLiteStore(url, timeout=10), SQLiteStore(url, timeout=0.2)
+    try:
+        await patient.append("c", [Message.user("first")])
+        other = sqlite3.connect(tmp_path / "locked.db", isolation_level=None, check_same_thread=False)
+        other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+        with pytest.raises(StoreError) as caught:
+            await hasty.append("c", [Message.user("too soon")])
+        assert str(caught.value) == (
+            f"SQLiteStore('{url}'): append for conversation 'c' failed: OperationalError: database is locked"
+        )
+        waiting = asyncio.ensure_future(patient.append("c", [Message.user("after the lock")]))
+        await asyncio.sleep(0.3)
+        assert not waiting.done()
+        other.execute("COMMIT")
+        other.close()
+        await asyncio.wait_for(waiting, 10)
+        assert [m.text for m in await hasty.load("c")] == ["first", "after the lock"]
+    finally:
+        await patient.aclose()
+        await hasty.aclose()

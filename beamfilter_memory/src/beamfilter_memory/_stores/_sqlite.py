@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
@@ -100,7 +101,7 @@ class SQLiteStore:
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
             msg = f"SQLiteStore(timeout={timeout!r}) is invalid; give seconds >= 0."
             raise ConfigError(msg)
-        if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+        if not isinstance(synchronous, str) or synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             msg = f"SQLiteStore(synchronous={synchronous!r}) is invalid; give OFF, NORMAL, FULL or EXTRA."
             raise ConfigError(msg)
         self.timeout = float(timeout)
@@ -135,10 +136,13 @@ class SQLiteStore:
             if conn is None:
                 conn = self._conn = self._connect()
             return fn(conn)
-        except sqlite3.Error as exc:
+        except BaseException as exc:
             if conn is not None and conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise store_failure(repr(self), action, conversation_id, exc) from exc
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise store_failure(repr(self), action, conversation_id, exc) from exc
+            raise
 
     async def _run(self, action: str, conversation_id: str | None, fn: Callable[[sqlite3.Connection], T]) -> T:
         executor = self._executor
