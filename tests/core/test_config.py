@@ -357,12 +357,28 @@ def test_the_scripted_model_provider_validates_its_options() -> None:
         Kernel.from_config(
             {"model": {"use": "scripted", "script": ["a"], "chunk": 0, "delay": 1}}, registry=Registry(autoload=False)
         )
+    # every problem of the table at once: the unknown key and the bad value
     assert list(info.value.problems) == [
         "model.delay: unknown option for the model 'core:scripted'. Did you mean 'token_delay'? "
-        "Known options: chunk, repeat, script, token_delay."
+        "Known options: chunk, repeat, script, token_delay.",
+        "model.chunk: must be >= 1, got 0",
     ]
     with pytest.raises(ConfigError) as info:
         Kernel.from_config(
             {"model": {"use": "scripted", "script": ["a"], "chunk": 0}}, registry=Registry(autoload=False)
         )
     assert list(info.value.problems) == ["model.chunk: must be >= 1, got 0"]
+
+
+def test_every_bad_value_of_one_options_table_is_reported() -> None:
+    with pytest.raises(ConfigError) as info:
+        Kernel.from_config(
+            {"model": {"use": "scripted", "script": [], "chunk": "big", "token_delay": -1, "repeat": "yes"}},
+            registry=Registry(autoload=False),
+        )
+    assert list(info.value.problems) == [
+        "model.script: must contain at least 1 items",
+        "model.chunk: must be of type integer, got 'big'",
+        "model.token_delay: must be >= 0, got -1",
+        "model.repeat: must be of type boolean, got 'yes'",
+    ]

@@ -151,6 +151,28 @@ def _wants_build(factory: Callable[..., Any]) -> bool:
     return param is not None and param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY)
 
 
+_OPTION_VALIDATORS: dict[int, tuple[Any, dict[str, Callable[[Any], Any]]]] = {}
+
+
+def _option_validators(item: Registered[Any]) -> dict[str, Callable[[Any], Any]]:
+    """One compiled validator per declared option of a spec (compiled once, cached)."""
+    spec = item.spec
+    cached = _OPTION_VALIDATORS.get(id(spec))
+    if cached is not None and cached[0] is spec:
+        return cached[1]
+    validators: dict[str, Callable[[Any], Any]] = {}
+    for key, subschema in spec.options_schema.get("properties", {}).items():
+        wrapper = {"type": "object", "properties": {key: subschema}}
+        if "$defs" in spec.options_schema:
+            wrapper["$defs"] = spec.options_schema["$defs"]
+        try:
+            validators[key] = fastjsonschema.compile(wrapper)
+        except fastjsonschema.JsonSchemaDefinitionException:
+            continue  # the whole-schema validator still checks this option
+    _OPTION_VALIDATORS[id(spec)] = (spec, validators)
+    return validators
+
+
 def _check_options(item: Registered[Any], kind: str, options: dict[str, Any], where: str, problems: list[str]) -> Any:
     """Validate (and, with ``options_type``, structure) options; None after a problem."""
     if _has_unresolved(options):
@@ -171,6 +193,17 @@ def _check_options(item: Registered[Any], kind: str, options: dict[str, Any], wh
     for key in schema.get("required", ()):
         if key not in options:
             problems.append(f"{where}.{key}: required option of the {kind} {item.qualified!r} is missing.")
+    # fastjsonschema stops at the first error: check each known option on its own too,
+    # so every bad value in the table is reported at once.
+    per_option = _option_validators(item)
+    for key, value in options.items():
+        check = per_option.get(key)
+        if check is None:
+            continue
+        try:
+            check({key: copy.deepcopy(value)})
+        except fastjsonschema.JsonSchemaValueException as exc:
+            problems.append(_schema_problem(exc, where))
     if len(problems) > start:
         return None
     try:

@@ -30,7 +30,15 @@ _OPENAI_SCHEMA: dict[str, Any] = {
 
 _LOCAL_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"model_path": {"type": ["string", "null"]}},
+    "properties": {
+        "model_path": {"type": ["string", "null"]},
+        "options": {"type": "object"},
+        "n_ctx": {"type": "integer", "minimum": 256},
+        "threads": {"type": "integer", "minimum": 1},
+        "timeout": {"type": "number", "exclusiveMinimum": 0},
+        "progress": {"type": "boolean"},
+    },
+    "additionalProperties": False,
 }
 
 _SCRIPTED_SCHEMA: dict[str, Any] = {
