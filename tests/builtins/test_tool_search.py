@@ -131,7 +131,8 @@ async def test_no_tools_passes_through_and_search_results() -> None:
     flt = tool_search_filter(max_results=2)
     model = ScriptedModel(["hi"])
     await Kernel(model, filters=[flt]).run("x")
-    assert model.requests[0].tools == ()
+    # the kernel registers the search tool the filter provides; nothing else is indexed
+    assert [t.name for t in model.requests[0].tools] == ["tool_search"]
     search = flt.extras["tools"][0]
     kernel = Kernel(
         ScriptedModel([ChatResponse.tool_calls(ToolCall("tool_search", {"query": "calendar event"}, "s1")), "done"]),
@@ -231,3 +232,21 @@ def test_regex_invalid_pattern_is_literal() -> None:
     assert exact.search("ADD", 5) == []
     assert exact.search("Add", 5) == ["adder"]
     assert index.search("ADD", 5) == ["adder"]
+
+
+def test_enabled_by_name_in_config_the_search_tool_is_registered() -> None:
+    model = ScriptedModel(
+        [
+            ChatResponse.tool_calls(ToolCall("tool_search", {"query": "calendar event"}, "s1")),
+            ChatResponse.tool_calls(ToolCall("createCalendarEvent", {}, "c1")),
+            "booked",
+        ]
+    )
+    kernel = Kernel.from_config({"filters": [{"use": "tool_search"}]}, tools=catalog(), model=model)
+    result = kernel.run_sync("book it")
+    assert result.text == "booked"
+    assert [[t.name for t in r.tools] for r in model.requests] == [
+        ["tool_search"],
+        ["createCalendarEvent", "tool_search"],
+        ["createCalendarEvent", "tool_search"],
+    ]

@@ -318,8 +318,16 @@ def test_bad_tool_declarations_are_rejected() -> None:
     def g() -> None:
         """G."""
 
-    with pytest.raises(ToolDefinitionError, match=r"Two tools are named 'g'"):
-        Kernel(ScriptedModel([]), tools=[g, g])
+    @tool(name="g")
+    def other_g() -> None:
+        """Another G."""
+
+    with pytest.raises(
+        ToolDefinitionError, match=r"Two tools are named 'g' \(the kernel's tools and the kernel's tools\)"
+    ):
+        Kernel(ScriptedModel([]), tools=[g, other_g])
+    with pytest.raises(ToolDefinitionError, match=r"Two tools are named 'g' \(the kernel's tools and filter 'f'\)"):
+        Kernel(ScriptedModel([]), tools=[g], filters=[Filter("f", extras={"tools": [other_g]})])
 
 
 def test_a_tool_raising_timeout_error_itself_is_a_transient_error() -> None:
@@ -343,3 +351,20 @@ def test_a_chat_filter_can_route_one_call_to_another_model() -> None:
     kernel = Kernel(primary, filters=[Filter("route", around_chat=route)])
     assert kernel.run_sync("go").text == "from backup"
     assert (len(primary.requests), len(backup.requests)) == (0, 1)
+
+
+def test_filters_can_provide_tools() -> None:
+    @tool
+    def lookup(term: str) -> str:
+        """Look a term up."""
+        return f"{term}: found"
+
+    provider = Filter("provider", extras={"tools": [lookup]})
+    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("lookup", {"term": "x"})), "done"])
+    kernel = Kernel(model, filters=[provider])
+    assert [t.name for t in kernel.tools] == ["lookup"]
+    result = kernel.run_sync("go")
+    assert [m.content for m in _tool_messages(result)] == ["x: found"]
+    assert [t.name for t in model.requests[0].tools] == ["lookup"]
+    # with other filters the provided tool goes away
+    assert kernel.with_filters([]).tools == ()

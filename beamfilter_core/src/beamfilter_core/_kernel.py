@@ -134,20 +134,35 @@ class Kernel:
         self.gate = gate
         self.system_prompt = system_prompt
         self.options: Mapping[str, Any] = dict(options or {})
-        tool_list = tuple(t if isinstance(t, Tool) else make_tool(t) for t in tools)
-        by_name: dict[str, Tool] = {}
-        for tool in tool_list:
-            if tool.name in by_name:
-                msg = f"Two tools are named {tool.name!r}; tool names must be unique within a kernel."
-                raise ToolDefinitionError(msg)
-            by_name[tool.name] = tool
-        self._tool_list = tool_list
-        self._tools_by_name = by_name
+        self._given_tools = tuple(t if isinstance(t, Tool) else make_tool(t) for t in tools)
         self._compile(filters)
 
     def _compile(self, filters: Iterable[Any]) -> None:
         compiled = normalise_all(filters)
         self._filters: tuple[CompiledFilter, ...] = compiled
+        # the kernel's tools, then the tools filters provide (e.g. tool_search's search tool)
+        by_name: dict[str, Tool] = {}
+        owners: dict[str, str] = {}
+        provided = [
+            (tool, f"filter {item.filter.name!r}") for item in compiled for tool in item.filter.extras.get("tools", ())
+        ]
+        for tool, owner in [*((t, "the kernel's tools") for t in self._given_tools), *provided]:
+            if not isinstance(tool, Tool):
+                msg = f"{owner} provides {tool!r}, which is not a Tool; build tools with @tool."
+                raise ToolDefinitionError(msg)
+            known = by_name.get(tool.name)
+            if known is tool:
+                continue
+            if known is not None:
+                msg = (
+                    f"Two tools are named {tool.name!r} ({owners[tool.name]} and {owner}); "
+                    "tool names must be unique within a kernel."
+                )
+                raise ToolDefinitionError(msg)
+            by_name[tool.name] = tool
+            owners[tool.name] = owner
+        self._tool_list = tuple(by_name.values())
+        self._tools_by_name = by_name
         self._chains: dict[Scope, CompiledChain] = {scope: CompiledChain.compile(scope, compiled) for scope in SCOPES}
         transforms = [(item.filter.token, item.filter.name) for item in compiled if item.filter.token is not None]
         self._answer_transforms: tuple[TokenTransform, ...] = tuple(
