@@ -23,5 +23,5 @@ def test_readme_python_examples_run() -> None:
     assert blocks, "the README has no Python example"
     namespace: dict[str, object] = {"__name__": "readme"}
     for block in blocks:
-        exec(compile(block, str(README), "exec"), namespace)  # noqa: S102  # the README's own example
+        exec(compile(block, str(README), "exec"), namespace)  # the README's own example
     assert namespace["result"].text == "The answer is 3."  # type: ignore[attr-defined]
