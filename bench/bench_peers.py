@@ -140,6 +140,14 @@ def _num(value: float | None, digits: int = 1) -> str:
     return f"{value:.{digits}f}"
 
 
+def resolved(series: dict[str, Any]) -> bool:
+    """Whether a series' slope stands out of its noise: the N=0 to N=20 rise it implies is
+    larger than the round-to-round spread of the N=0 and N=20 figures."""
+    rise = series["slope_us"] * 20
+    noise = max(series["spread"][n] * series["us"][n] for n in ("0", "20"))
+    return rise > noise
+
+
 def _ratio(peer: float | None, ours: float | None) -> str:
     if peer is None or ours is None or ours <= 0:
         return "n/a"
@@ -155,27 +163,45 @@ class Table:
         self.peers = [f for f in PEERS if f in results]
         self.misses: list[str] = []
         self.lines: list[str] = []
+        self.section = ""
 
     def header(self, title: str, unit: str, extra: Sequence[str] = ()) -> None:
         names = [f"{TITLES[f]} ({unit})" if unit else TITLES[f] for f in self.present]
         ratios = [f"vs {TITLES[p]}" for p in self.peers]
+        self.section = title.split(" ", 1)[0].rstrip(".")
         cols = ["row", *names, *extra, *ratios, f"target: >= {TARGET_FASTER:g}x the fastest peer"]
         self.lines += ["", f"### {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
 
-    def row(self, name: str, values: dict[str, float | None], extra: Sequence[str] = (), digits: int = 1) -> None:
+    def row(
+        self,
+        name: str,
+        values: dict[str, float | None],
+        extra: Sequence[str] = (),
+        digits: int = 1,
+        unresolved: Sequence[str] = (),
+    ) -> None:
+        """One figure per framework; ``unresolved`` peers' figures are below their noise."""
         ours = values.get("beamfilter")
         cells = [name, *(_num(values.get(f), digits) for f in self.present), *extra]
-        cells += [_ratio(values.get(p), ours) for p in self.peers]
+        cells = [
+            f"{cell} (noise)" if f in unresolved else cell
+            for f, cell in zip(["", *self.present, *([""] * len(extra))], cells, strict=True)
+        ]
+        cells += [_ratio(values.get(p), ours) + (" ?" if p in unresolved else "") for p in self.peers]
         measured = [values[p] for p in self.peers if values.get(p) is not None]
         if ours is None or not measured:
             verdict = "n/a (no peer can)" if ours is not None else "n/a"
+        elif unresolved:
+            names = ", ".join(TITLES[p] for p in unresolved)
+            verdict = f"undecided: {names} within noise"
+            self.misses.append(f"{self.section}. {name}: undecided ({names} within noise)")
         else:
             fastest = min(measured)  # type: ignore[type-var]
             factor = fastest / ours if ours > 0 else float("inf")  # type: ignore[operator]
             ok = factor >= TARGET_FASTER
             verdict = f"{factor:.1f}x {'ok' if ok else 'MISS'}"
             if not ok:
-                self.misses.append(f"{name}: {factor:.1f}x the fastest peer")
+                self.misses.append(f"{self.section}. {name}: {factor:.1f}x the fastest peer")
         self.lines.append("| " + " | ".join([*cells, verdict]) + " |")
 
     def series(self, key: str, title: str) -> None:
@@ -187,7 +213,8 @@ class Table:
             self.row(f"N={n}", values, extra)
         slopes = {f: self.results[f][key]["slope_us"] for f in self.present}
         extra = [_num(floor["slope_us"], 3)] if floor else []
-        self.row("per added layer (slope)", slopes, extra, digits=2)
+        unresolved = [f for f in self.present if not resolved(self.results[f][key])]
+        self.row("per added layer (slope)", slopes, extra, digits=2, unresolved=unresolved)
 
     def build(self) -> list[str]:
         self.series("turn", "1. One-call turn, no tools: us per invoke, N pass-through layers")
@@ -303,7 +330,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\n".join(lines))
     print()
     if table.misses:
-        print("beamfilter misses: " + "; ".join(table.misses) + ".")
+        print("beamfilter misses or undecided: " + "; ".join(table.misses) + ".")
     else:
         print("beamfilter meets every target of this run.")
     print(f"(whole run: {time.perf_counter() - started:.0f} s)")
