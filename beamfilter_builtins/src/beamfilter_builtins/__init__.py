@@ -5,6 +5,7 @@ from __future__ import annotations
 from ._approval import approval_filter
 from ._call_limits import call_limits_filter
 from ._compaction import compaction_filter
+from ._concurrency_limit import concurrency_limit_filter
 from ._fallback import fallback_filter
 from ._heal_dangling import heal_dangling_filter
 from ._hold_release import hold_release_filter
@@ -35,6 +36,7 @@ __all__ = [
     "approval_filter",
     "call_limits_filter",
     "compaction_filter",
+    "concurrency_limit_filter",
     "fallback_filter",
     "heal_dangling_filter",
     "hold_release_filter",
