@@ -200,7 +200,7 @@ def test_bad_options() -> None:
     with pytest.raises(ConfigError, match=r"tool 'a' is in groups 'g1' and 'g2'"):
         concurrency_limit_filter(groups={"g1": ["a"], "g2": ["a"]})
     with pytest.raises(ConfigError, match=r"groups\['g'\]='a'\) is invalid"):
-        concurrency_limit_filter(groups={"g": "a"})  # type: ignore[dict-item]
+        concurrency_limit_filter(groups={"g": "a"})
     with pytest.raises(ConfigError, match=r"timeout=-1\) is invalid"):
         concurrency_limit_filter(timeout=-1)
     assert concurrency_limit_filter().scopes == ("tool",)

@@ -1,0 +1,327 @@
+"""``tool_policy``: declarative allow/deny rules per tool and argument.
+
+Rules check shell commands, file paths and URLs found in a call's arguments (see
+:mod:`._policy_rules` for how each value is normalised before deciding). A denied call
+is an ordinary ``permission`` tool result explaining the rule; the tool never runs.
+
+``action="pause"`` hands denied calls to a human instead. The kernel's gate runs
+*before* the tool chain, so the filter exposes its own gate in ``extras["gate"]``: give
+it to ``Kernel(gate=...)``. It pauses the run on a denied call of a ``sensitive`` tool
+(the kernel consults gates for sensitive tools only); when the human approves, the
+resumed call reaches this filter, which lets exactly that call (same id and arguments)
+through once. Denied calls of other tools, and resumed calls this process did not
+pause (e.g. a resume in another process), are denied as usual: the policy fails closed.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import ipaddress
+import json
+import re
+import shlex
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from beamfilter_core import Decision, Filter, FilterSpec, Tool, ToolCall, ToolRequest, ToolResult
+from beamfilter_core.errors import ConfigError
+
+from ._options import check_choice
+from ._policy_rules import PathRule, ShellRule, UrlRule
+
+__all__ = ["DEFAULT_ARGUMENTS", "DEFAULT_DENIAL", "SPEC", "Denial", "ToolPolicy", "tool_policy_filter"]
+
+_WHERE = "tool_policy_filter"
+_KINDS = ("allow", "deny", "shell", "path", "url")
+_PENDING_MAX = 1024  # paused calls remembered for their resume
+
+#: The arguments each kind of rule checks when the rule names none.
+DEFAULT_ARGUMENTS: Mapping[str, tuple[str, ...]] = {
+    "shell": ("command", "cmd", "script"),
+    "path": ("path", "paths", "file", "filename", "file_path", "directory", "src", "dst", "source", "destination"),
+    "url": ("url", "urls", "uri", "href", "link"),
+}
+
+#: ``{tool}`` the tool's name, ``{rule}`` the rule, ``{reason}`` why it denied.
+DEFAULT_DENIAL = (
+    "The call to {tool!r} was denied by the tool policy ({rule}): {reason}. "
+    "Do not retry it with the same arguments; choose another way or ask the user."
+)
+
+_RULE_KEYS: Mapping[str, frozenset[str]] = {
+    "allow": frozenset(),
+    "deny": frozenset({"reason"}),
+    "shell": frozenset({"deny_patterns", "allow_commands", "builtin"}),
+    "path": frozenset({"roots", "deny_paths", "base"}),
+    "url": frozenset({"schemes", "hosts", "allow_networks", "allow_userinfo", "resolve_dns"}),
+}
+
+
+@attrs.frozen
+class Denial:
+    """Why a call was denied: the rule (``rules[1] shell 'command'``) and the reason."""
+
+    rule: str
+    reason: str
+
+
+@attrs.frozen
+class _Rule:
+    label: str
+    tool: str
+    kind: str
+    arguments: tuple[str, ...]
+    check: Callable[[str], str | None] | None
+    reason: str | None = None
+
+    def applies_to(self, tool: str) -> bool:
+        return self.tool == tool or fnmatch.fnmatchcase(tool, self.tool)
+
+
+def _strings(where: str, key: str, value: Any) -> list[str]:
+    if isinstance(value, str) or not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
+        msg = f"{where}.{key}={value!r} is invalid; give a list of strings."
+        raise ConfigError(msg)
+    return list(value)
+
+
+def _flag(where: str, key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        msg = f"{where}.{key}={value!r} is invalid; give true or false."
+        raise ConfigError(msg)
+    return value
+
+
+def _build_rule(index: int, raw: Any) -> _Rule:
+    where = f"{_WHERE}: rules[{index}]"
+    if not isinstance(raw, Mapping):
+        msg = f"{where} is {raw!r}; give a mapping such as {{'tool': 'shell', 'kind': 'shell'}}."
+        raise ConfigError(msg)
+    tool = raw.get("tool")
+    kind = raw.get("kind")
+    if not isinstance(tool, str) or not tool:
+        msg = f"{where}.tool={tool!r} is invalid; give a tool name or a glob such as '*'."
+        raise ConfigError(msg)
+    if kind not in _KINDS:
+        msg = f"{where}.kind={kind!r} is invalid; give one of {', '.join(_KINDS)}."
+        raise ConfigError(msg)
+    unknown = sorted(set(raw) - {"tool", "kind", "arguments"} - _RULE_KEYS[kind])
+    if unknown:
+        allowed = ", ".join(sorted({"tool", "kind", "arguments"} | _RULE_KEYS[kind]))
+        msg = f"{where} (kind {kind!r}) has unknown keys {unknown}; allowed: {allowed}."
+        raise ConfigError(msg)
+    arguments = tuple(_strings(where, "arguments", raw["arguments"])) if "arguments" in raw else None
+    check: Callable[[str], str | None] | None = None
+    reason = None
+    if kind == "deny":
+        reason = raw.get("reason", f"the tool {tool!r} is not allowed")
+        if not isinstance(reason, str):
+            msg = f"{where}.reason={reason!r} is invalid; give a string."
+            raise ConfigError(msg)
+    elif kind == "shell":
+        patterns = []
+        for n, text in enumerate(_strings(where, "deny_patterns", raw.get("deny_patterns", []))):
+            try:
+                patterns.append(re.compile(text))
+            except re.error as exc:
+                msg = f"{where}.deny_patterns[{n}]={text!r} is not a valid regular expression: {exc}."
+                raise ConfigError(msg) from None
+        allow = raw.get("allow_commands")
+        commands = None if allow is None else frozenset(_strings(where, "allow_commands", allow))
+        check = ShellRule(patterns, commands, _flag(where, "builtin", raw.get("builtin", True))).check
+    elif kind == "path":
+        roots = _strings(where, "roots", raw.get("roots", []))
+        base = raw.get("base")
+        if base is not None and not isinstance(base, str):
+            msg = f"{where}.base={base!r} is invalid; give a directory path."
+            raise ConfigError(msg)
+        check = PathRule(roots, _strings(where, "deny_paths", raw.get("deny_paths", [])), base).check
+    elif kind == "url":
+        networks = []
+        for text in _strings(where, "allow_networks", raw.get("allow_networks", [])):
+            try:
+                networks.append(ipaddress.ip_network(text, strict=False))
+            except ValueError:
+                msg = f"{where}.allow_networks has {text!r}; give networks such as '10.0.0.0/8' or '127.0.0.1/32'."
+                raise ConfigError(msg) from None
+        hosts = raw.get("hosts")
+        check = UrlRule(
+            _strings(where, "schemes", raw.get("schemes", ["http", "https"])),
+            None if hosts is None else _strings(where, "hosts", hosts),
+            networks,
+            _flag(where, "allow_userinfo", raw.get("allow_userinfo", False)),
+            _flag(where, "resolve_dns", raw.get("resolve_dns", False)),
+        ).check
+    if arguments is None:
+        arguments = DEFAULT_ARGUMENTS.get(kind, ())
+    return _Rule(f"rules[{index}] {kind}", tool, kind, arguments, check, reason)
+
+
+class ToolPolicy:
+    """Compiled rules; :meth:`check` decides one call. Also usable on its own (e.g. redirects)."""
+
+    __slots__ = ("default", "rules")
+
+    def __init__(self, rules: Sequence[Mapping[str, Any]], default: str = "allow") -> None:
+        if isinstance(rules, str | Mapping) or not isinstance(rules, Sequence):
+            msg = f"{_WHERE}(rules={rules!r}) is invalid; give a list of rule mappings."
+            raise ConfigError(msg)
+        self.rules = tuple(_build_rule(i, raw) for i, raw in enumerate(rules))
+        self.default = check_choice(_WHERE, "default", default, ("allow", "deny"))
+
+    def check(self, tool: str, arguments: Mapping[str, Any]) -> Denial | None:
+        """The first denial for a call of ``tool`` with ``arguments``, or None when allowed."""
+        matched = False
+        for rule in self.rules:
+            if not rule.applies_to(tool):
+                continue
+            matched = True
+            if rule.kind == "allow":
+                continue
+            if rule.kind == "deny":
+                return Denial(rule.label, rule.reason or "")
+            check = rule.check
+            assert check is not None  # set for shell, path and url rules
+            for argument in rule.arguments:
+                if argument not in arguments:
+                    continue
+                value = arguments[argument]
+                values = [value] if isinstance(value, str) else value if isinstance(value, list | tuple) else None
+                label = f"{rule.label} {argument!r}"
+                if values is None or not all(isinstance(v, str) for v in values):
+                    return Denial(label, f"the argument {argument!r} is not text ({type(value).__name__})")
+                if rule.kind == "shell" and not isinstance(value, str):
+                    values = [shlex.join(values)]  # an argv list
+                for text in values:
+                    reason = check(text)
+                    if reason is not None:
+                        return Denial(label, reason)
+        if not matched and self.default == "deny":
+            return Denial("default", f"no rule allows the tool {tool!r}")
+        return None
+
+    def check_url(self, url: str, tool: str = "*") -> Denial | None:
+        """Check ``url`` against the URL rules that apply to ``tool`` (``"*"``: every URL rule).
+
+        Call this from a fetching tool on every redirect hop: a static policy sees only
+        the URL in the arguments, never where the server redirects to.
+        """
+        for rule in self.rules:
+            if rule.kind == "url" and (tool == "*" or rule.applies_to(tool)) and rule.check is not None:
+                reason = rule.check(url)
+                if reason is not None:
+                    return Denial(rule.label, reason)
+        return None
+
+
+def _key(call_id: str, arguments: Mapping[str, Any]) -> str:
+    return call_id + "\x00" + json.dumps(arguments, sort_keys=True, default=repr)
+
+
+def tool_policy_filter(
+    rules: Sequence[Mapping[str, Any]] = (),
+    *,
+    default: str = "allow",
+    action: str = "deny",
+    message: str = DEFAULT_DENIAL,
+    name: str = "tool_policy",
+) -> Filter:
+    """Deny tool calls whose arguments break a rule; the model reads why.
+
+    Args:
+        rules: Rule mappings, checked in order (every matching rule must pass). Each has
+            ``tool`` (a name or glob), ``kind`` (``allow``, ``deny``, ``shell``, ``path``,
+            ``url``), optional ``arguments`` (the argument names to check; defaults in
+            :data:`DEFAULT_ARGUMENTS`) and the kind's options: shell ``deny_patterns``,
+            ``allow_commands``, ``builtin``; path ``roots``, ``deny_paths``, ``base``; url
+            ``schemes``, ``hosts``, ``allow_networks``, ``allow_userinfo``, ``resolve_dns``;
+            deny ``reason``.
+        default: ``"allow"`` or ``"deny"`` for tools no rule names.
+        action: ``"deny"`` (a ``permission`` tool result) or ``"pause"`` (give
+            ``extras["gate"]`` to ``Kernel(gate=...)``; see the module docs).
+        message: The denial text (``{tool}``, ``{rule}``, ``{reason}``).
+        name: The filter's name.
+
+    Returns:
+        A tool-scope filter; ``extras``: ``policy`` (the :class:`ToolPolicy`), ``gate``.
+    """
+    policy = ToolPolicy(rules, default)
+    mode = check_choice(_WHERE, "action", action, ("deny", "pause"))
+    if not isinstance(message, str):
+        msg = f"{_WHERE}(message={message!r}) is invalid; give a string."
+        raise ConfigError(msg)
+    # calls the gate paused, by id and arguments: an approved resume runs them once
+    pending: OrderedDict[str, str] = OrderedDict()
+
+    def text(tool: str, denial: Denial) -> str:
+        return message.format(tool=tool, rule=denial.rule, reason=denial.reason)
+
+    def gate(call: ToolCall, tool: Tool, context: Mapping[str, Any]) -> Decision:
+        denial = policy.check(call.name, call.arguments)
+        if denial is None or mode != "pause":
+            return Decision.approve()
+        pending[_key(call.id, call.arguments)] = call.name
+        while len(pending) > _PENDING_MAX:
+            pending.popitem(last=False)
+        return Decision.pause(text(call.name, denial))
+
+    async def around_tool(
+        request: ToolRequest, state: dict[str, Any], call_next: Callable[[ToolRequest], Awaitable[ToolResult]]
+    ) -> ToolResult:
+        tool = request.tool.name
+        denial = policy.check(tool, request.arguments)
+        if denial is None:
+            return await call_next(request)
+        if pending and pending.pop(_key(request.call_id, request.arguments), None) == tool:
+            return await call_next(request)  # a human approved this paused call
+        return ToolResult.failure("permission", text(tool, denial))
+
+    return Filter(name, around_tool=around_tool, extras={"policy": policy, "gate": gate})
+
+
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+
+SPEC = FilterSpec(
+    "tool_policy",
+    tool_policy_filter,
+    {
+        "type": "object",
+        "properties": {
+            "rules": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "tool": {"type": "string", "minLength": 1},
+                        "kind": {"enum": list(_KINDS)},
+                        "arguments": _STRINGS,
+                        "reason": {"type": "string"},
+                        "deny_patterns": _STRINGS,
+                        "allow_commands": _STRINGS,
+                        "builtin": {"type": "boolean"},
+                        "roots": _STRINGS,
+                        "deny_paths": _STRINGS,
+                        "base": {"type": "string"},
+                        "schemes": _STRINGS,
+                        "hosts": _STRINGS,
+                        "allow_networks": _STRINGS,
+                        "allow_userinfo": {"type": "boolean"},
+                        "resolve_dns": {"type": "boolean"},
+                    },
+                    "required": ["tool", "kind"],
+                    "additionalProperties": False,
+                },
+            },
+            "default": {"enum": ["allow", "deny"]},
+            "action": {"enum": ["deny", "pause"]},
+            "message": {"type": "string"},
+            "name": {"type": "string", "minLength": 1},
+        },
+        "additionalProperties": False,
+    },
+    "Declarative allow/deny rules for shell commands, file paths and URLs in tool arguments; pause via its gate.",
+    ("tool",),
+)
