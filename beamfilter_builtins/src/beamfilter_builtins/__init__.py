@@ -19,6 +19,7 @@ from ._redact import redact_filter
 from ._safeguard import safeguard_filter
 from ._schema_validation import schema_validation_filter, schema_validator
 from ._tool_errors import tool_errors_filter
+from ._tool_output_guard import tool_output_guard_filter
 from ._tool_policy import tool_policy_filter
 from ._tool_retry import tool_retry_filter
 from ._tool_search import BM25ToolIndex, RegexToolIndex, ToolIndex, tool_search_filter
@@ -52,6 +53,7 @@ __all__ = [
     "schema_validation_filter",
     "schema_validator",
     "tool_errors_filter",
+    "tool_output_guard_filter",
     "tool_policy_filter",
     "tool_retry_filter",
     "tool_search_filter",
