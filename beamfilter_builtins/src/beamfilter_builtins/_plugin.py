@@ -34,6 +34,9 @@ _OPERATIONS_MODULES: tuple[str, ...] = (
     "_heal_dangling",
     "_compaction",
     "_tracing",
+    "_tool_policy",
+    "_tool_output_guard",
+    "_concurrency_limit",
 )
 
 
