@@ -55,3 +55,24 @@ def test_bad_scripts_are_rejected() -> None:
         ScriptedModel(["ok", 42])  # type: ignore[list-item]
     with pytest.raises(ConfigError, match=r"ScriptedModel chunk=0"):
         ScriptedModel([], chunk=0)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("stream", [False, True])
+async def test_run_turn_covers_both_paths(stream: bool) -> None:
+    from beamfilter_core import Kernel
+    from beamfilter_core.testing import run_turn
+
+    seen: list[Any] = []
+
+    async def record(request: Any, state: dict[str, Any], call_next: Any) -> Any:
+        seen.append(request.context.get("user"))
+        return await call_next(request)
+
+    from beamfilter_core import Filter
+
+    kernel = Kernel(ScriptedModel(["two words"]), filters=[Filter("record", around_turn=record)])
+    result, streamed = await run_turn(kernel, "hi", stream, context={"user": "ana"})
+    assert result.text == "two words"
+    assert streamed == ("two words" if stream else None)
+    assert seen == ["ana"]

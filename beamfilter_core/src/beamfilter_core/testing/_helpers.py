@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from .._filter import SCOPES, Filter
+from .._kernel import Kernel
+from .._records import TurnResult
 from .._streaming import Event, RunFinished, TextDelta
 
 
@@ -43,3 +45,19 @@ async def collect_stream(events: AsyncIterator[Event]) -> tuple[str, list[Event]
         msg = "the stream ended without a RunFinished event"
         raise AssertionError(msg)
     return "".join(text), seen
+
+
+async def run_turn(
+    kernel: Kernel, input: Any, stream: bool = False, *, context: Mapping[str, Any] | None = None
+) -> tuple[TurnResult, str | None]:
+    """Run one turn with ``run`` or, when ``stream`` is true, with ``run_stream``.
+
+    Returns the result and the streamed text (``None`` for a non-streaming run), so one
+    test can check both paths; parametrise ``stream`` over ``(False, True)``.
+    """
+    if not stream:
+        return await kernel.run(input, context=context), None
+    text, events = await collect_stream(kernel.run_stream(input, context=context))
+    final = events[-1]
+    assert isinstance(final, RunFinished)  # collect_stream checked it
+    return final.result, text
