@@ -143,8 +143,8 @@ def _num(value: float | None, digits: int = 1) -> str:
 def resolved(series: dict[str, Any]) -> bool:
     """Whether a series' slope stands out of its noise: the N=0 to N=20 rise it implies is
     larger than the round-to-round spread of the N=0 and N=20 figures."""
-    rise = series["slope_us"] * 20
-    noise = max(series["spread"][n] * series["us"][n] for n in ("0", "20"))
+    rise = float(series["slope_us"]) * 20
+    noise = max(float(series["spread"][n]) * float(series["us"][n]) for n in ("0", "20"))
     return rise > noise
 
 

@@ -22,7 +22,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 LAYERS = (0, 1, 5, 10, 20)
@@ -335,7 +335,7 @@ def emit(result: dict[str, Any]) -> None:
     print(json.dumps(result, sort_keys=True), flush=True)
 
 
-def main(scenarios: Callable[[Timer], Awaitable[dict[str, Any]]]) -> None:
+def main(scenarios: Callable[[Timer], Coroutine[Any, Any, dict[str, Any]]]) -> None:
     """Parse the command line, run ``scenarios(timer)`` in a fresh event loop, print JSON."""
     args = parse_args()
     timer = Timer(args.rounds, args.round_seconds)

@@ -44,7 +44,7 @@ from agent_framework import (
 from agent_framework.observability import ChatTelemetryLayer
 
 
-class FakeClient(FunctionInvocationLayer, ChatMiddlewareLayer, ChatTelemetryLayer, BaseChatClient):  # type: ignore[misc]
+class FakeClient(FunctionInvocationLayer, ChatMiddlewareLayer, ChatTelemetryLayer, BaseChatClient):
     """An in-process chat client: cycles through response factories, streams prebuilt tokens.
 
     Each call builds a new ``ChatResponse``, as a real client does: the framework appends

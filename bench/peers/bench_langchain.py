@@ -79,7 +79,7 @@ def fake(responses: Sequence[AIMessage], tokens: Sequence[str] = ()) -> FakeMode
     return FakeModel(messages=messages, tokens=tokens)
 
 
-class PassThrough(AgentMiddleware):  # type: ignore[type-arg]
+class PassThrough(AgentMiddleware):
     """The layer under test: does nothing but call the inner layers."""
 
     def __init__(self, index: int) -> None:
@@ -132,7 +132,7 @@ class UpperTransformer(StreamTransformer):
         return True
 
 
-class Upper(AgentMiddleware):  # type: ignore[type-arg]
+class Upper(AgentMiddleware):
     """The one transforming layer: a middleware registering :class:`UpperTransformer`."""
 
     transformers = (UpperTransformer,)
@@ -162,10 +162,10 @@ def request() -> dict[str, Any]:
 
 async def turn(n: int) -> Callable[[], Awaitable[Any]]:
     seen: list[str] = []
-    probe = create_agent(fake([ANSWER]), middleware=[Counting(i, seen) for i in range(2)])
+    probe: Any = create_agent(fake([ANSWER]), middleware=[Counting(i, seen) for i in range(2)])
     out = await probe.ainvoke(request())
     check(out["messages"][-1].content == ANSWER_TEXT and seen == ["chat", "chat"], f"langchain turn: {seen}")
-    agent = create_agent(fake([ANSWER]), middleware=[PassThrough(i) for i in range(n)])
+    agent: Any = create_agent(fake([ANSWER]), middleware=[PassThrough(i) for i in range(n)])
     out = await agent.ainvoke(request())
     check(out["messages"][-1].content == ANSWER_TEXT and len(out["messages"]) == 2, f"langchain turn N={n}: {out}")
     ainvoke = agent.ainvoke
@@ -175,13 +175,13 @@ async def turn(n: int) -> Callable[[], Awaitable[Any]]:
 async def tool_round(n: int) -> Callable[[], Awaitable[Any]]:
     seen: list[str] = []
     model = fake([CALL, ANSWER])
-    probe = create_agent(model, tools=[add], middleware=[Counting(0, seen)])
+    probe: Any = create_agent(model, tools=[add], middleware=[Counting(0, seen)])
     out = await probe.ainvoke(request())
     check(
         out["messages"][-1].content == ANSWER_TEXT and seen == ["chat", "tool", "chat"] and model.calls == 2,
         f"langchain tool round: {seen}, {model.calls} model calls",
     )
-    agent = create_agent(fake([CALL, ANSWER]), tools=[add], middleware=[PassThrough(i) for i in range(n)])
+    agent: Any = create_agent(fake([CALL, ANSWER]), tools=[add], middleware=[PassThrough(i) for i in range(n)])
     out = await agent.ainvoke(request())
     messages = out["messages"]
     check(
@@ -199,7 +199,7 @@ def stream_consumer(agent: Any) -> Callable[[], Awaitable[str]]:
         parts: list[str] = []
         append = parts.append
         async for chunk, _meta in agent.astream({"messages": [HumanMessage("stream")]}, stream_mode="messages"):
-            if isinstance(chunk, AIMessageChunk):
+            if isinstance(chunk, AIMessageChunk) and isinstance(chunk.content, str):
                 append(chunk.content)
         return "".join(parts)
 

@@ -124,6 +124,13 @@ def kernel_with(responses: Sequence[Callable[[], ChatMessageContent]], filters: 
     return kernel
 
 
+def fake_of(kernel: Kernel) -> FakeChat:
+    """The kernel's fake chat service."""
+    found: Any = kernel.get_service("fake")
+    check(isinstance(found, FakeChat), f"the kernel's 'fake' service is {found!r}")
+    return found  # type: ignore[no-any-return]
+
+
 def arguments(tools: bool) -> KernelArguments:
     if tools:
         settings = PromptExecutionSettings(function_choice_behavior=FunctionChoiceBehavior.Auto())
@@ -153,9 +160,8 @@ async def tool_round(n: int) -> Callable[[], Awaitable[Any]]:
     seen: list[str] = []
     probe = kernel_with([tool_call, answer], [counting(seen)], tools=True)
     out = await probe.invoke(ASK, arguments(True))
-    fake = probe.get_service("fake")
     check(
-        str(out) == ANSWER_TEXT and seen == ["chat", "tool"] and isinstance(fake, FakeChat) and fake.calls == 2,
+        str(out) == ANSWER_TEXT and seen == ["chat", "tool"] and fake_of(probe).calls == 2,
         f"semantic kernel tool round: {out}, {seen}",
     )
     kernel = kernel_with([tool_call, answer], [passthrough] * n, tools=True)
@@ -182,9 +188,9 @@ def stream_consumer(kernel: Kernel) -> Callable[[], Awaitable[str]]:
 
 async def scenarios(timer: Timer) -> dict[str, Any]:
     bare = kernel_with([answer], [], tools=False)
-    bare.get_service("fake").tokens = STREAM_TOKENS  # type: ignore[union-attr]
+    fake_of(bare).tokens = STREAM_TOKENS
     transformed = kernel_with([answer], [upper], tools=False)
-    transformed.get_service("fake").tokens = STREAM_TOKENS  # type: ignore[union-attr]
+    fake_of(transformed).tokens = STREAM_TOKENS
     return await run_scenarios(
         "semantic-kernel",
         f"semantic-kernel {version('semantic-kernel')}",
