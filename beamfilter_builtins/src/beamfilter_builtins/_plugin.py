@@ -8,6 +8,7 @@ from __future__ import annotations
 from importlib import import_module
 
 from beamfilter_core import FilterSpec, hookimpl
+from beamfilter_core._specs import PresetSpec  # not exported by beamfilter_core yet
 
 # Filters that shape content and control flow.
 _CONTENT_MODULES: tuple[str, ...] = (
@@ -34,9 +35,10 @@ _OPERATIONS_MODULES: tuple[str, ...] = (
     "_heal_dangling",
     "_compaction",
     "_tracing",
-    "_tool_policy",
-    "_tool_output_guard",
-    "_concurrency_limit",
+    "_skills",
+    "_budget",
+    "_trajectory",
+    "_title",
 )
 
 
@@ -44,3 +46,37 @@ _OPERATIONS_MODULES: tuple[str, ...] = (
 def beamfilter_register_filters() -> list[FilterSpec]:
     """Return the specs of every built-in filter."""
     return [import_module(f"beamfilter_builtins.{name}").SPEC for name in (*_CONTENT_MODULES, *_OPERATIONS_MODULES)]
+
+
+#: Presets: named, versioned bundles of built-ins, enabled as ``use = "preset:production"``.
+PRESETS: tuple[PresetSpec, ...] = (
+    PresetSpec(
+        "production",
+        "1",
+        [
+            {"use": "tool_errors"},
+            {"use": "heal_dangling"},
+            {"use": "pii"},
+            {"use": "tool_policy"},
+            {"use": "loop_guard"},
+            {"use": "call_limits", "max_model_calls": 25},
+            {"use": "tool_retry"},
+            {"use": "model_retry"},
+            {"use": "tracing"},
+        ],
+        "Hardened defaults: tool errors as data, healed history, PII masking, tool policy, loop guard, limits, "
+        "retries, tracing.",
+    ),
+    PresetSpec(
+        "development",
+        "1",
+        [{"use": "logging"}, {"use": "trajectory", "path": "trajectory.jsonl"}],
+        "Logs every call and records each turn to trajectory.jsonl.",
+    ),
+)
+
+
+@hookimpl
+def beamfilter_register_presets() -> list[PresetSpec]:
+    """Return the built-in presets."""
+    return list(PRESETS)

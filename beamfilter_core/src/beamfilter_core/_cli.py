@@ -180,12 +180,20 @@ def _cmd_chain(args: argparse.Namespace) -> int:
     kernel = built.kernel
     out = sys.stdout
     names = [b.qualified for b in built.filters]
+    # filters expanded from a preset are marked with it: "pii (builtins:pii) ← preset:production"
+    marks = [f" ← {b.preset}" if b.preset else "" for b in built.filters]
     print(f"{built.source}: model {built.model or type(kernel.model).__name__}, {len(names)} filters", file=out)
+    presets: dict[tuple[int, str], list[str]] = {}
+    for b in built.filters:
+        if b.preset:
+            presets.setdefault((b.index, b.preset), []).append(b.qualified)
+    for (index, preset), members in presets.items():
+        print(f"filters[{index}] {preset} expands to: {', '.join(members)}", file=out)
     for scope in SCOPES:
         print(f"\n{scope}", file=out)
         indent = "  "
         for index, _hook in kernel.chain(scope).layers:
-            print(f"{indent}└─ {kernel.filters[index].name} ({names[index]})", file=out)
+            print(f"{indent}└─ {kernel.filters[index].name} ({names[index]}){marks[index]}", file=out)
             indent += "   "
         terminal = f"[the model: {built.model}]" if scope == "chat" and built.model else _TERMINALS[scope]
         print(f"{indent}└─ {terminal}", file=out)

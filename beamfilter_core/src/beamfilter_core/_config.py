@@ -44,6 +44,8 @@ class BuiltFilter:
     use: str
     qualified: str
     filter: Any
+    #: The ``use = "preset:..."`` entry this filter was expanded from, or None.
+    preset: str | None = None
 
 
 @attrs.frozen(slots=True)
@@ -325,6 +327,80 @@ def _model_from(
     return _build(item, checked, context, where, problems), item.qualified
 
 
+def _add_filter(
+    reg: Registry,
+    use: str,
+    options: dict[str, Any],
+    origin: tuple[int, str, str | None],
+    context: BuildContext,
+    built: list[BuiltFilter],
+    problems: list[str],
+) -> None:
+    index, where, preset = origin
+    try:
+        item = reg.get_filter(use)
+    except PluginError as exc:
+        problems.append(f"{where}.use: {exc}")
+        return
+    checked = _check_options(item, "filter", options, where, problems)
+    if checked is None:
+        return
+    flt = _build(item, checked, context, where, problems)
+    if flt is not None:
+        built.append(BuiltFilter(index, use, item.qualified, flt, preset))
+
+
+def _preset_key(table: Mapping[str, Any]) -> str:
+    """How overrides name a filter of a preset: its ``name`` option, else its unqualified use."""
+    name = table.get("name")
+    return name if isinstance(name, str) else str(table["use"]).rpartition(":")[2]
+
+
+def _expand_preset(
+    reg: Registry, use: str, overrides: dict[str, Any], where: str, problems: list[str]
+) -> list[tuple[str, str, dict[str, Any]]]:
+    """The ``(where, use, options)`` of each filter of a preset, with the entry's overrides.
+
+    Overrides: ``exclude = ["name", ...]`` leaves filters out; ``NAME = { option = value }``
+    replaces options of the filter NAME. Problems inside the preset are reported as
+    ``filters[i](preset:NAME)[j].option``.
+    """
+    try:
+        preset = reg.get_preset(use).spec
+    except PluginError as exc:
+        problems.append(f"{where}.use: {exc}")
+        return []
+    tables = [copy.deepcopy(dict(table)) for table in preset.filters]
+    keys = [_preset_key(table) for table in tables]
+    exclude = overrides.pop("exclude", [])
+    if not (isinstance(exclude, list) and all(isinstance(name, str) for name in exclude)):
+        problems.append(f"{where}.exclude: must be a list of filter names of {use!r}, got {exclude!r}.")
+        exclude = []
+    for key in [*exclude, *overrides]:
+        if key not in keys:
+            problems.append(
+                f"{where}.{key}: the preset {use!r} has no filter named {key!r}.{suggest(key, keys)} "
+                f"Its filters: {', '.join(keys)}; override one with {keys[0]} = {{ option = value }} "
+                "or leave it out with exclude = [...]."
+            )
+    for key, value in overrides.items():
+        if key not in keys:
+            continue
+        if not isinstance(value, Mapping):
+            problems.append(f"{where}.{key}: give a table of options for {key!r}, got {value!r}.")
+            continue
+        if "use" in value:
+            problems.append(f"{where}.{key}.use: a preset's filter cannot be replaced; exclude it and add another.")
+            continue
+        tables[keys.index(key)].update(value)
+    label = f"{where}({use})"
+    return [
+        (f"{label}[{position}]", table.pop("use"), table)
+        for position, (key, table) in enumerate(zip(keys, tables, strict=True))
+        if key not in exclude
+    ]
+
+
 def build_config(
     config: Any,
     *,
@@ -383,17 +459,11 @@ def build_config(
         if parsed is None:
             continue
         use, options = parsed
-        try:
-            item = reg.get_filter(use)
-        except PluginError as exc:
-            problems.append(f"{where}.use: {exc}")
+        if not use.startswith("preset:"):
+            _add_filter(reg, use, options, (index, where, None), context, built, problems)
             continue
-        checked = _check_options(item, "filter", options, where, problems)
-        if checked is None:
-            continue
-        flt = _build(item, checked, context, where, problems)
-        if flt is not None:
-            built.append(BuiltFilter(index, use, item.qualified, flt))
+        for inner_where, inner_use, inner_options in _expand_preset(reg, use, options, where, problems):
+            _add_filter(reg, inner_use, inner_options, (index, inner_where, use), context, built, problems)
 
     if problems:
         count = f"{len(problems)} problem" + ("s" if len(problems) > 1 else "")

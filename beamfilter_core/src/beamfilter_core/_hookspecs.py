@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pluggy
 
-from ._specs import FilterSpec, ModelSpec, StoreSpec
+from ._specs import FilterSpec, ModelSpec, PresetSpec, StoreSpec
 
 PROJECT = "beamfilter"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -30,3 +30,8 @@ def beamfilter_register_stores() -> list[StoreSpec]:  # type: ignore[empty-body]
 @hookspec
 def beamfilter_register_models() -> list[ModelSpec]:  # type: ignore[empty-body]
     """Return the chat model providers this plugin provides."""
+
+
+@hookspec
+def beamfilter_register_presets() -> list[PresetSpec]:  # type: ignore[empty-body]
+    """Return the presets (named bundles of filters) this plugin provides."""

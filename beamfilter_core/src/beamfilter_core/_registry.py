@@ -24,7 +24,7 @@ import fastjsonschema
 import pluggy
 
 from . import _hookspecs
-from ._specs import FilterSpec, ModelSpec, StoreSpec
+from ._specs import FilterSpec, ModelSpec, PresetSpec, StoreSpec
 from .errors import AmbiguousFilterError, ConfigError, PluginLoadError, UnknownNameError
 
 __all__ = [
@@ -45,17 +45,18 @@ CORE_PLUGIN = "core"
 _CORE_MODULE = "beamfilter_core._core_plugin"
 _CORE_DIST = "beamfilter-core"
 
-Kind = Literal["filter", "store", "model"]
+Kind = Literal["filter", "store", "model", "preset"]
 Status = Literal["loaded", "failed", "blocked"]
-SpecT = TypeVar("SpecT", FilterSpec, StoreSpec, ModelSpec)
+SpecT = TypeVar("SpecT", FilterSpec, StoreSpec, ModelSpec, PresetSpec)
 
 # hook name -> (kind, record type it must return)
 _HOOKS: dict[str, tuple[Kind, type[Any]]] = {
     "beamfilter_register_filters": ("filter", FilterSpec),
     "beamfilter_register_stores": ("store", StoreSpec),
     "beamfilter_register_models": ("model", ModelSpec),
+    "beamfilter_register_presets": ("preset", PresetSpec),
 }
-_PLURAL: dict[Kind, str] = {"filter": "filters", "store": "stores", "model": "models"}
+_PLURAL: dict[Kind, str] = {"filter": "filters", "store": "stores", "model": "models", "preset": "presets"}
 
 
 def core_version() -> str:
@@ -143,6 +144,7 @@ class PluginInfo:
     filters: tuple[str, ...] = ()
     stores: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
+    presets: tuple[str, ...] = ()
     error: str | None = None
     hint: str | None = None
     #: The beamfilter-core version a failure happened with.
@@ -177,7 +179,13 @@ def _dist_of(ep: Any) -> tuple[str | None, str | None]:
     return getattr(ep, "distribution", None), getattr(ep, "version", None)
 
 
+def _no_options(options: Any) -> Any:
+    return options
+
+
 def _compile_schema(spec: Any, where: str) -> Callable[[Any], Any]:
+    if isinstance(spec, PresetSpec):
+        return _no_options  # a preset's options are its filters' options, checked when expanded
     schema = spec.options_schema
     if not isinstance(schema, Mapping):
         msg = f"{where}: options_schema is {schema!r}; give a JSON schema mapping."
@@ -256,8 +264,8 @@ class Registry:
         self._loaded = False
         self._infos: dict[str, PluginInfo] = {}
         self._contrib: dict[str, _Loaded] = {}
-        self._by_kind: dict[Kind, dict[str, list[Registered[Any]]]] = {"filter": {}, "store": {}, "model": {}}
-        self._qualified: dict[Kind, dict[str, Registered[Any]]] = {"filter": {}, "store": {}, "model": {}}
+        self._by_kind: dict[Kind, dict[str, list[Registered[Any]]]] = {kind: {} for kind in _PLURAL}
+        self._qualified: dict[Kind, dict[str, Registered[Any]]] = {kind: {} for kind in _PLURAL}
         self.failures: list[PluginLoadError] = []
 
     @classmethod
@@ -417,7 +425,7 @@ class Registry:
             return
         self._commit(contrib)
         self._contrib[name] = contrib
-        kinds: dict[Kind, list[str]] = {"filter": [], "store": [], "model": []}
+        kinds: dict[Kind, list[str]] = {kind: [] for kind in _PLURAL}
         for kind, item in contrib.items:
             kinds[kind].append(item.name)
         self._infos[name] = PluginInfo(
@@ -430,6 +438,7 @@ class Registry:
             filters=tuple(kinds["filter"]),
             stores=tuple(kinds["store"]),
             models=tuple(kinds["model"]),
+            presets=tuple(kinds["preset"]),
         )
 
     def _collect(self, obj: Any, name: str, dist: str | None, ver: str | None, contrib: _Loaded) -> None:
@@ -520,6 +529,10 @@ class Registry:
         """Every registered chat model provider, sorted by name then plugin."""
         return self._all("model")
 
+    def presets(self) -> tuple[Registered[PresetSpec], ...]:
+        """Every registered preset, sorted by name then plugin."""
+        return self._all("preset")
+
     def _get(self, kind: Kind, name: str, *, by_scheme: bool = False) -> Registered[Any]:
         self.load()
         if not isinstance(name, str) or not name:
@@ -540,7 +553,7 @@ class Registry:
             names = sorted(c.qualified for c in candidates)
             msg = (
                 f"The {kind} name {name!r} is provided by several plugins: {', '.join(names)}. "
-                f"Use a qualified name, e.g. use = {names[0]!r}."
+                f"Use a qualified name, e.g. use = {('preset:' if kind == 'preset' else '') + names[0]!r}."
             )
             raise AmbiguousFilterError(msg, names)
         known = list(self._qualified[kind] if ":" in name else self._by_kind[kind])
@@ -561,6 +574,16 @@ class Registry:
             AmbiguousFilterError: several plugins provide the unqualified name.
         """
         return self._get("filter", name)
+
+    def get_preset(self, name: str) -> Registered[PresetSpec]:
+        """The preset named ``name`` (``production``), ``plugin:name``, or either prefixed
+        with ``preset:`` as written in config (``preset:builtins:production``).
+
+        Raises:
+            UnknownNameError: no plugin provides it.
+            AmbiguousFilterError: several plugins provide the unqualified name.
+        """
+        return self._get("preset", name.removeprefix("preset:") if isinstance(name, str) else name)
 
     def get_model(self, name: str) -> Registered[ModelSpec]:
         """The chat model provider named ``name`` (``openai``) or ``plugin:name``."""

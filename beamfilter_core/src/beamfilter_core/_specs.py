@@ -90,3 +90,43 @@ class ModelSpec:
     options_schema: Mapping[str, Any] = attrs.field(factory=lambda: {"type": "object"})
     summary: str = ""
     options_type: type | None = None
+
+
+def _as_tuple(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _check_preset_filters(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if isinstance(value, str | Mapping) or not isinstance(value, Sequence) or not value:
+        shown = "empty" if isinstance(value, Sequence) and not value else repr(value)
+        msg = f"PresetSpec.filters is {shown}; give a non-empty list of tables like {{'use': 'pii'}}."
+        raise ConfigError(msg)
+    for position, entry in enumerate(value):
+        use = entry.get("use") if isinstance(entry, Mapping) else None
+        if not isinstance(use, str) or not use:
+            msg = f"PresetSpec.filters[{position}] is {entry!r}; each entry is a mapping with use = 'filter name'."
+            raise ConfigError(msg)
+        if use.startswith("preset:"):
+            msg = f"PresetSpec.filters[{position}] uses {use!r}; presets cannot contain presets, list the filters."
+            raise ConfigError(msg)
+
+
+@attrs.frozen(slots=True)
+class PresetSpec:
+    """A named, versioned bundle of filters with options, enabled as ``use = "preset:NAME"``.
+
+    ``filters`` is a list of config tables (``{"use": "pii", "mode": "hash"}``), in
+    onion order; the config expands them in place of the preset entry.
+
+    Example::
+
+        PresetSpec("careful", "1", [{"use": "tool_errors"}, {"use": "loop_guard", "max_repeats": 2}])
+    """
+
+    name: str = attrs.field(validator=_check_name)
+    version: str
+    filters: Sequence[Mapping[str, Any]] = attrs.field(
+        converter=_as_tuple,
+        validator=_check_preset_filters,
+    )
+    summary: str = ""
