@@ -96,7 +96,7 @@ async def test_limit_is_shared_across_concurrent_runs(stream: bool) -> None:
     assert [r.text for r in results] == ["done"] * 4
     assert meter.calls == 12
     assert meter.peak["search"] == 2  # 12 calls of 50 ms, two at a time across four runs
-    assert 0.29 <= elapsed < 1.0  # at least 6 waves of 50 ms
+    assert 0.29 <= elapsed < 3.0  # at least 6 waves of 50 ms (the upper bound only catches a hang)
     assert limiter.extras["running"]("search") == 0
     assert limiter.extras["waiting"]("search") == 0
 

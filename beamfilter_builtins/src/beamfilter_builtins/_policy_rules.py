@@ -28,7 +28,9 @@ _SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "fish", "csh", "tcsh", 
 _INTERPRETERS = _SHELLS | frozenset({"python", "python3", "perl", "ruby", "node", "php", "lua"})
 _DOWNLOADER = re.compile(r"\b(curl|wget|fetch|aria2c|nc|ncat|socat)\b")
 # Words that run the rest of the line as a command.
-_WRAPPERS = frozenset({"sudo", "doas", "env", "nohup", "time", "command", "exec", "nice", "ionice", "xargs", "timeout"})
+_WRAPPERS = frozenset(
+    {"sudo", "doas", "env", "nohup", "time", "command", "exec", "nice", "ionice", "xargs", "timeout", "busybox"}
+)
 _ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=.*")
 _OPERATORS = frozenset({";", "&&", "||", "|", "&", "|&", ";;", "(", ")", "\n"})
 _DESTRUCTIVE = frozenset({"mkfs", "shutdown", "reboot", "halt", "poweroff", "init", "fdisk", "wipefs", "shred"})
@@ -170,6 +172,8 @@ def _dangerous(program: list[str], piped: bool, substitution: bool) -> str | Non
     targets = [a for a in args if not a.startswith("-")]
     if name in {"rm", "chmod", "chown"} and _recursive(args) and any(_is_root(a) for a in targets):
         return f"the command runs {name} recursively from / or the home directory"
+    if name == "find" and targets and _is_root(targets[0]) and ("-delete" in args or "-exec" in args):
+        return "the command deletes or runs commands on every file from / or the home directory"
     if name == "dd" and any(a.startswith("of=/dev/") for a in args):
         return "the command writes a raw device with dd"
     return None
