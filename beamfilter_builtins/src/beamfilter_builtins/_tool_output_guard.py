@@ -29,9 +29,9 @@ from ._options import check_choice, check_int, check_names, check_optional_int
 from ._redact import DEFAULT_PATTERNS, EMAIL_PATTERN
 
 __all__ = [
+    "DEFAULT_BLOCK",
     "DEFAULT_INJECTION_PATTERNS",
     "DEFAULT_MARK",
-    "DEFAULT_BLOCK",
     "DEFAULT_TRUNCATION",
     "SPEC",
     "tool_output_guard_filter",
