@@ -23,4 +23,3 @@ def llmock(llmock_server: Peer) -> Iterator[Peer]:
     llmock_server.delete("/_llmock/scenario")
     yield llmock_server
     llmock_server.delete("/_llmock/scenario")
-

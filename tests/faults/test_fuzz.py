@@ -8,6 +8,7 @@ minute on two cores; each property still sees dozens of random cases per run.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import tempfile
 from collections.abc import Callable
@@ -61,7 +62,7 @@ def _decode(name: str, cuts: list[int] | None, crlf: bool) -> tuple[ChatResponse
         parts = [body]
     else:
         points = sorted({c % (len(body) + 1) for c in cuts} | {0, len(body)})
-        parts = [body[a:b] for a, b in zip(points, points[1:], strict=False)]
+        parts = [body[a:b] for a, b in itertools.pairwise(points)]
 
     def handle(request: httpx.Request) -> httpx.Response:
         return httpx.Response(status, headers=headers, content=_body(parts))
@@ -129,11 +130,12 @@ _CONFIGS = st.dictionaries(_WORDS.filter(lambda word: word != "$env"), _VALUES, 
 
 
 def _only_config_errors(build: Callable[[], Any]) -> None:
+    message = "built"
     try:
         build()
-    except ConfigError as exc:
-        assert str(exc)
-    # Anything else escapes and fails the property.
+    except ConfigError as exc:  # anything else escapes and fails the property
+        message = str(exc)
+    assert message
 
 
 @FAST
@@ -157,7 +159,7 @@ def test_random_sections_raise_only_config_error(
 @pytest.mark.xfail(
     strict=True,
     raises=(TypeError, AttributeError),
-    reason="core bug: build_config resolves $env on the whole document, so a top-level \"$env\" key "
+    reason='core bug: build_config resolves $env on the whole document, so a top-level "$env" key '
     "(valid TOML) turns the config into a string or None and crashes instead of a ConfigError",
 )
 @pytest.mark.parametrize("value", [None, "HOME"])
@@ -166,14 +168,15 @@ def test_a_top_level_env_key_is_a_config_error(value: str | None) -> None:
         Kernel.from_config({"$env": value})
 
 
+_TOML_VALUES = st.sampled_from(['"scripted"', "1", "-1", "true", "[1, 2]", '["ok"]', "{}", "1.5", "inf", '"a"', "'"])
 _TOML_LINES = st.lists(
     st.one_of(
         st.sampled_from(["[kernel]", "[model]", "[[filters]]", "[plugins]", "[[filters", "=", '"', "[", "]"]),
-        st.builds(lambda k, v: f"{k} = {v}", _WORDS, st.sampled_from(['"scripted"', "1", "-1", "true", "[1, 2]", '["ok"]', "{}", "1.5", "inf", '"a"', "'"])),
+        st.builds(lambda key, value: f"{key} = {value}", _WORDS, _TOML_VALUES),
         st.text(max_size=12),
     ),
     max_size=10,
-)  # fmt: skip
+)
 
 
 @FAST
@@ -276,7 +279,7 @@ def test_no_secret_survives_any_split_of_the_stream(
 ) -> None:
     text = before + " " + " ~ ".join(secrets) + " " + after
     points = sorted({c % (len(text) + 1) for c in cuts} | {0, len(text)})
-    chunks = [text[a:b] for a, b in zip(points, points[1:], strict=False)]
+    chunks = [text[a:b] for a, b in itertools.pairwise(points)]
     kernel = Kernel(ChunkedModel(chunks), filters=[redact_filter()])
     streamed, events = asyncio.run(collect_stream(kernel.run_stream("go")))
     final = events[-1].result.text  # type: ignore[attr-defined]
@@ -299,13 +302,18 @@ _PARTS = st.one_of(
     st.builds(ContentPart, st.just("text"), _TEXT),
     st.builds(lambda u: ContentPart("image_url", url=u), st.text(max_size=20)),
 )
+_ASSISTANT = st.builds(
+    lambda content, calls: Message.assistant(content, tuple(calls)),
+    st.one_of(st.none(), _TEXT),
+    st.lists(_CALLS, max_size=3),
+)
 _MESSAGES = st.one_of(
     st.builds(Message.user, _TEXT),
     st.builds(Message.system, _TEXT),
-    st.builds(lambda c, calls: Message.assistant(c, tuple(calls)), st.one_of(st.none(), _TEXT), st.lists(_CALLS, max_size=3)),
+    _ASSISTANT,
     st.builds(Message.tool, _IDS, _TEXT, st.one_of(st.none(), _IDS)),
     st.builds(lambda parts: Message("user", tuple(parts)), st.lists(_PARTS, min_size=1, max_size=3)),
-)  # fmt: skip
+)
 
 
 @settings(max_examples=150, deadline=None)

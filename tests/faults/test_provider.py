@@ -12,14 +12,13 @@ we choose) and from the real peers llmock and aimock (a real socket, real timing
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from faults._faults import CID, Transport, kernel, peer_model, run_turn, scenario, sqlite_store
 from core.models._mock import STREAM, delta, response, sse
+from faults._faults import CID, Transport, kernel, peer_model, run_turn, scenario, sqlite_store
 from peers._peer import Peer
 
 from beamfilter_core import Message
@@ -43,7 +42,7 @@ URL = "http://mock.test/v1/chat/completions"
 
 
 @pytest.fixture
-def slept(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[float]]:
+def slept(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """The retry waits the model asked for (recorded, not slept)."""
     delays: list[float] = []
 
@@ -51,7 +50,7 @@ def slept(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[float]]:
         delays.append(seconds)
 
     monkeypatch.setattr(_openai, "_sleep", record)
-    yield delays
+    return delays
 
 
 def error(status: int, message: str, **headers: str) -> httpx.Response:
@@ -70,12 +69,26 @@ def completion(text: str) -> httpx.Response:
 
 # (id, answers, stream, error type, exact message or None, attempts)
 FAILURES: list[tuple[str, list[Any], bool, type[ProviderError], str, int]] = [
-    ("401", [error(401, "Incorrect API key provided.")], False, AuthenticationError, "HTTP 401: Incorrect API key provided.", 1),
+    (
+        "401",
+        [error(401, "Incorrect API key provided.")],
+        False,
+        AuthenticationError,
+        "HTTP 401: Incorrect API key provided.",
+        1,
+    ),
     ("400", [error(400, "Bad 'messages'.")], True, BadRequestError, "HTTP 400: Bad 'messages'.", 1),
     ("500 x3", [error(500, "boom")], False, InternalServerError, "HTTP 500: boom", 3),
     ("502 x3", [error(502, "bad gateway")], True, InternalServerError, "HTTP 502: bad gateway", 3),
     ("503 x3", [error(503, "overloaded")], False, InternalServerError, "HTTP 503: overloaded", 3),
-    ("429 asks 90 s", [error(429, "slow down", **{"retry-after": "90"})], False, RateLimitError, "HTTP 429: slow down", 1),
+    (
+        "429 asks 90 s",
+        [error(429, "slow down", **{"retry-after": "90"})],
+        False,
+        RateLimitError,
+        "HTTP 429: slow down",
+        1,
+    ),
     (
         "empty 200 (complete)",
         [httpx.Response(200, content=b"")],
@@ -178,7 +191,9 @@ async def test_a_failed_call_raises_its_typed_error_and_stores_nothing(
 async def test_429_with_retry_after_waits_that_long_then_the_turn_is_stored_whole(
     tmp_path: Path, slept: list[float], stream: bool
 ) -> None:
-    server = Transport([error(429, "Rate limit", **{"retry-after": "7"}), text_stream("Done.") if stream else completion("Done.")])
+    server = Transport(
+        [error(429, "Rate limit", **{"retry-after": "7"}), text_stream("Done.") if stream else completion("Done.")]
+    )
     store = sqlite_store(tmp_path)
     try:
         async with server.model() as model:
@@ -215,7 +230,7 @@ async def test_a_failed_turn_after_a_good_one_keeps_only_the_good_one(tmp_path: 
         async with server.model() as model:
             k = kernel(model, store)
             await run_turn(k, "one", stream=False)
-            with pytest.raises(AuthenticationError, match="^HTTP 401: revoked$"):
+            with pytest.raises(AuthenticationError, match=r"^HTTP 401: revoked$"):
                 await run_turn(k, "two", stream=False)
         assert await store.load(CID) == [U("one"), A("First.")]
     finally:
@@ -225,7 +240,9 @@ async def test_a_failed_turn_after_a_good_one_keeps_only_the_good_one(tmp_path: 
 @pytest.mark.parametrize("size", [1, 2, 3, 5])
 async def test_utf8_split_across_reads_is_decoded_whole(tmp_path: Path, size: int) -> None:
     text = "Grüße, 東京 🌧️ naïve"
-    server = Transport([response(200, sse(delta(text[:8]), delta(text[8:]), delta(finish="stop")), headers=STREAM, chunk=size)])
+    server = Transport(
+        [response(200, sse(delta(text[:8]), delta(text[8:]), delta(finish="stop")), headers=STREAM, chunk=size)]
+    )
     store = sqlite_store(tmp_path)
     try:
         async with server.model() as model:
@@ -248,7 +265,12 @@ async def test_tool_arguments_that_are_not_json_go_back_to_the_model(tmp_path: P
         calls.append(city)
         return "sunny"
 
-    bad = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Par'}}
+    bad = {
+        "index": 0,
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "weather", "arguments": '{"city": "Par'},
+    }
     first = response(
         200,
         sse({"choices": [{"index": 0, "delta": {"tool_calls": [bad]}}]}, delta(finish="tool_calls")),
@@ -305,8 +327,10 @@ async def test_llmock_429_retry_after_then_success(tmp_path: Path, llmock: Peer)
             [{"type": "fail", "status": 400, "message": "Bad messages."}], BadRequestError, "Bad messages.", id="400"
         ),
         pytest.param(
-            [{"type": "reply", "text": "one two three four five six"},
-             {"type": "stream_fault", "kind": "disconnect", "after_chunks": 3}],
+            [
+                {"type": "reply", "text": "one two three four five six"},
+                {"type": "stream_fault", "kind": "disconnect", "after_chunks": 3},
+            ],
             IncompleteStreamError,
             "dropped after",
             id="disconnect-after-text",
@@ -318,8 +342,10 @@ async def test_llmock_429_retry_after_then_success(tmp_path: Path, llmock: Peer)
             id="malformed-after-text",
         ),
         pytest.param(
-            [{"type": "reply", "text": "alpha beta gamma delta"},
-             {"type": "stream_fault", "kind": "stall", "after_chunks": 3, "stall_seconds": 3}],
+            [
+                {"type": "reply", "text": "alpha beta gamma delta"},
+                {"type": "stream_fault", "kind": "stall", "after_chunks": 3, "stall_seconds": 3},
+            ],
             ProviderTimeoutError,
             r"no data from .* within timeout=0\.5 s after 3 stream chunk\(s\)",
             id="stall-after-text",

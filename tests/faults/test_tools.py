@@ -119,9 +119,7 @@ async def test_the_kernel_tool_timeout_applies_to_a_hanging_sync_tool(tmp_path: 
     assert answer.content == "Tool 'blocking' timed out after 0.2 s."
 
 
-@pytest.mark.parametrize(
-    ("value", "type_name"), [(object(), "object"), ({"when": {1, 2}}, "dict"), (b"\xff", "bytes")]
-)
+@pytest.mark.parametrize(("value", "type_name"), [(object(), "object"), ({"when": {1, 2}}, "dict"), (b"\xff", "bytes")])
 async def test_a_non_serialisable_return_value_is_a_semantic_failure(
     tmp_path: Path, value: Any, type_name: str
 ) -> None:
