@@ -154,3 +154,29 @@ async def test_from_config_with_folder_relative_to_config(tmp_path: Path) -> Non
         "- poems: write poems\n- math: Arithmetic and sums.\n\nActive skill: math\nShow the steps."
     )
     assert SKILLS_SPEC.scopes == ("turn", "chat")
+
+
+async def test_resume_routes_from_the_prompt_and_keeps_the_skill_tools() -> None:
+    from beamfilter_core import Decision
+
+    @tool(sensitive=True)
+    def pay(amount: float) -> str:
+        """Pay an amount."""
+        return f"paid {amount}"
+
+    async def gate(call: object, tool_: object, context: object) -> Decision:
+        return Decision.pause("confirm payment")
+
+    skills = [*SKILLS, Skill("payments", "pay invoices and bills", "Confirm amounts.", ("pay",))]
+    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("pay", {"amount": 5}, "p1")), "Paid."])
+    kernel = Kernel(model, filters=[skills_filter(skills, tools=[pay])], gate=gate)
+    paused = await kernel.run("pay the electricity bills")
+    assert paused.status == "paused"
+    assert paused.pause is not None
+    result = await kernel.resume(paused.pause, {"p1": Decision.approve()})
+    assert result.text == "Paid."
+    assert result.messages[2].text == "paid 5"
+    after = model.requests[1]
+    assert after.system is not None
+    assert after.system.endswith("Active skill: payments\nConfirm amounts.")
+    assert [t.name for t in after.tools] == ["pay"]

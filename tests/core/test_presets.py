@@ -158,3 +158,22 @@ def test_chain_marks_filters_from_a_preset(tmp_path: Path, capsys: pytest.Captur
         "turn\n  └─ re_reading (builtins:re_reading)\n     └─ logging (builtins:logging) ← preset:development\n"
         "        └─ trajectory (builtins:trajectory) ← preset:development\n"
     ) in out
+
+
+def test_plugins_listing_shows_presets(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from beamfilter_core._cli import main
+
+    assert main(["plugins", "--json"]) == 0
+    listed = {p["name"]: p for p in json.loads(capsys.readouterr().out)["plugins"]}
+    assert listed["builtins"]["presets"] == ["production", "development"]  # registration order
+    development = next(e for e in listed["builtins"]["provides"] if e["qualified"] == "builtins:development")
+    assert development == {
+        "kind": "preset",
+        "name": "development",
+        "qualified": "builtins:development",
+        "summary": "Logs every call and records each turn to trajectory.jsonl.",
+        "version": "1",
+        "filters": ["logging", "trajectory"],
+    }

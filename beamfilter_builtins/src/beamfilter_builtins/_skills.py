@@ -9,7 +9,17 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from beamfilter_core import BuildContext, ChatRequest, ChatResponse, Filter, FilterSpec, Tool, TurnRequest, TurnResult
+from beamfilter_core import (
+    BuildContext,
+    ChatRequest,
+    ChatResponse,
+    Filter,
+    FilterSpec,
+    Message,
+    Tool,
+    TurnRequest,
+    TurnResult,
+)
 from beamfilter_core.errors import ConfigError
 
 from ._bm25 import BM25Index, tokenize
@@ -219,8 +229,8 @@ def _skill_of(item: Any, position: int) -> Skill:
     raise ConfigError(msg)
 
 
-def _query(request: TurnRequest) -> str | None:
-    for message in reversed(request.messages):
+def _query(messages: Sequence[Message]) -> str | None:
+    for message in reversed(messages):
         if message.role == "user":
             return message.text or None
     return None
@@ -240,8 +250,9 @@ def skills_filter(
     """A turn + chat filter that routes each turn to the best-matching skill.
 
     Every LLM call gets a compact skill index (one ``- name: description`` line per
-    skill) appended to the system prompt. Per turn, the last user entry message is routed
-    (BM25 over descriptions by default): the chosen skill's instructions are appended to
+    skill) appended to the system prompt. Once per run, the last user entry message (on
+    resume: the last user message of the prompt) is routed (BM25 over descriptions by
+    default; a re-entry of the same run keeps the skill): the chosen skill's instructions are appended to
     the system prompt and its tools are advertised. A tool named by any skill is
     advertised only while one of its skills is active; other tools are untouched.
 
@@ -290,21 +301,29 @@ def skills_filter(
             f"{index}\n\n{active}\n{skill.instructions}" if skill.instructions else f"{index}\n\n{active}"
         )
 
-    async def around_turn(
-        request: TurnRequest, state: dict[str, Any], call_next: Callable[[TurnRequest], Awaitable[TurnResult]]
-    ) -> TurnResult:
-        query = _query(request)
+    def choose(messages: Sequence[Message]) -> str | None:
+        query = _query(messages)
         chosen = router.route(query) if query else None
         if chosen is not None and chosen not in by_name:
             msg = f"skills_filter: the router chose {chosen!r}, which is not a skill of the catalogue."
             raise ConfigError(msg)
-        state["skill"] = chosen
+        return chosen
+
+    async def around_turn(
+        request: TurnRequest, state: dict[str, Any], call_next: Callable[[TurnRequest], Awaitable[TurnResult]]
+    ) -> TurnResult:
+        # a re-entry of the same run (validation feedback) keeps its skill; a resume has no
+        # entry messages: the first LLM call routes from its prompt instead
+        if "skill" not in state and request.messages:
+            state["skill"] = choose(request.messages)
         return await call_next(request)
 
     async def around_chat(
         request: ChatRequest, state: dict[str, Any], call_next: Callable[[ChatRequest], Awaitable[ChatResponse]]
     ) -> ChatResponse:
-        chosen = state.get("skill")
+        if "skill" not in state:
+            state["skill"] = choose(request.messages)
+        chosen = state["skill"]
         enabled = by_name[chosen].tools if chosen is not None else ()
         system = additions[chosen] if request.system is None else f"{request.system}\n\n{additions[chosen]}"
         shown = tuple(t for t in request.tools if t.name not in gated or t.name in enabled)

@@ -106,8 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _cmd_plugins(args: argparse.Namespace) -> int:
     """List every plugin of the ``beamfilter`` entry point group: distribution, version,
-    status (loaded, failed with the reason, blocked) and the filters, stores and models it
-    provides. Failing plugins are listed, never fatal."""
+    status (loaded, failed with the reason, blocked) and the filters, stores, models and
+    presets it provides. Failing plugins are listed, never fatal."""
     from ._registry import Registry, core_version
 
     registry = Registry(strict=False)
@@ -119,6 +119,7 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
         ("filter", registry.filters()),
         ("store", registry.stores()),
         ("model", registry.models()),
+        ("preset", registry.presets()),
     )
     for kind, items in groups:
         for item in items:
@@ -132,6 +133,9 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
                 entry["scopes"] = list(item.spec.scopes)
             elif kind == "store":
                 entry["schemes"] = list(item.spec.schemes)
+            elif kind == "preset":
+                entry["version"] = item.spec.version
+                entry["filters"] = [table["use"] for table in item.spec.filters]
             provided.setdefault(item.plugin, []).append(entry)
     if args.json:
         data = [{**info.to_dict(), "provides": provided.get(info.name, [])} for info in infos]
@@ -148,7 +152,7 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
         elif info.status == "blocked":
             print(f"  not imported: {info.error}", file=out)
         for entry in provided.get(info.name, []):
-            extra = ", ".join(entry.get("scopes", []) or entry.get("schemes", []))
+            extra = ", ".join(entry.get("scopes", []) or entry.get("schemes", []) or entry.get("filters", []))
             extra = f"  ({extra})" if extra else ""
             print(f"  {entry['kind']:<6} {entry['qualified']:<28} {entry['summary']}{extra}", file=out)
         if info.status == "loaded" and not provided.get(info.name):
