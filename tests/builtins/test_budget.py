@@ -161,3 +161,18 @@ async def test_from_config() -> None:
     )
     result = await kernel.run("hi you")  # 6 chars -> 3 tokens, 11 chars -> 6 tokens
     assert result.usage == Usage(3, 6, 9)
+
+
+async def test_calibration_is_keyed_by_the_kernels_model() -> None:
+    from beamfilter_core import BuildContext
+
+    class Named(ScriptedModel):
+        model = "small-model"
+
+    # 8 + 4 characters -> 2 + 1 estimated tokens; 12 reported -> ratio 4.0
+    model = Named([answer("abcd", 9, 3), "abcd"])
+    flt = budget_filter(build=BuildContext(model=model))
+    kernel = Kernel(model, filters=[flt])
+    await kernel.run("abcdefgh")
+    assert flt.extras["calibration"]() == {"small-model": 4.0}
+    assert (await kernel.run("abcdefgh")).usage == Usage(8, 4, 12)

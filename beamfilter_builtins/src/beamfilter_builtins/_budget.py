@@ -8,7 +8,17 @@ from typing import Any
 
 import attrs
 
-from beamfilter_core import ChatRequest, ChatResponse, Filter, FilterSpec, Message, TurnRequest, TurnResult, Usage
+from beamfilter_core import (
+    BuildContext,
+    ChatRequest,
+    ChatResponse,
+    Filter,
+    FilterSpec,
+    Message,
+    TurnRequest,
+    TurnResult,
+    Usage,
+)
 from beamfilter_core.errors import ConfigError, LimitExceeded
 
 from ._options import check_choice, check_number, check_optional_int
@@ -55,10 +65,11 @@ class Totals:
         }
 
 
-def model_key(request: ChatRequest) -> str:
+def model_key(request: ChatRequest, kernel_model: Any = None) -> str:
     """The name usage is calibrated and priced under: the request's model (a fallback sets
-    it) or ``options["model"]``, by its ``model`` attribute or class name; else ``"default"``."""
-    model = request.model
+    it), else the kernel's model when known, by its ``model`` attribute (``"gpt-4o-mini"``)
+    or class name; else ``options["model"]``; else ``"default"``."""
+    model = request.model if request.model is not None else kernel_model
     if model is not None:
         named = getattr(model, "model", None)
         return named if isinstance(named, str) else type(model).__name__
@@ -83,6 +94,7 @@ def budget_filter(
     on_limit: str = "raise",
     finish_message: str = DEFAULT_FINISH_MESSAGE,
     chars_per_token: float = 4.0,
+    build: BuildContext | None = None,
     name: str = "budget",
 ) -> Filter:
     """A chat + turn filter that counts tokens and cost, and stops a turn over budget.
@@ -111,6 +123,7 @@ def budget_filter(
         on_limit: ``"raise"`` or ``"finish"``.
         finish_message: the answer on ``"finish"``; ``{reason}`` names the limit.
         chars_per_token: characters per token of the estimate.
+        build: given by ``Kernel.from_config`` (names the kernel's model for :func:`model_key`).
         name: the filter's name.
     """
     where = "budget_filter"
@@ -140,6 +153,7 @@ def budget_filter(
     if "{reason}" not in finish_message:
         finish_message += " ({reason})"
 
+    kernel_model = build.model if build is not None else None
     conversations: dict[str, Totals] = {}
     # model key -> [sum of reported tokens, sum of estimated tokens]
     calibration: dict[str, list[int]] = {}
@@ -184,7 +198,7 @@ def budget_filter(
             state["finished"] = True
             return ChatResponse.from_text(finish_message.replace("{reason}", reason))
         response = await call_next(request)
-        key = model_key(request)
+        key = model_key(request, kernel_model)
         guess_prompt, guess_completion = estimate(request, response)
         usage = response.usage
         if usage is not None and (usage.prompt_tokens or usage.completion_tokens):
