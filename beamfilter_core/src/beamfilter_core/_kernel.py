@@ -283,8 +283,15 @@ class Kernel:
         task = asyncio.ensure_future(self._execute(run, request))
         task.add_done_callback(lambda _: channel.close())
         try:
-            async for event in channel.drain():
-                yield event
+            # Drain the channel here: no nested async generator per streamed token.
+            items = channel.items
+            popleft = items.popleft
+            while True:
+                while items:
+                    yield popleft()
+                if channel.closed:
+                    break
+                await channel.wait()
             yield RunFinished(task.result())
         finally:
             if not task.done():

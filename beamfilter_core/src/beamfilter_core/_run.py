@@ -68,13 +68,16 @@ def _classify(exc: BaseException) -> str:
     return "semantic"
 
 
+_encode = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps builds a new encoder per call
+
+
 def _to_result(tool: Tool, value: Any) -> ToolResult:
     if type(value) is ToolResult:
         return value
     if isinstance(value, str):
         return ToolResult(value)
     try:
-        return ToolResult(json.dumps(value, ensure_ascii=False))
+        return ToolResult(_encode(value))
     except (TypeError, ValueError):
         message = (
             f"Tool {tool.name!r} returned a {type(value).__name__}, which is not JSON-serialisable; "
@@ -96,6 +99,9 @@ def heal(messages: Sequence[Message], text: str = _CANCELLED_TOOL_TEXT) -> tuple
     return tuple(healed)
 
 
+_NO_USAGE = Usage()  # frozen: one shared zero value
+
+
 class _Loop:
     """The state of one pass through the tool loop (a turn-terminal call)."""
 
@@ -115,7 +121,7 @@ class _Loop:
         self.remaining = remaining
         self.llm_calls = 0
         self.tool_calls_made = 0
-        self.usage = Usage()
+        self.usage = _NO_USAGE
         self.round_base = 0
         self.round_context: dict[str, Any] | None = None
         # False while no pass of the current round reached the iteration terminal
@@ -483,7 +489,12 @@ class _Run:
         return await cancel._race(work, self._cancelled)
 
     async def execute(self, request: TurnRequest) -> TurnResult:
-        result = await self.turn(request)
+        try:
+            result = await self.turn(request)
+        finally:
+            # The bound chains end in this run's bound methods: a reference cycle that
+            # only the cyclic GC would free. Unbinding lets refcounting free the run now.
+            del self.chat, self.tool, self.iteration, self.turn
         if type(result) is not TurnResult:
             self._wrong_type("turn", result, "TurnResult")
         return result

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -21,11 +21,19 @@ else:
 Sink = Callable[[str], None]
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, init=False)
 class TextDelta:
     """A piece of the answer's text, after token transforms."""
 
     text: str
+
+    def __init__(self, text: str) -> None:
+        # One per streamed token: set the slot directly instead of attrs' frozen
+        # __init__, which builds a bound object.__setattr__ for every instance.
+        _set_text(self, text)
+
+
+_set_text = TextDelta.__dict__["text"].__set__  # the slot's member descriptor
 
 
 @attrs.frozen(slots=True)
@@ -53,33 +61,34 @@ class RunFinished:
 Event = TextDelta | ToolCallStarted | ToolCallFinished | RunFinished
 
 
-class _Stage:
-    __slots__ = ("_flush", "_flushed", "down", "down_flush", "state", "step")
+def _stage(
+    transform: TokenTransform, down: Sink, down_flush: Callable[[], None] | None
+) -> tuple[Sink, Callable[[], None]]:
+    # Closures rather than a class: per token, a closure's cell loads are cheaper than
+    # a bound method call plus slot loads and stores.
+    step = transform.step
+    end = transform.flush
+    state: Any = transform.new_state()
+    flushed = False
 
-    def __init__(self, transform: TokenTransform, down: Sink, down_flush: Callable[[], None] | None) -> None:
-        self.step = transform.step
-        self._flush = transform.flush
-        self.state: Any = transform.new_state()
-        self.down = down
-        self.down_flush = down_flush
-        self._flushed = False
-
-    def push(self, token: str) -> None:
-        out, self.state = self.step(token, self.state)
-        down = self.down
+    def push(token: str) -> None:
+        nonlocal state
+        out, state = step(token, state)
         for item in out:
             down(item)
 
-    def flush(self) -> None:
-        if self._flushed:
+    def flush() -> None:
+        nonlocal flushed
+        if flushed:
             return
-        self._flushed = True
-        if self._flush is not None:
-            down = self.down
-            for item in self._flush(self.state):
+        flushed = True
+        if end is not None:
+            for item in end(state):
                 down(item)
-        if self.down_flush is not None:
-            self.down_flush()
+        if down_flush is not None:
+            down_flush()
+
+    return push, flush
 
 
 def pipeline(transforms: Sequence[TokenTransform], sink: Sink) -> tuple[Sink, Callable[[], None] | None]:
@@ -91,8 +100,7 @@ def pipeline(transforms: Sequence[TokenTransform], sink: Sink) -> tuple[Sink, Ca
     push: Sink = sink
     flush: Callable[[], None] | None = None
     for transform in reversed(transforms):
-        stage = _Stage(transform, push, flush)
-        push, flush = stage.push, stage.flush
+        push, flush = _stage(transform, push, flush)
     return push, flush
 
 
@@ -107,17 +115,21 @@ def apply_to_text(transforms: Sequence[TokenTransform], text: str) -> str:
 
 
 class Channel:
-    """A single-consumer queue of events with cheap wake-ups (no per-item task switch)."""
+    """A single-consumer queue of events with cheap wake-ups (no per-item task switch).
 
-    __slots__ = ("_closed", "_error", "_items", "_waiter")
+    The consumer pops ``items`` itself and calls :meth:`wait` only when it is empty;
+    ``closed`` turns true when the producer is done.
+    """
+
+    __slots__ = ("_waiter", "closed", "items")
 
     def __init__(self) -> None:
-        self._items: deque[Any] = deque()
+        self.items: deque[Any] = deque()
         self._waiter: asyncio.Future[None] | None = None
-        self._closed = False
+        self.closed = False
 
     def push(self, item: Any) -> None:
-        self._items.append(item)
+        self.items.append(item)
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
@@ -125,20 +137,23 @@ class Channel:
                 waiter.set_result(None)
 
     def push_text(self, text: str) -> None:
-        self.push(TextDelta(text))
+        # push() inlined: this runs once per streamed token.
+        self.items.append(TextDelta(text))
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
 
     def close(self) -> None:
-        self._closed = True
+        self.closed = True
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    async def drain(self) -> AsyncIterator[Any]:
-        items = self._items
-        while True:
-            while items:
-                yield items.popleft()
-            if self._closed:
-                return
-            self._waiter = asyncio.get_running_loop().create_future()
-            await self._waiter
+    async def wait(self) -> None:
+        """Wait until an item is pushed or the channel is closed."""
+        if self.items or self.closed:
+            return
+        self._waiter = asyncio.get_running_loop().create_future()
+        await self._waiter
