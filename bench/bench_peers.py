@@ -49,7 +49,6 @@ TITLES = {
     "semantic_kernel": "Semantic Kernel",
 }
 PEERS = FRAMEWORKS[1:]
-LAYERS = ("0", "1", "5", "10", "20")
 SCRIPT_TIMEOUT = 900.0  # seconds; a full run of the slowest script takes about two minutes
 
 # Targets of issue 7, for beamfilter in the same run.
@@ -140,11 +139,18 @@ def _num(value: float | None, digits: int = 1) -> str:
     return f"{value:.{digits}f}"
 
 
+def layer_keys(series: dict[str, Any]) -> list[str]:
+    """The layer counts of a series, in increasing order."""
+    return sorted(series["us"], key=int)
+
+
 def resolved(series: dict[str, Any]) -> bool:
-    """Whether a series' slope stands out of its noise: the N=0 to N=20 rise it implies is
-    larger than the round-to-round spread of the N=0 and N=20 figures."""
-    rise = float(series["slope_us"]) * 20
-    noise = max(float(series["spread"][n]) * float(series["us"][n]) for n in ("0", "20"))
+    """Whether a series' slope stands out of its noise: the rise it implies from the
+    smallest to the largest N is larger than the round-to-round spread of those figures."""
+    keys = layer_keys(series)
+    lo, hi = keys[0], keys[-1]
+    rise = float(series["slope_us"]) * (int(hi) - int(lo))
+    noise = max(float(series["spread"][n]) * float(series["us"][n]) for n in (lo, hi))
     return rise > noise
 
 
@@ -207,7 +213,7 @@ class Table:
     def series(self, key: str, title: str) -> None:
         floor = self.results.get("beamfilter", {}).get("floor")
         self.header(title, "us", ["floor (us)"] if floor else ())
-        for n in LAYERS:
+        for n in layer_keys(self.results[self.present[0]][key]):
             values = {f: self.results[f][key]["us"][n] for f in self.present}
             extra = [_num(floor["us"][n], 2)] if floor else []
             self.row(f"N={n}", values, extra)
@@ -304,6 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="rounds per figure, median taken (at least 5)")
     parser.add_argument("--round-seconds", type=float, default=0.05, help="CPU seconds of one round")
     parser.add_argument("--only", nargs="+", choices=FRAMEWORKS, help="run only these frameworks")
+    parser.add_argument("--layers", type=int, nargs="+", help="layer counts N (default 0 1 5 10 20)")
     parser.add_argument("--venv", type=Path, default=DEFAULT_VENV, help="the peers' virtual environment")
     parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
     args = parser.parse_args(argv)
@@ -316,6 +323,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         script_args = ["--rounds", str(args.rounds), "--round-seconds", str(args.round_seconds)]
         if args.quick:
             script_args.append("--quick")
+        if args.layers:
+            script_args += ["--layers", *(str(n) for n in args.layers)]
         results = {f: run_script(python, f, script_args) for f in (args.only or FRAMEWORKS)}
     except PeersError as exc:
         print(f"bench_peers: {exc}", file=sys.stderr)
@@ -323,7 +332,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     table = Table(results)
     lines = table.build()
     any_result = next(iter(results.values()))
-    print(f"## Side-by-side: median of {args.rounds} rounds{' (quick)' if args.quick else ''}")
+    layers = ", ".join(str(n) for n in sorted(set(args.layers or (0, 1, 5, 10, 20))))
+    print(f"## Side-by-side: median of {args.rounds} rounds, N = {layers}{' (quick)' if args.quick else ''}")
     print()
     print(f"Machine: {where}; Python {any_result['python']}.")
     print("Versions: " + "; ".join(results[f]["version"] for f in table.present) + ".")

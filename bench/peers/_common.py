@@ -61,9 +61,11 @@ class Timer:
     Wall-clock medians are kept too (``wall``), to show how much the load inflated them.
     """
 
-    def __init__(self, rounds: int, round_seconds: float) -> None:
+    def __init__(self, rounds: int, round_seconds: float, layers: Sequence[int] = LAYERS) -> None:
         self.rounds = rounds
         self.round_seconds = round_seconds
+        #: The layer counts N of the layer series (carried here so scripts need not know).
+        self.layers = tuple(layers)
 
     async def _once(self, body: Body, loops: int) -> tuple[float, float]:
         gc.collect()
@@ -146,7 +148,7 @@ def nested_closures(n: int, terminal: Callable[[Any], Awaitable[Any]]) -> Callab
     return call
 
 
-async def floor_series(timer: Timer) -> dict[str, Any]:
+async def floor_series(timer: Timer, layers: Sequence[int] = LAYERS) -> dict[str, Any]:
     """One call through N nested async closures around an async terminal, for each N."""
     response = object()
 
@@ -154,7 +156,7 @@ async def floor_series(timer: Timer) -> dict[str, Any]:
         return response
 
     bodies = []
-    for n in LAYERS:
+    for n in layers:
         call = nested_closures(n, terminal)
 
         async def body(loops: int, call: Callable[[Any], Awaitable[Any]] = call) -> None:
@@ -162,30 +164,34 @@ async def floor_series(timer: Timer) -> dict[str, Any]:
                 await call(None)
 
         bodies.append(body)
-    return _series(await timer.compare(*bodies))
+    return _series(layers, await timer.compare(*bodies))
 
 
-def _series(timings: Sequence[tuple[float, float, float]]) -> dict[str, Any]:
-    keys = [str(n) for n in LAYERS]
+def _series(layers: Sequence[int], timings: Sequence[tuple[float, float, float]]) -> dict[str, Any]:
+    keys = [str(n) for n in layers]
     figures = {key: t[0] for key, t in zip(keys, timings, strict=True)}
     return {
         "us": figures,
         "spread": {key: t[1] for key, t in zip(keys, timings, strict=True)},
         "wall_us": {key: t[2] for key, t in zip(keys, timings, strict=True)},
-        "slope_us": slope(LAYERS, list(figures.values())),
+        "slope_us": slope(layers, list(figures.values())),
     }
 
 
 # -- scenario series --------------------------------------------------------------------
 
 
-async def layer_series(timer: Timer, build: Callable[[int], Awaitable[Callable[[], Awaitable[Any]]]]) -> dict[str, Any]:
-    """Time ``await call()`` for each N in :data:`LAYERS`, rounds interleaved across N.
+async def layer_series(
+    timer: Timer,
+    build: Callable[[int], Awaitable[Callable[[], Awaitable[Any]]]],
+    layers: Sequence[int] = LAYERS,
+) -> dict[str, Any]:
+    """Time ``await call()`` for each N in ``layers``, rounds interleaved across N.
 
     ``build(n)`` returns the call, after checking it does what the scenario claims.
     """
-    calls = [await build(n) for n in LAYERS]
-    return _series(await timer.compare(*(loop_of(call) for call in calls)))
+    calls = [await build(n) for n in layers]
+    return _series(layers, await timer.compare(*(loop_of(call) for call in calls)))
 
 
 async def stream_series(
@@ -288,7 +294,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=5, help="rounds per figure (median taken), at least 5")
     parser.add_argument("--round-seconds", type=float, default=0.05, help="CPU seconds of one round")
     parser.add_argument("--quick", action="store_true", help="short rounds, for a smoke check")
+    parser.add_argument(
+        "--layers",
+        type=int,
+        nargs="+",
+        default=list(LAYERS),
+        help="the layer counts N (default 0 1 5 10 20; e.g. 0 100 to resolve a small per-layer cost)",
+    )
     args = parser.parse_args(argv)
+    if len(set(args.layers)) < 2 or min(args.layers) < 0:
+        parser.error(f"--layers={args.layers}: give at least two different non-negative layer counts")
     if args.rounds < 5:
         parser.error(f"--rounds={args.rounds}: the medians need at least 5 rounds")
     if args.round_seconds <= 0:
@@ -321,9 +336,10 @@ async def run_scenarios(
         "round_seconds": timer.round_seconds,
         "notes": list(notes),
     }
-    result["floor"] = await floor_series(timer)
-    result["turn"] = await layer_series(timer, turn)
-    result["tool_round"] = await layer_series(timer, tool_round)
+    result["layers"] = list(timer.layers)
+    result["floor"] = await floor_series(timer, timer.layers)
+    result["turn"] = await layer_series(timer, turn, timer.layers)
+    result["tool_round"] = await layer_series(timer, tool_round, timer.layers)
     result["stream"] = await stream_series(timer, *stream)
     result["footprint"] = footprint(module)
     result["seconds"] = time.perf_counter() - started
@@ -338,5 +354,5 @@ def emit(result: dict[str, Any]) -> None:
 def main(scenarios: Callable[[Timer], Coroutine[Any, Any, dict[str, Any]]]) -> None:
     """Parse the command line, run ``scenarios(timer)`` in a fresh event loop, print JSON."""
     args = parse_args()
-    timer = Timer(args.rounds, args.round_seconds)
+    timer = Timer(args.rounds, args.round_seconds, sorted(set(args.layers)))
     emit(asyncio.run(scenarios(timer)))
