@@ -404,3 +404,55 @@ async def test_aimock_faults_raise_and_store_nothing(
         assert await store.load(CID) == []
     finally:
         await store.aclose()
+
+
+@pytest.mark.peers
+async def test_llmock_503_twice_then_success_is_stored_once(tmp_path: Path, llmock: Peer) -> None:
+    scenario(llmock, {"type": "fail", "status": 503, "times": 2}, {"type": "reply", "text": "Back."})
+    before = max((r["seq"] for r in llmock.get("/_llmock/requests")["requests"]), default=0)
+    store = sqlite_store(tmp_path)
+    try:
+        async with peer_model(llmock) as model:
+            _, result = await run_turn(kernel(model, store), "hello", stream=False)
+        assert result.text == "Back."
+        statuses = [r["status"] for r in llmock.get("/_llmock/requests")["requests"] if r["seq"] > before]
+        assert statuses == [503, 503, 200]
+        assert await store.load(CID) == [U("hello"), A("Back.")]
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.peers
+@pytest.mark.parametrize(
+    ("kind", "feedback"),
+    [
+        ("malformed_arguments", "Arguments for tool 'get_weather' are not a JSON object: "),
+        ("unknown_tool", "Unknown tool "),
+    ],
+)
+async def test_llmock_tool_call_faults_are_fed_back_and_the_turn_stored_whole(
+    tmp_path: Path, llmock: Peer, kind: str, feedback: str
+) -> None:
+    from beamfilter_core import tool
+
+    ran: list[str] = []
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Current weather for a city."""
+        ran.append(city)
+        return "sunny"
+
+    scenario(llmock, {"type": "tool_fault", "kind": kind})
+    store = sqlite_store(tmp_path)
+    try:
+        async with peer_model(llmock) as model:
+            _, result = await run_turn(kernel(model, store, tools=[get_weather]), "weather?", stream=True)
+        assert ran == []
+        # llmock answers in text once a tool result (here: our feedback) comes back.
+        assert (result.status, result.iterations, result.tool_calls_made) == ("completed", 2, 1)
+        assert result.text
+        assert str(result.messages[2].content).startswith(feedback)
+        assert await store.load(CID) == list(result.messages)
+    finally:
+        await store.aclose()
