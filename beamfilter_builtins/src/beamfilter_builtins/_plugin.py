@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from beamfilter_core import FilterSpec, hookimpl
-from beamfilter_core._specs import PresetSpec  # not exported by beamfilter_core yet
+from beamfilter_core import FilterSpec, PresetSpec, hookimpl
 
 # Filters that shape content and control flow.
 _CONTENT_MODULES: tuple[str, ...] = (

@@ -28,7 +28,7 @@ from ._records import (
     TurnRequest,
     TurnResult,
 )
-from ._specs import BuildContext, FilterSpec, ModelSpec, StoreSpec
+from ._specs import BuildContext, FilterSpec, ModelSpec, PresetSpec, StoreSpec
 from ._streaming import Event, RunFinished, TextDelta, ToolCallFinished, ToolCallStarted
 from ._tools import Tool, tool
 
@@ -62,6 +62,7 @@ __all__ = [
     "ModelSpec",
     "OpenAIChatModel",
     "PauseState",
+    "PresetSpec",
     "PluginInfo",
     "Registered",
     "Registry",
