@@ -127,3 +127,17 @@ def test_import_does_not_load_the_server_drivers() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['sqlite3']"
+
+
+def test_beamfilter_memory_migrate_creates_the_tables(tmp_path: Path) -> None:
+    import sqlite3
+
+    db = tmp_path / "chats.db"
+    command = [sys.executable, "-m", "beamfilter_core", "memory", "migrate", f"sqlite:///{db}"]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stdout.strip()) == (0, f"sqlite:///{db}: the sqlite store's tables are ready")
+    tables = {row[0] for row in sqlite3.connect(db).execute("select name from sqlite_master where type='table'")}
+    assert {"beamfilter_messages", "beamfilter_pauses"} <= tables
+    out = subprocess.run([*command[:5], "zz://nowhere"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert "No installed plugin provides a store named 'zz'" in out.stderr

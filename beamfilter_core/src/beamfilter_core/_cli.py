@@ -13,10 +13,12 @@ import json
 import logging
 import sys
 import uuid
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from .errors import BeamfilterError, ConfigError, PluginError
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from ._config import BuiltConfig
@@ -66,6 +68,14 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("config", help="path to a beamfilter.toml")
     chat.add_argument("--conversation-id", help="continue this conversation (default: a new id)")
     chat.set_defaults(handler=_cmd_chat)
+
+    memory = sub.add_parser(
+        "memory", help="memory store maintenance (migrate)", description=_cmd_memory_migrate.__doc__
+    )
+    memory_sub = memory.add_subparsers(dest="action", metavar="ACTION", required=True)
+    migrate = memory_sub.add_parser("migrate", help="create a store's tables ahead of a deployment")
+    migrate.add_argument("url", help="the store URL, e.g. postgresql://app@db/chats or sqlite:///chats.db")
+    migrate.set_defaults(handler=_cmd_memory_migrate)
 
     demo = sub.add_parser(
         "demo", help="the README's demo on the embedded local model", description=_cmd_demo.__doc__, add_help=False
@@ -259,10 +269,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         from ._serde import converter
 
-        result = asyncio.run(kernel.run(prompt, context=context))
+        result = asyncio.run(_closing(kernel, kernel.run(prompt, context=context)))
         print(json.dumps(converter.unstructure(result), indent=2, ensure_ascii=False))
     else:
-        result = asyncio.run(_stream(kernel, prompt, context, sys.stdout, sys.stderr))
+        result = asyncio.run(_closing(kernel, _stream(kernel, prompt, context, sys.stdout, sys.stderr)))
     _report_status(result, sys.stderr)
     return OK
 
@@ -280,7 +290,7 @@ def _cmd_chat(args: argparse.Namespace) -> int:
     if not has_memory:
         print("(no memory filter: the history lives in this process only)", file=sys.stderr)
     _memory_warning(built, sys.stderr)
-    asyncio.run(_chat_loop(built.kernel, conversation_id, keep_history=not has_memory))
+    asyncio.run(_closing(built.kernel, _chat_loop(built.kernel, conversation_id, keep_history=not has_memory)))
     return OK
 
 
@@ -306,6 +316,48 @@ async def _chat_loop(kernel: Kernel, conversation_id: str, *, keep_history: bool
         _report_status(result, sys.stderr)
         if keep_history:
             history = result.messages
+
+
+async def _closing(kernel: Kernel, work: Awaitable[T]) -> T:
+    """Await ``work``, then close the model and the filters' stores while the loop still runs
+    (their connections belong to this event loop)."""
+    try:
+        return await work
+    finally:
+        seen: set[int] = set()
+        for resource in (kernel.model, *(flt.extras.get("store") for flt in kernel.filters)):
+            close = getattr(resource, "aclose", None)
+            if close is not None and id(resource) not in seen:
+                seen.add(id(resource))
+                await close()
+
+
+# -- memory -----------------------------------------------------------------------------
+
+
+def _cmd_memory_migrate(args: argparse.Namespace) -> int:
+    """Create the tables of the memory store a URL names (idempotent), through the store
+    plugin that serves the URL's scheme; SQLite and PostgreSQL create tables, memory:// and
+    Redis need none."""
+    from ._registry import Registry
+
+    spec = Registry().get_store(args.url).spec
+    store = spec.factory(args.url)
+
+    async def migrate() -> str:
+        try:
+            run = getattr(store, "migrate", None)
+            if run is None:
+                return f"{args.url}: the {spec.name} store needs no migration"
+            await run()
+            return f"{args.url}: the {spec.name} store's tables are ready"
+        finally:
+            close = getattr(store, "aclose", None)
+            if close is not None:
+                await close()
+
+    print(asyncio.run(migrate()))
+    return OK
 
 
 # -- demo -------------------------------------------------------------------------------
