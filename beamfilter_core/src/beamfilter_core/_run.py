@@ -155,9 +155,15 @@ class _Run:
         compiled = kernel._chains
         chat_terminal = self._chat_stream_terminal if sink is not None else self._chat_terminal
         self.chat = compiled["chat"].bind(states, chat_terminal)
-        self.tool = compiled["tool"].bind(states, self._tool_terminal)
         self.iteration = compiled["iteration"].bind(states, self._iteration_terminal)
         self.turn = compiled["turn"].bind(states, self._turn_terminal)
+
+    def __getattr__(self, name: str) -> Any:
+        # The tool chain is bound on the first tool call: many turns call no tool.
+        if name != "tool":
+            raise AttributeError(name)
+        self.tool = tool = self.kernel._chains["tool"].bind(self.states, self._tool_terminal)
+        return tool
 
     # -- chat ---------------------------------------------------------------------------
 
@@ -494,7 +500,8 @@ class _Run:
         finally:
             # The bound chains end in this run's bound methods: a reference cycle that
             # only the cyclic GC would free. Unbinding lets refcounting free the run now.
-            del self.chat, self.tool, self.iteration, self.turn
+            del self.chat, self.iteration, self.turn
+            self.__dict__.pop("tool", None)
         if type(result) is not TurnResult:
             self._wrong_type("turn", result, "TurnResult")
         return result
