@@ -90,6 +90,13 @@ def bench(session: nox.Session) -> None:
     session.run("python", "bench/run_all.py", *session.posargs)
 
 
+@nox.session(venv_backend="none")
+def bench_peers(session: nox.Session) -> None:
+    """Side-by-side benchmark against LangChain, Agent Framework and Semantic Kernel
+    (bench/bench_peers.py manages its own pinned virtual environment)."""
+    session.run("python3", "bench/bench_peers.py", *session.posargs)
+
+
 @nox.session
 def docs(session: nox.Session) -> None:
     """Execute every python example of docs/ (tests/docs)."""

@@ -28,8 +28,9 @@ ROOT = BENCH_DIR.parent
 
 
 def scripts() -> list[Path]:
-    """The benchmark scripts, in name order."""
-    return sorted(BENCH_DIR.glob("bench_*.py"))
+    """The benchmark scripts, in name order (the side-by-side peers run on their own:
+    ``python bench/bench_peers.py`` or ``nox -s bench_peers``)."""
+    return sorted(p for p in BENCH_DIR.glob("bench_*.py") if p.name != "bench_peers.py")
 
 
 def short_name(script: Path) -> str:
