@@ -8,25 +8,11 @@ import pytest
 
 from beamfilter_builtins import approval_filter
 from beamfilter_builtins._approval import SPEC
-from beamfilter_core import ChatResponse, Decision, Kernel, RunFinished, ScriptedModel, ToolCall, TurnResult, tool
+from beamfilter_core import ChatResponse, Decision, Kernel, ScriptedModel, ToolCall, tool
 from beamfilter_core.errors import ConfigError, FilterError
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import run_turn
 
 pytestmark = pytest.mark.anyio
-
-
-async def run(kernel: Kernel, text: object, stream: bool) -> tuple[TurnResult, str | None]:
-    if not stream:
-        return await kernel.run(text), None  # type: ignore[arg-type]
-    streamed, events = await collect_stream(kernel.run_stream(text))  # type: ignore[arg-type]
-    last = events[-1]
-    assert isinstance(last, RunFinished)
-    return last.result, streamed
-
-
-@pytest.fixture(params=[False, True], ids=["complete", "stream"])
-def stream(request: pytest.FixtureRequest) -> bool:
-    return bool(request.param)
 
 
 def make(approve: Any, ran: list[str]) -> tuple[Kernel, ScriptedModel]:
@@ -56,7 +42,7 @@ async def test_rejection_is_a_tool_result_and_tool_never_runs(stream: bool) -> N
 
     ran: list[str] = []
     kernel, model = make(approve, ran)
-    result, _ = await run(kernel, "clean up", stream)
+    result, _ = await run_turn(kernel, "clean up", stream)
     assert result.text == "done"
     assert asked == [("delete", {"path": "/a"})]  # the non-sensitive tool never reaches it
     assert ran == ["read /b"]
@@ -73,20 +59,20 @@ async def test_async_approver_and_decisions(stream: bool) -> None:
 
     ran: list[str] = []
     kernel, _ = make(approve, ran)
-    result, _ = await run(kernel, "go", stream)
+    result, _ = await run_turn(kernel, "go", stream)
     assert sorted(ran) == ["delete /safe", "read /b"]
     assert result.tool_calls_made == 2
 
     ran.clear()
     kernel, model = make(lambda n, a: Decision.reject("too risky"), ran)
-    await run(kernel, "go", stream)
+    await run_turn(kernel, "go", stream)
     assert ran == ["read /b"]
     assert model.requests[1].messages[-2].text == (
         "The user rejected this call to the sensitive tool 'delete': too risky. Do not retry it."
     )
     ran.clear()
     kernel, model = make(lambda n, a: Decision.reply("pretend deleted"), ran)
-    await run(kernel, "go", stream)
+    await run_turn(kernel, "go", stream)
     assert ran == ["read /b"]
     assert model.requests[1].messages[-2].text == "pretend deleted"
 

@@ -7,26 +7,16 @@ from typing import Any
 import pytest
 
 from beamfilter_builtins import budget_filter
-from beamfilter_core import ChatResponse, Kernel, Message, RunFinished, ScriptedModel, ToolCall, TurnResult, Usage, tool
+from beamfilter_core import ChatResponse, Kernel, Message, ScriptedModel, ToolCall, TurnResult, Usage, tool
 from beamfilter_core.errors import ConfigError, LimitExceeded
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import run_turn
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=[False, True], ids=["complete", "stream"])
-def stream(request: pytest.FixtureRequest) -> bool:
-    return bool(request.param)
-
-
 async def run(kernel: Kernel, text: str, stream: bool, conversation: str | None = None) -> TurnResult:
     context = {"conversation_id": conversation} if conversation else None
-    if not stream:
-        return await kernel.run(text, context=context)
-    _, events = await collect_stream(kernel.run_stream(text, context=context))
-    last = events[-1]
-    assert isinstance(last, RunFinished)
-    return last.result
+    return (await run_turn(kernel, text, stream, context=context))[0]
 
 
 def answer(text: str, prompt: int, completion: int) -> ChatResponse:

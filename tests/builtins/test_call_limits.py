@@ -9,25 +9,11 @@ import pytest
 
 from beamfilter_builtins import call_limits_filter
 from beamfilter_builtins._call_limits import SPEC
-from beamfilter_core import ChatResponse, Kernel, RunFinished, ScriptedModel, ToolCall, TurnResult, tool
+from beamfilter_core import ChatResponse, Kernel, ScriptedModel, ToolCall, tool
 from beamfilter_core.errors import ConfigError, LimitExceeded
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import run_turn
 
 pytestmark = pytest.mark.anyio
-
-
-async def run(kernel: Kernel, text: str, stream: bool) -> tuple[TurnResult, str | None]:
-    if not stream:
-        return await kernel.run(text), None
-    streamed, events = await collect_stream(kernel.run_stream(text))
-    last = events[-1]
-    assert isinstance(last, RunFinished)
-    return last.result, streamed
-
-
-@pytest.fixture(params=[False, True], ids=["complete", "stream"])
-def stream(request: pytest.FixtureRequest) -> bool:
-    return bool(request.param)
 
 
 def make_tools(log: list[str]) -> list[Any]:
@@ -56,7 +42,7 @@ async def test_model_call_limit_raises_before_the_extra_call(stream: bool) -> No
     model = ScriptedModel([search_round("a"), search_round("b"), search_round("c"), "never"])
     kernel = Kernel(model, tools=make_tools(log), filters=[call_limits_filter(max_model_calls=2)])
     with pytest.raises(LimitExceeded) as caught:
-        await run(kernel, "go", stream)
+        await run_turn(kernel, "go", stream)
     assert str(caught.value) == "Call limit exceeded: the limit of 2 LLM calls per turn was reached (max_model_calls)."
     assert (caught.value.limit, caught.value.value, caught.value.maximum) == ("max_model_calls", 3, 2)
     assert caught.value.filter_name == "call_limits"
@@ -69,7 +55,7 @@ async def test_model_call_limit_finish_ends_completed(stream: bool) -> None:
     model = ScriptedModel([search_round("a"), search_round("b"), "never"])
     limits = call_limits_filter(max_model_calls=2, on_limit="finish")
     kernel = Kernel(model, tools=make_tools(log), filters=[limits])
-    result, streamed = await run(kernel, "go", stream)
+    result, streamed = await run_turn(kernel, "go", stream)
     assert result.status == "completed"
     assert result.blocked_by == "call_limits"
     assert result.text == (
@@ -87,7 +73,7 @@ async def test_parallel_batch_runs_calls_within_budget_in_call_order(stream: boo
     model = ScriptedModel([search_round("aaaa", "bbb", "cc", "d"), "never"])
     kernel = Kernel(model, tools=make_tools(log), filters=[call_limits_filter(max_tool_calls=3)])
     with pytest.raises(LimitExceeded) as caught:
-        await run(kernel, "go", stream)
+        await run_turn(kernel, "go", stream)
     assert str(caught.value) == "Call limit exceeded: the limit of 3 tool calls per turn was reached (max_tool_calls)."
     assert (caught.value.value, caught.value.maximum) == (4, 3)
     assert log == ["search cc", "search bbb", "search aaaa"]  # finish order; "d" never ran
@@ -99,7 +85,7 @@ async def test_tool_limit_finish_keeps_every_call_answered(stream: bool) -> None
     model = ScriptedModel([search_round("x", "y"), search_round("z"), "never"])
     limits = call_limits_filter(max_tool_calls=2, on_limit="finish", finish_message="Budget {spent}: {reason}.")
     kernel = Kernel(model, tools=make_tools(log), filters=[limits])
-    result, _ = await run(kernel, "go", stream)
+    result, _ = await run_turn(kernel, "go", stream)
     assert sorted(log) == ["search x", "search y"]
     tool_texts = [m.content for m in result.messages if m.role == "tool"]
     assert tool_texts == [
@@ -129,7 +115,7 @@ async def test_within_limits_nothing_changes(stream: bool) -> None:
     log: list[str] = []
     model = ScriptedModel([search_round("a"), "done"])
     limits = call_limits_filter(max_model_calls=2, max_tool_calls=1, max_calls_per_tool={"search": 1})
-    result, streamed = await run(Kernel(model, tools=make_tools(log), filters=[limits]), "go", stream)
+    result, streamed = await run_turn(Kernel(model, tools=make_tools(log), filters=[limits]), "go", stream)
     assert result.text == "done"
     assert result.blocked_by is None
     if stream:

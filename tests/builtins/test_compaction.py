@@ -13,30 +13,14 @@ from beamfilter_core import (
     ChatResponse,
     Kernel,
     Message,
-    RunFinished,
     ScriptedModel,
     ToolCall,
-    TurnResult,
     tool,
 )
 from beamfilter_core.errors import ConfigError
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import run_turn
 
 pytestmark = pytest.mark.anyio
-
-
-async def run(kernel: Kernel, messages: Any, stream: bool) -> tuple[TurnResult, str | None]:
-    if not stream:
-        return await kernel.run(messages), None
-    streamed, events = await collect_stream(kernel.run_stream(messages))
-    last = events[-1]
-    assert isinstance(last, RunFinished)
-    return last.result, streamed
-
-
-@pytest.fixture(params=[False, True], ids=["complete", "stream"])
-def stream(request: pytest.FixtureRequest) -> bool:
-    return bool(request.param)
 
 
 CALL = ToolCall("search", {"q": "x"}, "c1")
@@ -67,7 +51,7 @@ def test_estimate_and_units() -> None:
 async def test_window_drops_oldest_units_but_keeps_system_and_tool_rounds_whole(stream: bool) -> None:
     model = ScriptedModel(["ok"])
     flt = compaction_filter(max_tokens=60, target_tokens=45, strategy="window", message_overhead=1)
-    result, streamed = await run(Kernel(model, filters=[flt]), HISTORY, stream)
+    result, streamed = await run_turn(Kernel(model, filters=[flt]), HISTORY, stream)
     sent = model.requests[0].messages
     # 296 chars / 4 + 8 messages = 82 tokens; without u1, a1, u2: 49 > 45; the tool round
     # (assistant call + result) goes as one unit: 33 left.
@@ -82,7 +66,7 @@ async def test_summary_replaces_removed_messages_and_is_cached(stream: bool) -> 
     summarizer = ScriptedModel(["they talked about x"])
     model = ScriptedModel(["ok"])
     flt = compaction_filter(max_tokens=60, target_tokens=60, model=summarizer, message_overhead=1)
-    await run(Kernel(model, filters=[flt]), HISTORY, stream)
+    await run_turn(Kernel(model, filters=[flt]), HISTORY, stream)
     sent = model.requests[0].messages
     assert sent[0].text == "S" * 40
     assert sent[1] == Message.user(SUMMARY_HEADER + "they talked about x")

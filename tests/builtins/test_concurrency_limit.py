@@ -11,25 +11,15 @@ import pytest
 
 from beamfilter_builtins import concurrency_limit_filter
 from beamfilter_builtins._concurrency_limit import SPEC
-from beamfilter_core import ChatRequest, ChatResponse, Kernel, RunFinished, ScriptedModel, ToolCall, TurnResult, tool
+from beamfilter_core import ChatRequest, ChatResponse, Kernel, ScriptedModel, ToolCall, TurnResult, tool
 from beamfilter_core.errors import ConfigError
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import run_turn
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=[False, True], ids=["complete", "stream"])
-def stream(request: pytest.FixtureRequest) -> bool:
-    return bool(request.param)
-
-
 async def run(kernel: Kernel, text: str, stream: bool) -> TurnResult:
-    if not stream:
-        return await kernel.run(text)
-    _, events = await collect_stream(kernel.run_stream(text))
-    last = events[-1]
-    assert isinstance(last, RunFinished)
-    return last.result
+    return (await run_turn(kernel, text, stream))[0]
 
 
 class Meter:

@@ -17,7 +17,6 @@ from beamfilter_core import (
     ScriptedModel,
     TextDelta,
     ToolCall,
-    TurnResult,
     tool,
 )
 from beamfilter_core.errors import (
@@ -29,7 +28,7 @@ from beamfilter_core.errors import (
     NotFoundError,
     RateLimitError,
 )
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import collect_stream, run_turn
 
 pytestmark = pytest.mark.anyio
 
@@ -53,20 +52,6 @@ class Failing:
         raise self.error
 
 
-async def run(kernel: Kernel, text: str, stream: bool) -> tuple[TurnResult, str | None]:
-    if not stream:
-        return await kernel.run(text), None
-    streamed, events = await collect_stream(kernel.run_stream(text))
-    last = events[-1]
-    assert isinstance(last, RunFinished)
-    return last.result, streamed
-
-
-@pytest.fixture(params=[False, True], ids=["complete", "stream"])
-def stream(request: pytest.FixtureRequest) -> bool:
-    return bool(request.param)
-
-
 @pytest.mark.parametrize(
     "error",
     [
@@ -81,7 +66,7 @@ async def test_falls_back_on_retryable_auth_and_not_found(error: Exception, stre
     primary = Failing(error)
     backup = ScriptedModel(["from backup"])
     kernel = Kernel(primary, filters=[fallback_filter(models=[backup])], system_prompt="Be brief.")
-    result, streamed = await run(kernel, "hi", stream)
+    result, streamed = await run_turn(kernel, "hi", stream)
     assert result.text == "from backup"
     assert primary.calls == 1
     sent = backup.requests[0].messages
@@ -168,7 +153,7 @@ async def test_a_fallback_failing_before_streaming_moves_on(stream: bool) -> Non
     kernel = Kernel(
         Failing(InternalServerError("down", status_code=503)), filters=[fallback_filter(models=[second, third])]
     )
-    result, streamed = await run(kernel, "hi", stream)
+    result, streamed = await run_turn(kernel, "hi", stream)
     assert result.text == "third answers"
     assert second.calls == 1
     if stream:
@@ -197,7 +182,7 @@ async def test_model_retry_inside_fallback_retries_the_fallback_model(stream: bo
     backup = Flaky()
     retry = model_retry_filter(initial_delay=0.0, jitter=False)
     kernel = Kernel(primary, filters=[fallback_filter(models=[backup]), retry])
-    result, streamed = await run(kernel, "hi", stream)
+    result, streamed = await run_turn(kernel, "hi", stream)
     assert result.text == "backup after a retry"
     assert (primary.calls, backup.calls) == (1, 2)
     if stream:
@@ -213,7 +198,7 @@ async def test_fallback_answers_with_tool_calls_drive_the_loop(stream: bool) -> 
     backup = ScriptedModel([ChatResponse.tool_calls(ToolCall("add", {"a": 2, "b": 3})), "5"])
     primary = Failing(InternalServerError("down", status_code=500))
     kernel = Kernel(primary, tools=[add], filters=[fallback_filter(models=[backup])])
-    result, _ = await run(kernel, "2+3?", stream)
+    result, _ = await run_turn(kernel, "2+3?", stream)
     assert result.text == "5"
     assert primary.calls == 2
     assert [m.content for m in result.messages if m.role == "tool"] == ["5"]

@@ -16,30 +16,14 @@ from beamfilter_core import (
     Filter,
     Kernel,
     Message,
-    RunFinished,
     ScriptedModel,
     ToolCall,
-    TurnResult,
     tool,
 )
 from beamfilter_core.errors import ConfigError
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import run_turn
 
 pytestmark = pytest.mark.anyio
-
-
-async def run(kernel: Kernel, messages: Any, stream: bool) -> tuple[TurnResult, str | None]:
-    if not stream:
-        return await kernel.run(messages), None
-    streamed, events = await collect_stream(kernel.run_stream(messages))
-    last = events[-1]
-    assert isinstance(last, RunFinished)
-    return last.result, streamed
-
-
-@pytest.fixture(params=[False, True], ids=["complete", "stream"])
-def stream(request: pytest.FixtureRequest) -> bool:
-    return bool(request.param)
 
 
 def shape(messages: Any) -> list[tuple[str, str | None, str]]:
@@ -79,7 +63,7 @@ def test_heal_messages() -> None:
 async def test_entry_transcript_is_healed_before_the_model_sees_it(stream: bool) -> None:
     model = ScriptedModel(["answer"])
     kernel = Kernel(model, filters=[heal_dangling_filter(on_chat=False)])
-    result, streamed = await run(kernel, OLD, stream)
+    result, streamed = await run_turn(kernel, OLD, stream)
     assert shape(model.requests[0].messages)[3] == ("tool", "call_b", DEFAULT_TEXT)
     assert len(model.requests[0].messages) == 5
     assert model.requests[0].delta == model.requests[0].messages
@@ -114,7 +98,7 @@ async def test_chat_scope_heals_history_loaded_inside_the_chat_chain(stream: boo
 
     model = ScriptedModel(["ok"])
     kernel = Kernel(model, filters=[Filter("memory", around_chat=memory), heal_dangling_filter(text="cancelled")])
-    await run(kernel, "new question", stream)
+    await run_turn(kernel, "new question", stream)
     assert shape(model.requests[0].messages) == [
         ("user", None, "first question"),
         ("assistant", None, ""),

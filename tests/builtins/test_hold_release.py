@@ -6,25 +6,11 @@ import pytest
 
 from beamfilter_builtins import hold_release_filter
 from beamfilter_builtins._hold_release import SPEC
-from beamfilter_core import ChatRequest, ChatResponse, Kernel, RunFinished, ScriptedModel, TurnResult
+from beamfilter_core import ChatRequest, ChatResponse, Kernel, ScriptedModel
 from beamfilter_core.errors import ConfigError
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import run_turn
 
 pytestmark = pytest.mark.anyio
-
-
-async def run(kernel: Kernel, text: object, stream: bool) -> tuple[TurnResult, str | None]:
-    if not stream:
-        return await kernel.run(text), None  # type: ignore[arg-type]
-    streamed, events = await collect_stream(kernel.run_stream(text))  # type: ignore[arg-type]
-    last = events[-1]
-    assert isinstance(last, RunFinished)
-    return last.result, streamed
-
-
-@pytest.fixture(params=[False, True], ids=["complete", "stream"])
-def stream(request: pytest.FixtureRequest) -> bool:
-    return bool(request.param)
 
 
 def test_release_in_order_and_replace() -> None:
@@ -55,17 +41,17 @@ async def test_streaming_release_and_block() -> None:
         return "[withheld]" if "secret" in text else None
 
     kernel = Kernel(ScriptedModel(["all fine here", "the secret plan"]), filters=[hold_release_filter(check)])
-    result, streamed = await run(kernel, "hi", True)
+    result, streamed = await run_turn(kernel, "hi", True)
     assert streamed == "all fine here"
     assert result.text == "all fine here"
-    result, streamed = await run(kernel, "hi", True)
+    result, streamed = await run_turn(kernel, "hi", True)
     assert streamed == "[withheld]"
     assert result.text == "the secret plan"  # applies_to="stream": delivery only
 
 
 async def test_answer_scope_replaces_the_answer(stream: bool) -> None:
     flt = hold_release_filter(lambda text: "[withheld]", applies_to="answer")
-    result, streamed = await run(Kernel(ScriptedModel(["x y z"]), filters=[flt]), "hi", stream)
+    result, streamed = await run_turn(Kernel(ScriptedModel(["x y z"]), filters=[flt]), "hi", stream)
     assert result.text == "[withheld]"
     assert streamed in (None, "[withheld]")
 

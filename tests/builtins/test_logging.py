@@ -8,25 +8,11 @@ import pytest
 
 from beamfilter_builtins import logging_filter
 from beamfilter_builtins._logging import SPEC
-from beamfilter_core import ChatResponse, Kernel, RunFinished, ScriptedModel, ToolCall, TurnResult, tool
+from beamfilter_core import ChatResponse, Kernel, ScriptedModel, ToolCall, tool
 from beamfilter_core.errors import ConfigError
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import run_turn
 
 pytestmark = pytest.mark.anyio
-
-
-async def run(kernel: Kernel, text: object, stream: bool) -> tuple[TurnResult, str | None]:
-    if not stream:
-        return await kernel.run(text), None  # type: ignore[arg-type]
-    streamed, events = await collect_stream(kernel.run_stream(text))  # type: ignore[arg-type]
-    last = events[-1]
-    assert isinstance(last, RunFinished)
-    return last.result, streamed
-
-
-@pytest.fixture(params=[False, True], ids=["complete", "stream"])
-def stream(request: pytest.FixtureRequest) -> bool:
-    return bool(request.param)
 
 
 async def test_records_per_scope(stream: bool, caplog: pytest.LogCaptureFixture) -> None:
@@ -38,7 +24,7 @@ async def test_records_per_scope(stream: bool, caplog: pytest.LogCaptureFixture)
     model = ScriptedModel([ChatResponse.tool_calls(ToolCall("add", {"a": 1, "b": 2}, "c1")), "x" * 300])
     kernel = Kernel(model, tools=[add], filters=[logging_filter(preview=10)])
     with caplog.at_level(logging.DEBUG, logger="beamfilter"):
-        result, _ = await run(kernel, "add", stream)
+        result, _ = await run_turn(kernel, "add", stream)
     assert result.text == "x" * 300
     facts = [r.beamfilter for r in caplog.records if r.name == "beamfilter"]  # type: ignore[attr-defined]
     assert [(f["scope"], f["phase"]) for f in facts] == [

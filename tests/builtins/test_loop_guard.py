@@ -17,15 +17,13 @@ from beamfilter_core import (
     Filter,
     Kernel,
     Message,
-    RunFinished,
     ScriptedModel,
     ToolCall,
     TurnRequest,
-    TurnResult,
     tool,
 )
 from beamfilter_core.errors import ConfigError
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import run_turn
 
 pytestmark = pytest.mark.anyio
 
@@ -34,15 +32,6 @@ REPEAT_2 = (
     "turn; the results are above and calling it again will not change them. Use those results, try different "
     "arguments or another tool, or answer the user."
 )
-
-
-async def run(kernel: Kernel, text: str, stream: bool) -> tuple[TurnResult, str | None]:
-    if not stream:
-        return await kernel.run(text), None
-    streamed, events = await collect_stream(kernel.run_stream(text))
-    last = events[-1]
-    assert isinstance(last, RunFinished)
-    return last.result, streamed
 
 
 def make_tools(log: list[str]) -> list[Any]:
@@ -71,11 +60,6 @@ def calls(*items: tuple[str, dict[str, Any]]) -> ChatResponse:
     return ChatResponse.tool_calls(*(ToolCall(name, args) for name, args in items))
 
 
-@pytest.fixture(params=[False, True], ids=["complete", "stream"])
-def stream(request: pytest.FixtureRequest) -> bool:
-    return bool(request.param)
-
-
 async def test_third_identical_call_is_not_run_and_the_model_is_told(stream: bool) -> None:
     log: list[str] = []
     model = ScriptedModel(
@@ -87,7 +71,7 @@ async def test_third_identical_call_is_not_run_and_the_model_is_told(stream: boo
         ]
     )
     kernel = Kernel(model, tools=make_tools(log), filters=[loop_guard_filter()])
-    result, streamed = await run(kernel, "weather?", stream)
+    result, streamed = await run_turn(kernel, "weather?", stream)
     assert log == ["lookup Paris C", "lookup Paris C"]
     assert len(model.requests) == 4
     last_tool = model.requests[3].messages[-1]
@@ -107,7 +91,7 @@ async def test_stop_ends_the_turn_with_an_explanation_and_no_dangling_call(
     log: list[str] = []
     model = ScriptedModel([calls(("lookup", {"city": "Oslo"}))] * 3 + ["never"])
     kernel = Kernel(model, tools=make_tools(log), filters=[loop_guard_filter(action="stop")])
-    result, streamed = await run(kernel, "weather?", stream)
+    result, streamed = await run_turn(kernel, "weather?", stream)
     expected = (
         'I stopped because I was going around in circles with my tools: lookup({"city":"Oslo"}) was requested 3 times.'
     )
@@ -132,7 +116,7 @@ async def test_ping_pong_cycle_is_detected_on_the_fourth_round(stream: bool) -> 
     b = ("time_of", {"city": "Rome"})
     model = ScriptedModel([calls(a), calls(b), calls(a), calls(b), "Rome: 20 C at noon."])
     kernel = Kernel(model, tools=make_tools(log), filters=[loop_guard_filter()])
-    result, _ = await run(kernel, "Rome?", stream)
+    result, _ = await run_turn(kernel, "Rome?", stream)
     assert log == ["lookup Rome C", "time_of Rome", "lookup Rome C"]
     feedback = model.requests[4].messages[-1].content
     assert feedback == (
@@ -167,7 +151,7 @@ async def test_feedback_escalates_to_stop_after_max_warnings(stream: bool) -> No
     log: list[str] = []
     model = ScriptedModel([calls(("lookup", {"city": "Oslo"}))] * 4 + ["never"])
     kernel = Kernel(model, tools=make_tools(log), filters=[loop_guard_filter(max_warnings=1)])
-    result, _ = await run(kernel, "weather?", stream)
+    result, _ = await run_turn(kernel, "weather?", stream)
     assert log == ["lookup Oslo C", "lookup Oslo C"]
     assert len(model.requests) == 4
     assert result.blocked_by == "loop_guard"

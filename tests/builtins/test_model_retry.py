@@ -11,7 +11,7 @@ import pytest
 
 from beamfilter_builtins import model_retry_filter
 from beamfilter_builtins._model_retry import SPEC, is_retryable
-from beamfilter_core import ChatRequest, ChatResponse, Kernel, RunFinished, TurnResult
+from beamfilter_core import ChatRequest, ChatResponse, Kernel
 from beamfilter_core.errors import (
     AuthenticationError,
     BadRequestError,
@@ -24,7 +24,7 @@ from beamfilter_core.errors import (
     ProviderTimeoutError,
     RateLimitError,
 )
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import collect_stream, run_turn
 
 pytestmark = pytest.mark.anyio
 
@@ -58,20 +58,6 @@ class FlakyModel:
         return ChatResponse.from_text(self.text)
 
 
-async def run(kernel: Kernel, text: str, stream: bool) -> tuple[TurnResult, str | None]:
-    if not stream:
-        return await kernel.run(text), None
-    streamed, events = await collect_stream(kernel.run_stream(text))
-    last = events[-1]
-    assert isinstance(last, RunFinished)
-    return last.result, streamed
-
-
-@pytest.fixture(params=[False, True], ids=["complete", "stream"])
-def stream(request: pytest.FixtureRequest) -> bool:
-    return bool(request.param)
-
-
 def rate_limit(retry_after: float | None = None, code: str | None = None) -> RateLimitError:
     return RateLimitError("slow down", status_code=429, code=code, retry_after=retry_after)
 
@@ -79,7 +65,7 @@ def rate_limit(retry_after: float | None = None, code: str | None = None) -> Rat
 async def test_retries_with_backoff_then_succeeds(stream: bool) -> None:
     model = FlakyModel([InternalServerError("boom", status_code=500), ProviderConnectionError("reset")])
     retry = model_retry_filter(initial_delay=0.05, jitter=False)
-    result, streamed = await run(Kernel(model, filters=[retry]), "hi", stream)
+    result, streamed = await run_turn(Kernel(model, filters=[retry]), "hi", stream)
     assert result.text == "hello there"
     assert len(model.calls) == 3
     gaps = [b - a for a, b in itertools.pairwise(model.calls)]
@@ -92,7 +78,7 @@ async def test_retries_with_backoff_then_succeeds(stream: bool) -> None:
 async def test_retry_after_replaces_the_backoff(stream: bool) -> None:
     model = FlakyModel([rate_limit(retry_after=0.2)])
     retry = model_retry_filter(initial_delay=0.001, jitter=False)
-    result, _ = await run(Kernel(model, filters=[retry]), "hi", stream)
+    result, _ = await run_turn(Kernel(model, filters=[retry]), "hi", stream)
     assert result.text == "hello there"
     assert 0.2 <= model.calls[1] - model.calls[0] < 0.3
 

@@ -15,30 +15,14 @@ from beamfilter_core import (
     ContentPart,
     Kernel,
     Message,
-    RunFinished,
     ScriptedModel,
     ToolCall,
-    TurnResult,
     tool,
 )
 from beamfilter_core.errors import ConfigError
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import run_turn
 
 pytestmark = pytest.mark.anyio
-
-
-async def run(kernel: Kernel, messages: Any, stream: bool) -> tuple[TurnResult, str | None]:
-    if not stream:
-        return await kernel.run(messages), None
-    streamed, events = await collect_stream(kernel.run_stream(messages))
-    last = events[-1]
-    assert isinstance(last, RunFinished)
-    return last.result, streamed
-
-
-@pytest.fixture(params=[False, True], ids=["complete", "stream"])
-def stream(request: pytest.FixtureRequest) -> bool:
-    return bool(request.param)
 
 
 async def masked(text: str, **options: Any) -> str:
@@ -92,7 +76,7 @@ async def test_tool_arguments_get_real_values_and_results_are_masked(stream: boo
     call = ToolCall("send_mail", {"to": "<EMAIL_1>", "cc": ["<EMAIL_2>", "<PHONE_9>"], "body": "hi <EMAIL_1>"})
     model = ScriptedModel([ChatResponse.tool_calls(call), "Mail sent to <EMAIL_1>."])
     kernel = Kernel(model, tools=[send_mail], filters=[pii_filter()])
-    result, streamed = await run(kernel, "mail bob@site.org, copy ann@site.org", stream)
+    result, streamed = await run_turn(kernel, "mail bob@site.org, copy ann@site.org", stream)
     assert model.requests[0].messages[0].text == "mail <EMAIL_1>, copy <EMAIL_2>"
     assert sent == [{"to": "bob@site.org", "cc": ["ann@site.org", "<PHONE_9>"], "body": "hi bob@site.org"}]
     tool_message = model.requests[1].messages[-1]

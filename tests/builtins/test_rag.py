@@ -8,25 +8,11 @@ import pytest
 
 from beamfilter_builtins import Document, InMemoryRetriever, rag_filter
 from beamfilter_builtins._rag import SPEC as RAG_SPEC
-from beamfilter_core import ChatResponse, Kernel, Message, RunFinished, ScriptedModel, ToolCall, TurnResult, tool
+from beamfilter_core import ChatResponse, Kernel, Message, ScriptedModel, ToolCall, tool
 from beamfilter_core.errors import ConfigError
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import run_turn
 
 pytestmark = pytest.mark.anyio
-
-
-async def run(kernel: Kernel, text: object, stream: bool) -> tuple[TurnResult, str | None]:
-    if not stream:
-        return await kernel.run(text), None  # type: ignore[arg-type]
-    streamed, events = await collect_stream(kernel.run_stream(text))  # type: ignore[arg-type]
-    last = events[-1]
-    assert isinstance(last, RunFinished)
-    return last.result, streamed
-
-
-@pytest.fixture(params=[False, True], ids=["complete", "stream"])
-def stream(request: pytest.FixtureRequest) -> bool:
-    return bool(request.param)
 
 
 DOCS = ["Paris is the capital of France.", "Rome is the capital of Italy.", "Bananas are yellow."]
@@ -35,7 +21,7 @@ DOCS = ["Paris is the capital of France.", "Rome is the capital of Italy.", "Ban
 async def test_rag_injects_context_after_question(stream: bool) -> None:
     model = ScriptedModel(["Paris"])
     kernel = Kernel(model, filters=[rag_filter(documents=DOCS, top_k=1)])
-    await run(kernel, "What is the capital of France?", stream)
+    await run_turn(kernel, "What is the capital of France?", stream)
     assert model.requests[0].messages[0].text == (
         "What is the capital of France?\n\n"
         "Context:\n---------------------\nParis is the capital of France.\n---------------------\n"

@@ -12,36 +12,20 @@ from beamfilter_core import (
     Decision,
     Kernel,
     Message,
-    RunFinished,
     ScriptedModel,
     ToolCall,
-    TurnResult,
     tool,
 )
 from beamfilter_core.errors import ConfigError
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import run_turn
 
 pytestmark = pytest.mark.anyio
-
-
-async def run(kernel: Kernel, text: object, stream: bool) -> tuple[TurnResult, str | None]:
-    if not stream:
-        return await kernel.run(text), None  # type: ignore[arg-type]
-    streamed, events = await collect_stream(kernel.run_stream(text))  # type: ignore[arg-type]
-    last = events[-1]
-    assert isinstance(last, RunFinished)
-    return last.result, streamed
-
-
-@pytest.fixture(params=[False, True], ids=["complete", "stream"])
-def stream(request: pytest.FixtureRequest) -> bool:
-    return bool(request.param)
 
 
 async def test_re_reading_rewrites_user_entry_messages(stream: bool) -> None:
     model = ScriptedModel(["4"])
     kernel = Kernel(model, filters=[re_reading_filter()])
-    await run(kernel, [Message.system("be brief"), Message.user("2+2?")], stream)
+    await run_turn(kernel, [Message.system("be brief"), Message.user("2+2?")], stream)
     assert [(m.role, m.text) for m in model.requests[0].messages] == [
         ("system", "be brief"),
         ("user", "2+2?\nRead the question again: 2+2?"),

@@ -11,36 +11,20 @@ from beamfilter_core import (
     ContentPart,
     Kernel,
     Message,
-    RunFinished,
     ScriptedModel,
     ToolCall,
-    TurnResult,
     tool,
 )
 from beamfilter_core.errors import ConfigError
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import run_turn
 
 pytestmark = pytest.mark.anyio
-
-
-async def run(kernel: Kernel, text: object, stream: bool) -> tuple[TurnResult, str | None]:
-    if not stream:
-        return await kernel.run(text), None  # type: ignore[arg-type]
-    streamed, events = await collect_stream(kernel.run_stream(text))  # type: ignore[arg-type]
-    last = events[-1]
-    assert isinstance(last, RunFinished)
-    return last.result, streamed
-
-
-@pytest.fixture(params=[False, True], ids=["complete", "stream"])
-def stream(request: pytest.FixtureRequest) -> bool:
-    return bool(request.param)
 
 
 async def test_turn_scope_blocks_without_calling_the_model(stream: bool) -> None:
     model = ScriptedModel(["never"])
     kernel = Kernel(model, filters=[safeguard_filter(["Forbidden"], failure_response="No.")])
-    result, streamed = await run(kernel, "tell me the FORBIDDEN thing", stream)
+    result, streamed = await run_turn(kernel, "tell me the FORBIDDEN thing", stream)
     assert result.status == "completed"
     assert result.text == "No."
     assert result.blocked_by == "safeguard"
@@ -52,7 +36,7 @@ async def test_turn_scope_blocks_without_calling_the_model(stream: bool) -> None
 async def test_turn_scope_passes_clean_input(stream: bool) -> None:
     model = ScriptedModel(["fine"])
     kernel = Kernel(model, filters=[safeguard_filter(["bomb", "  "])])
-    result, streamed = await run(kernel, "hello", stream)
+    result, streamed = await run_turn(kernel, "hello", stream)
     assert (result.text, result.blocked_by, len(model.requests)) == ("fine", None, 1)
     assert streamed in (None, "fine")
 
@@ -77,7 +61,7 @@ async def test_chat_scope_checks_tool_results(stream: bool) -> None:
 
     model = ScriptedModel([ChatResponse.tool_calls(ToolCall("fetch", {}, "c1")), "never"])
     kernel = Kernel(model, tools=[fetch], filters=[safeguard_filter(["bomb"], scope="chat", failure_response="No.")])
-    result, _streamed = await run(kernel, "read it", stream)
+    result, _streamed = await run_turn(kernel, "read it", stream)
     assert result.status == "completed"
     assert result.text == "No."
     assert result.blocked_by == "safeguard"

@@ -11,28 +11,13 @@ from beamfilter_builtins._schema_validation import SPEC as SCHEMA_SPEC
 from beamfilter_core import (
     Kernel,
     Message,
-    RunFinished,
     ScriptedModel,
     TurnResult,
 )
 from beamfilter_core.errors import ConfigError
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import run_turn
 
 pytestmark = pytest.mark.anyio
-
-
-async def run(kernel: Kernel, text: object, stream: bool) -> tuple[TurnResult, str | None]:
-    if not stream:
-        return await kernel.run(text), None  # type: ignore[arg-type]
-    streamed, events = await collect_stream(kernel.run_stream(text))  # type: ignore[arg-type]
-    last = events[-1]
-    assert isinstance(last, RunFinished)
-    return last.result, streamed
-
-
-@pytest.fixture(params=[False, True], ids=["complete", "stream"])
-def stream(request: pytest.FixtureRequest) -> bool:
-    return bool(request.param)
 
 
 SCHEMA = {
@@ -81,7 +66,7 @@ def test_schema_messages() -> None:
 async def test_schema_filter_retries(stream: bool) -> None:
     model = ScriptedModel(['{"title": "A", "genre": "horror"}', '```json\n{"title": "A", "genre": "drama"}\n```'])
     kernel = Kernel(model, filters=[schema_validation_filter(SCHEMA)])
-    result, _ = await run(kernel, "a film as JSON", stream)
+    result, _ = await run_turn(kernel, "a film as JSON", stream)
     assert result.text.startswith("```json")
     assert model.requests[1].messages[-1].text == (
         "Your last answer failed validation: answer does not match the schema: "

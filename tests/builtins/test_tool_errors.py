@@ -14,7 +14,6 @@ from beamfilter_core import (
     ChatResponse,
     Filter,
     Kernel,
-    RunFinished,
     ScriptedModel,
     ToolCall,
     ToolRequest,
@@ -22,23 +21,9 @@ from beamfilter_core import (
     tool,
 )
 from beamfilter_core.errors import ConfigError, LimitExceeded
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import run_turn
 
 pytestmark = pytest.mark.anyio
-
-
-async def run(kernel: Kernel, text: str, stream: bool) -> tuple[TurnResult, str | None]:
-    if not stream:
-        return await kernel.run(text), None
-    streamed, events = await collect_stream(kernel.run_stream(text))
-    last = events[-1]
-    assert isinstance(last, RunFinished)
-    return last.result, streamed
-
-
-@pytest.fixture(params=[False, True], ids=["complete", "stream"])
-def stream(request: pytest.FixtureRequest) -> bool:
-    return bool(request.param)
 
 
 @tool
@@ -75,7 +60,7 @@ async def test_exceptions_become_concise_results_with_hints(stream: bool, caplog
     )
     kernel = Kernel(model, tools=[divide, fetch, secret], filters=[tool_errors_filter()])
     with caplog.at_level(logging.ERROR, logger="beamfilter.tool_errors"):
-        result, streamed = await run(kernel, "go", stream)
+        result, streamed = await run_turn(kernel, "go", stream)
     assert tool_texts(result) == [
         "Tool 'divide' failed: ZeroDivisionError: division by zero (Check the arguments, then call again with "
         "corrected values or answer without this tool.)",

@@ -17,9 +17,9 @@ import pytest
 
 from beamfilter_builtins import tool_policy_filter
 from beamfilter_builtins._tool_policy import SPEC, Denial, ToolPolicy
-from beamfilter_core import ChatResponse, Filter, Kernel, RunFinished, ScriptedModel, ToolCall, TurnResult, tool
+from beamfilter_core import ChatResponse, Filter, Kernel, ScriptedModel, ToolCall, TurnResult, tool
 from beamfilter_core.errors import ConfigError
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import run_turn
 
 pytestmark = pytest.mark.anyio
 
@@ -330,18 +330,8 @@ async def test_redirect_to_a_private_address_is_caught_per_hop(redirector: str) 
 # -- through a Kernel -----------------------------------------------------------------------
 
 
-@pytest.fixture(params=[False, True], ids=["complete", "stream"])
-def stream(request: pytest.FixtureRequest) -> bool:
-    return bool(request.param)
-
-
 async def run(kernel: Kernel, text: str, stream: bool) -> TurnResult:
-    if not stream:
-        return await kernel.run(text)
-    _, events = await collect_stream(kernel.run_stream(text))
-    last = events[-1]
-    assert isinstance(last, RunFinished)
-    return last.result
+    return (await run_turn(kernel, text, stream))[0]
 
 
 def shell_kernel(

@@ -11,25 +11,11 @@ import pytest
 from beamfilter_builtins import tool_retry_filter
 from beamfilter_builtins._backoff import Backoff
 from beamfilter_builtins._tool_retry import SPEC
-from beamfilter_core import ChatResponse, Kernel, RunFinished, ScriptedModel, ToolCall, TurnResult, tool
+from beamfilter_core import ChatResponse, Kernel, ScriptedModel, ToolCall, tool
 from beamfilter_core.errors import ConfigError
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import run_turn
 
 pytestmark = pytest.mark.anyio
-
-
-async def run(kernel: Kernel, text: str, stream: bool) -> tuple[TurnResult, str | None]:
-    if not stream:
-        return await kernel.run(text), None
-    streamed, events = await collect_stream(kernel.run_stream(text))
-    last = events[-1]
-    assert isinstance(last, RunFinished)
-    return last.result, streamed
-
-
-@pytest.fixture(params=[False, True], ids=["complete", "stream"])
-def stream(request: pytest.FixtureRequest) -> bool:
-    return bool(request.param)
 
 
 def flaky_tool(failures: int, exc: type[Exception], times: list[float]) -> Any:
@@ -52,7 +38,7 @@ async def test_transient_failures_are_retried_with_exponential_backoff(stream: b
     times: list[float] = []
     retry = tool_retry_filter(initial_delay=0.05, multiplier=2, jitter=False)
     kernel = Kernel(one_call(), tools=[flaky_tool(2, ConnectionError, times)], filters=[retry])
-    result, streamed = await run(kernel, "go", stream)
+    result, streamed = await run_turn(kernel, "go", stream)
     assert len(times) == 3
     gaps = [b - a for a, b in itertools.pairwise(times)]
     assert 0.05 <= gaps[0] < 0.09
@@ -79,7 +65,7 @@ async def test_semantic_failures_are_not_retried(stream: bool) -> None:
     kernel = Kernel(
         one_call(), tools=[flaky_tool(10, ValueError, times)], filters=[tool_retry_filter(initial_delay=0.001)]
     )
-    result, _ = await run(kernel, "go", stream)
+    result, _ = await run_turn(kernel, "go", stream)
     assert len(times) == 1
     assert [m.content for m in result.messages if m.role == "tool"] == [
         "Tool 'flaky' failed: ValueError: backend unavailable"

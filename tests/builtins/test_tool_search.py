@@ -14,31 +14,15 @@ from beamfilter_core import (
     Filter,
     Kernel,
     Message,
-    RunFinished,
     ScriptedModel,
     Tool,
     ToolCall,
-    TurnResult,
     tool,
 )
 from beamfilter_core.errors import ConfigError
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import run_turn
 
 pytestmark = pytest.mark.anyio
-
-
-async def run(kernel: Kernel, text: object, stream: bool) -> tuple[TurnResult, str | None]:
-    if not stream:
-        return await kernel.run(text), None  # type: ignore[arg-type]
-    streamed, events = await collect_stream(kernel.run_stream(text))  # type: ignore[arg-type]
-    last = events[-1]
-    assert isinstance(last, RunFinished)
-    return last.result, streamed
-
-
-@pytest.fixture(params=[False, True], ids=["complete", "stream"])
-def stream(request: pytest.FixtureRequest) -> bool:
-    return bool(request.param)
 
 
 def catalog() -> list[Tool]:
@@ -81,7 +65,7 @@ async def test_search_then_call(stream: bool) -> None:
         ]
     )
     kernel = Kernel(model, tools=[*tools, search_tool], filters=[flt])
-    result, _ = await run(kernel, "weather in Oslo?", stream)
+    result, _ = await run_turn(kernel, "weather in Oslo?", stream)
     assert result.text == "It is sunny."
     assert names(model.requests[0]) == ["tool_search"]
     assert names(model.requests[1]) == ["get_weather", "tool_search"]

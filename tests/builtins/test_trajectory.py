@@ -9,26 +9,16 @@ from typing import Any
 import pytest
 
 from beamfilter_builtins import load_trajectory, read_trajectory, trajectory_filter
-from beamfilter_core import ChatResponse, Kernel, RunFinished, ScriptedModel, ToolCall, TurnResult, tool
+from beamfilter_core import ChatResponse, Kernel, ScriptedModel, ToolCall, TurnResult, tool
 from beamfilter_core.errors import ConfigError
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import run_turn
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=[False, True], ids=["complete", "stream"])
-def stream(request: pytest.FixtureRequest) -> bool:
-    return bool(request.param)
-
-
 async def run(kernel: Kernel, text: str, stream: bool) -> TurnResult:
     context = {"conversation_id": "conv-1"}
-    if not stream:
-        return await kernel.run(text, context=context)
-    _, events = await collect_stream(kernel.run_stream(text, context=context))
-    last = events[-1]
-    assert isinstance(last, RunFinished)
-    return last.result
+    return (await run_turn(kernel, text, stream, context=context))[0]
 
 
 @tool

@@ -13,30 +13,15 @@ from beamfilter_core import (
     Decision,
     Kernel,
     Message,
-    RunFinished,
     ScriptedModel,
     ToolCall,
     TurnResult,
     tool,
 )
 from beamfilter_core.errors import ConfigError
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import run_turn
 
 pytestmark = pytest.mark.anyio
-
-
-async def run(kernel: Kernel, text: object, stream: bool) -> tuple[TurnResult, str | None]:
-    if not stream:
-        return await kernel.run(text), None  # type: ignore[arg-type]
-    streamed, events = await collect_stream(kernel.run_stream(text))  # type: ignore[arg-type]
-    last = events[-1]
-    assert isinstance(last, RunFinished)
-    return last.result, streamed
-
-
-@pytest.fixture(params=[False, True], ids=["complete", "stream"])
-def stream(request: pytest.FixtureRequest) -> bool:
-    return bool(request.param)
 
 
 def must_say_ok(result: TurnResult) -> str | None:
@@ -46,7 +31,7 @@ def must_say_ok(result: TurnResult) -> str | None:
 async def test_retry_with_transcript_and_feedback(stream: bool) -> None:
     model = ScriptedModel(["nope", "OK now"])
     kernel = Kernel(model, filters=[validation_filter(must_say_ok)])
-    result, streamed = await run(kernel, "say ok", stream)
+    result, streamed = await run_turn(kernel, "say ok", stream)
     assert result.text == "OK now"
     assert len(model.requests) == 2
     assert [(m.role, m.text) for m in model.requests[1].messages] == [
@@ -60,7 +45,7 @@ async def test_retry_with_transcript_and_feedback(stream: bool) -> None:
 async def test_exhaustion_returns_last_result_unchanged(stream: bool) -> None:
     model = ScriptedModel(["a", "b", "c", "d"])
     kernel = Kernel(model, filters=[validation_filter(must_say_ok, max_retries=2)])
-    result, _ = await run(kernel, "say ok", stream)
+    result, _ = await run_turn(kernel, "say ok", stream)
     assert result.status == "completed"
     assert result.text == "c"
     assert len(model.requests) == 3
