@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 from peers._peer import Peer
 
-from beamfilter_core import Kernel, OpenAIChatModel
+from beamfilter_core import Kernel, OpenAIChatModel, RunFinished, TurnResult
 from beamfilter_core.testing import collect_stream
 from beamfilter_memory import SQLiteStore, memory_filter
 
@@ -56,12 +56,14 @@ def kernel(model: Any, store: SQLiteStore, **options: Any) -> Kernel:
     return Kernel(model, filters=[memory_filter(store)], **options)
 
 
-async def run_turn(k: Kernel, text: str, *, stream: bool) -> tuple[str, Any]:
+async def run_turn(k: Kernel, text: str, *, stream: bool) -> tuple[str, TurnResult]:
     """One turn of conversation :data:`CID`, streamed or not: (streamed text, TurnResult)."""
     context = {"conversation_id": CID}
     if stream:
         streamed, events = await collect_stream(k.run_stream(text, context=context))
-        return streamed, events[-1].result
+        last = events[-1]
+        assert isinstance(last, RunFinished)
+        return streamed, last.result
     result = await k.run(text, context=context)
     return "", result
 

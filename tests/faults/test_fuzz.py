@@ -29,6 +29,7 @@ from beamfilter_core import (
     Kernel,
     Message,
     OpenAIChatModel,
+    RunFinished,
     ScriptedModel,
     ToolCall,
     converter,
@@ -282,7 +283,9 @@ def test_no_secret_survives_any_split_of_the_stream(
     chunks = [text[a:b] for a, b in itertools.pairwise(points)]
     kernel = Kernel(ChunkedModel(chunks), filters=[redact_filter()])
     streamed, events = asyncio.run(collect_stream(kernel.run_stream("go")))
-    final = events[-1].result.text  # type: ignore[attr-defined]
+    last = events[-1]
+    assert isinstance(last, RunFinished)
+    final = last.result.text
     expected = before + " " + " ~ ".join(["[REDACTED]"] * len(secrets)) + " " + after
     assert streamed == expected
     assert final == expected

@@ -160,7 +160,8 @@ async def test_a_huge_output_is_cut_by_an_around_tool_filter_with_a_marker(tmp_p
         if len(result.content) <= limit:
             return result
         cut = len(result.content) - limit
-        return result.replace(content=f"{result.content[:limit]}\n[... {cut} characters truncated]")
+        capped: ToolResult = result.replace(content=f"{result.content[:limit]}\n[... {cut} characters truncated]")
+        return capped
 
     @tool
     def dump(city: str) -> str:
