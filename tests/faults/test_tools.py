@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from faults._faults import CID, kernel, sqlite_store
 
-from beamfilter_core import ChatResponse, Filter, Message, ScriptedModel, ToolCall, ToolResult, tool
+from beamfilter_builtins import tool_output_guard_filter
+from beamfilter_core import ChatResponse, Filter, Kernel, Message, ScriptedModel, ToolCall, ToolResult, tool
 
 pytestmark = pytest.mark.anyio
 
@@ -138,8 +139,8 @@ async def test_a_non_serialisable_return_value_is_a_semantic_failure(
     assert answer.error.kind == "semantic"
 
 
-async def test_a_huge_output_reaches_the_model_and_the_store_whole(tmp_path: Path) -> None:
-    # The core has no output cap (see docs/reliability.md): 5 MB goes through unchanged.
+async def test_a_huge_output_reaches_the_model_and_the_store_whole_without_a_guard(tmp_path: Path) -> None:
+    # The kernel itself does not cut tool output: 5 MB goes through unchanged.
     huge = "0123456789" * 500_000
 
     @tool
@@ -152,17 +153,19 @@ async def test_a_huge_output_reaches_the_model_and_the_store_whole(tmp_path: Pat
     assert stored[2].content == huge
 
 
-async def test_a_huge_output_is_cut_by_an_around_tool_filter_with_a_marker(tmp_path: Path) -> None:
-    limit = 1000
-
-    async def cap(request: Any, state: dict[str, Any], call_next: Any) -> ToolResult:
-        result: ToolResult = await call_next(request)
-        if len(result.content) <= limit:
-            return result
-        cut = len(result.content) - limit
-        capped: ToolResult = result.replace(content=f"{result.content[:limit]}\n[... {cut} characters truncated]")
-        return capped
-
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({"max_chars": 1000}, "x" * 1000 + "\n[... 4999000 of 5000000 characters cut by tool_output_guard ...]"),
+        (
+            {"max_chars": 100, "keep_tail": 10, "truncation_marker": " <cut {omitted}> "},
+            "x" * 90 + " <cut 4999900> " + "x" * 10,
+        ),
+    ],
+)
+async def test_a_huge_output_is_cut_with_a_marker_by_tool_output_guard(
+    tmp_path: Path, options: dict[str, Any], expected: str
+) -> None:
     @tool
     def dump(city: str) -> str:
         """Returns 5 MB."""
@@ -172,11 +175,31 @@ async def test_a_huge_output_is_cut_by_an_around_tool_filter_with_a_marker(tmp_p
     model = ScriptedModel([ChatResponse.tool_calls(call), "Handled."])
     store = sqlite_store(tmp_path)
     try:
-        k = kernel(model, store, tools=[dump])
-        k = k.with_filters([*k.filters, Filter("cap", around_tool=cap)])
+        config = {
+            "model": {"use": "scripted", "script": ["unused"]},
+            "filters": [{"use": "memory", "store": store.url}, {"use": "tool_output_guard", **options}],
+        }
+        k = Kernel.from_config(config, model=model, tools=[dump])
         await k.run("go", context={"conversation_id": CID})
-        expected = "x" * limit + "\n[... 4999000 characters truncated]"
         assert model.requests[1].messages[-1].content == expected
         assert (await store.load(CID))[2].content == expected
     finally:
         await store.aclose()
+
+
+async def test_a_secret_across_the_cut_is_masked_before_cutting(tmp_path: Path) -> None:
+    secret = "sk-" + "A" * 30
+
+    @tool
+    def leak(city: str) -> str:
+        """Returns a secret where the cut falls."""
+        return "y" * 90 + secret + " " + "z" * 99
+
+    answer_text = "y" * 90 + "[REDACTED]" + "\n[... 100 of 200 characters cut by tool_output_guard ...]"
+    call = ToolCall("leak", {"city": "Oslo"}, "call_1")
+    model = ScriptedModel([ChatResponse.tool_calls(call), "Handled."])
+    k = Kernel(model, tools=[leak], filters=[tool_output_guard_filter(max_chars=100)])
+    await k.run("go")
+    seen = str(model.requests[1].messages[-1].content)
+    assert seen == answer_text
+    assert "sk-" not in seen
