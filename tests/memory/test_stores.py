@@ -19,7 +19,7 @@ import pytest
 
 from beamfilter_core import ContentPart, Decision, Message, PauseState, ToolCall, Usage
 from beamfilter_core.errors import ConfigError, StoreError
-from beamfilter_memory import KEEP_PAUSE, ChatStore, InMemoryStore, SQLiteStore, open_store
+from beamfilter_memory import KEEP_PAUSE, ChatStore, Fact, InMemoryStore, SQLiteStore, open_store
 
 pytestmark = [pytest.mark.anyio, pytest.mark.services]
 
@@ -480,7 +480,7 @@ async def test_migrate_creates_the_schema_ahead_of_use(make_store: Callable[...,
     with sqlite3.connect(db) as conn:
         tables = sorted(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
     conn.close()
-    assert tables == ["beamfilter_messages", "beamfilter_pauses"]
+    assert tables == ["beamfilter_facts", "beamfilter_messages", "beamfilter_pauses"]
     assert (
         await migrate("memory://") == "InMemoryStore(0 conversations): nothing to migrate (this store has no schema)."
     )
@@ -492,7 +492,7 @@ async def test_migrate_creates_the_schema_ahead_of_use(make_store: Callable[...,
 
     async with await psycopg.AsyncConnection.connect(url) as aconn:
         cursor = await aconn.execute("SELECT tablename FROM pg_tables WHERE tablename LIKE 'fresh_%' ORDER BY 1")
-        assert [r[0] for r in await cursor.fetchall()] == ["fresh_messages", "fresh_pauses"]
+        assert [r[0] for r in await cursor.fetchall()] == ["fresh_facts", "fresh_messages", "fresh_pauses"]
 
 
 async def test_sqlite_waits_for_another_writer_then_gives_up_with_a_store_error(tmp_path: Path) -> None:
@@ -517,3 +517,109 @@ async def test_sqlite_waits_for_another_writer_then_gives_up_with_a_store_error(
     finally:
         await patient.aclose()
         await hasty.aclose()
+
+
+# -- long-term facts (FactStore) ---------------------------------------------------------------
+
+
+async def test_facts_save_load_replace_by_subject_and_recency_order(store: ChatStore) -> None:
+    assert await store.load_facts("ada") == []
+    await store.save_facts(
+        "ada", [Fact("name", "The user's name is Ada."), Fact("location", "The user lives in Paris.")]
+    )
+    await store.save_facts("ada", [Fact("pet", "The user has a cat."), Fact("name", "The user's name is Ada L.")])
+    await store.save_facts("ada", [])
+    # A new fact on a subject replaces the old one and becomes the most recent.
+    assert await store.load_facts("ada") == [
+        Fact("location", "The user lives in Paris."),
+        Fact("pet", "The user has a cat."),
+        Fact("name", "The user's name is Ada L."),
+    ]
+    # Within one save the last fact on a subject wins, in its own position.
+    await store.save_facts("ada", [Fact("x", "one"), Fact("y", "why"), Fact("x", "two ünï ✓")])
+    assert [(f.subject, f.text) for f in await store.load_facts("ada")][-2:] == [("y", "why"), ("x", "two ünï ✓")]
+
+
+async def test_facts_are_isolated_per_user_and_from_conversations(store: ChatStore) -> None:
+    await store.save_facts("ada", [Fact("name", "The user's name is Ada.")])
+    await store.save_facts("bob", [Fact("name", "The user's name is Bob.")])
+    # A conversation with the same id as a user is separate data.
+    await store.append("ada", [Message.user("hi")])
+    await store.save_pause("ada", _pause("ada"))
+    odd = "x:facts'; DROP TABLE beamfilter_facts; --"
+    await store.save_facts(odd, [Fact("k", "odd")])
+    assert await store.load_facts("ada") == [Fact("name", "The user's name is Ada.")]
+    assert await store.load_facts("bob") == [Fact("name", "The user's name is Bob.")]
+    assert await store.load_facts(odd) == [Fact("k", "odd")]
+    await store.clear("ada")  # forgetting the conversation keeps the user's facts
+    assert await store.load_facts("ada") == [Fact("name", "The user's name is Ada.")]
+    await store.append("ada", [Message.user("again")])
+    await store.clear_facts("ada")
+    await store.clear_facts("nobody")  # no error when there is none
+    assert await store.load_facts("ada") == []
+    assert [m.text for m in await store.load("ada")] == ["again"]
+    assert await store.load_facts("bob") == [Fact("name", "The user's name is Bob.")]
+
+
+async def test_fact_writes_reject_bad_input_and_change_nothing(store: ChatStore) -> None:
+    await store.save_facts("ada", [Fact("name", "The user's name is Ada.")])
+    with pytest.raises(ConfigError, match=r"save_facts\(facts\[1\]\) is 'loves tea'; give beamfilter_memory.Fact"):
+        await store.save_facts("ada", [Fact("tea", "The user loves tea."), "loves tea"])  # type: ignore[list-item]
+    with pytest.raises(ConfigError, match=r"save_facts\(facts\[0\]\) is Fact\(subject='', text='x'\)"):
+        await store.save_facts("ada", [Fact("", "x")])
+    with pytest.raises(ConfigError, match=r"user_id is '' \(a str\); give a non-empty str"):
+        await store.load_facts("")
+    with pytest.raises(ConfigError, match=r"user_id is 7 \(a int\)"):
+        await store.clear_facts(7)  # type: ignore[arg-type]
+    assert await store.load_facts("ada") == [Fact("name", "The user's name is Ada.")]
+
+
+async def test_concurrent_fact_saves_keep_one_fact_per_subject(store: ChatStore) -> None:
+    async def save(n: int) -> None:
+        await store.save_facts("ada", [Fact("name", f"name {n}"), Fact(f"own{n}", f"fact {n}")])
+
+    await asyncio.gather(*(save(n) for n in range(20)))
+    facts = await store.load_facts("ada")
+    assert len(facts) == 21
+    assert sorted(f.subject for f in facts) == sorted(["name", *(f"own{n}" for n in range(20))])
+    name = next(f for f in facts if f.subject == "name")
+    assert name.text in {f"name {n}" for n in range(20)}
+
+
+async def test_facts_survive_reopening_the_store(make_store: Callable[..., ChatStore]) -> None:
+    for kind in ("sqlite", "postgres", "redis"):
+        prefix = {"postgres": "ltm_reopen_", "redis": "ltm-reopen:"}.get(kind)
+        options = {"prefix": prefix} if prefix else {}
+        first = make_store(kind, **options)
+        try:
+            await first.clear_facts("ada")
+            await first.save_facts("ada", [Fact("name", "The user's name is Ada.")])
+        finally:
+            await first.aclose()
+        second = make_store(kind, **options)
+        try:
+            if kind != "redis":
+                await second.migrate()  # type: ignore[attr-defined]  # idempotent on an existing schema
+            assert await second.load_facts("ada") == [Fact("name", "The user's name is Ada.")]
+            await second.clear_facts("ada")
+        finally:
+            await second.aclose()
+
+
+async def test_a_database_from_before_facts_gets_the_facts_table_on_first_use(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    with sqlite3.connect(db) as conn:  # the schema as it was before long-term facts
+        conn.executescript(
+            "CREATE TABLE beamfilter_messages (seq INTEGER PRIMARY KEY, conversation_id TEXT NOT NULL, "
+            "data TEXT NOT NULL);"
+            "CREATE TABLE beamfilter_pauses (conversation_id TEXT PRIMARY KEY, data TEXT NOT NULL);"
+        )
+    conn.close()
+    store = SQLiteStore(f"sqlite:///{db}")
+    try:
+        await store.append("c", [Message.user("kept")])
+        await store.save_facts("ada", [Fact("name", "The user's name is Ada.")])
+        assert [m.text for m in await store.load("c")] == ["kept"]
+        assert await store.load_facts("ada") == [Fact("name", "The user's name is Ada.")]
+    finally:
+        await store.aclose()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import json
 from collections.abc import Sequence
@@ -26,9 +27,52 @@ KEEP_PAUSE: Final = _Keep.KEEP
 PauseChange = PauseState | None | _Keep
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Fact:
+    """One durable fact about a user: ``subject`` keys it (a newer fact on the same
+    subject replaces the older one), ``text`` is what a model is told.
+
+    Example::
+
+        Fact("name", "The user's name is Ada.")
+    """
+
+    subject: str
+    text: str
+
+
 @runtime_checkable
-class ChatStore(Protocol):
-    """Where the memory filter keeps conversations: messages in order, and pause states.
+class FactStore(Protocol):
+    """Long-term facts per user (the ``long_term_memory`` filter), kept apart from
+    conversations. Every store of this package implements it next to :class:`ChatStore`.
+
+    Facts are keyed by user id and subject; :meth:`load_facts` returns them oldest first
+    (the order of their last save), so the last ones are the most recent.
+
+    Example::
+
+        await store.save_facts("ada", [Fact("name", "The user's name is Ada.")])
+        assert await store.load_facts("ada") == [Fact("name", "The user's name is Ada.")]
+    """
+
+    async def save_facts(self, user_id: str, facts: Sequence[Fact]) -> None:
+        """Store ``facts`` in one transaction; each replaces a stored fact on its subject
+        and becomes the most recent (within ``facts`` the last one per subject wins)."""
+        ...
+
+    async def load_facts(self, user_id: str) -> list[Fact]:
+        """The user's facts, oldest first."""
+        ...
+
+    async def clear_facts(self, user_id: str) -> None:
+        """Forget every fact of the user (no error when there is none)."""
+        ...
+
+
+@runtime_checkable
+class ChatStore(FactStore, Protocol):
+    """Where the memory filter keeps conversations: messages in order, and pause states
+    (and, as a :class:`FactStore`, the long-term facts of users).
 
     Every method is async and keyed by a conversation id (a non-empty ``str``).
     :meth:`append` is one transaction: all of its messages (and its pause change) are
@@ -90,6 +134,36 @@ STORE_METHODS: Final = (
     "take_pause",
     "aclose",
 )
+
+
+FACT_METHODS: Final = ("save_facts", "load_facts", "clear_facts")
+
+
+def check_user_id(user_id: Any) -> str:
+    """Return ``user_id`` if it is a non-empty str, else raise ConfigError."""
+    if type(user_id) is str and user_id:
+        return user_id
+    msg = (
+        f"user_id is {user_id!r} (a {type(user_id).__name__}); "
+        "give a non-empty str, e.g. context={'user_id': 'user-42'}."
+    )
+    raise ConfigError(msg)
+
+
+def check_facts(facts: Any) -> list[Fact]:
+    """``facts`` with one fact per subject (the last one wins, in its position), or
+    ConfigError naming the bad item."""
+    latest: dict[str, Fact] = {}
+    for index, item in enumerate(tuple(facts)):
+        if type(item) is not Fact or type(item.subject) is not str or not item.subject or type(item.text) is not str:
+            msg = (
+                f"save_facts(facts[{index}]) is {item!r}; give beamfilter_memory.Fact(subject, text) "
+                "values with a non-empty subject str and a text str."
+            )
+            raise ConfigError(msg)
+        latest.pop(item.subject, None)  # moves a repeated subject to its last position
+        latest[item.subject] = item
+    return list(latest.values())
 
 
 def check_conversation_id(conversation_id: Any) -> str:

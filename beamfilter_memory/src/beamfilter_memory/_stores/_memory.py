@@ -9,11 +9,14 @@ from beamfilter_core.errors import StoreError
 
 from ._base import (
     KEEP_PAUSE,
+    Fact,
     PauseChange,
     check_conversation_id,
+    check_facts,
     check_limit,
     check_messages,
     check_pause_change,
+    check_user_id,
     decode_all,
     decode_pause,
     encode,
@@ -38,6 +41,8 @@ class InMemoryStore:
         self.url = url
         self._messages: dict[str, list[str]] = {}
         self._pauses: dict[str, str] = {}
+        # user id -> subject -> text; dict order is save order (a replaced fact moves last).
+        self._facts: dict[str, dict[str, str]] = {}
         self._closed = False
 
     def __repr__(self) -> str:
@@ -105,8 +110,32 @@ class InMemoryStore:
         text = self._pauses.pop(cid, None)
         return None if text is None else decode_pause(text, f"of conversation {cid!r}")
 
+    async def save_facts(self, user_id: str, facts: Sequence[Fact]) -> None:
+        """Store ``facts``, each replacing the user's fact on its subject."""
+        self._check_open()
+        uid = check_user_id(user_id)
+        checked = check_facts(facts)
+        if not checked:
+            return
+        stored = self._facts.setdefault(uid, {})
+        for fact in checked:
+            stored.pop(fact.subject, None)
+            stored[fact.subject] = fact.text
+
+    async def load_facts(self, user_id: str) -> list[Fact]:
+        """The user's facts, oldest first."""
+        self._check_open()
+        stored = self._facts.get(check_user_id(user_id), {})
+        return [Fact(subject, text) for subject, text in stored.items()]
+
+    async def clear_facts(self, user_id: str) -> None:
+        """Forget the user's facts."""
+        self._check_open()
+        self._facts.pop(check_user_id(user_id), None)
+
     async def aclose(self) -> None:
         """Drop everything; later calls raise StoreError."""
         self._closed = True
         self._messages.clear()
         self._pauses.clear()
+        self._facts.clear()

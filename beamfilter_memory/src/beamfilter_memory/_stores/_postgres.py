@@ -12,12 +12,15 @@ from beamfilter_core.errors import ConfigError, StoreError
 
 from ._base import (
     KEEP_PAUSE,
+    Fact,
     PauseChange,
     check_conversation_id,
+    check_facts,
     check_limit,
     check_loop,
     check_messages,
     check_pause_change,
+    check_user_id,
     decode_all,
     decode_pause,
     encode,
@@ -48,6 +51,14 @@ CREATE TABLE IF NOT EXISTS {prefix}pauses (
     conversation_id TEXT PRIMARY KEY,
     data TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS {prefix}facts (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    text TEXT NOT NULL,
+    UNIQUE (user_id, subject)
+);
+CREATE INDEX IF NOT EXISTS {prefix}facts_user ON {prefix}facts (user_id, seq);
 """
 
 
@@ -118,6 +129,11 @@ class PostgresStore:
         self._load_pause = f"SELECT data FROM {p}pauses WHERE conversation_id = %s"
         self._clear = f"DELETE FROM {p}messages WHERE conversation_id = %s"
         self._take_pause = f"DELETE FROM {p}pauses WHERE conversation_id = %s RETURNING data"
+        # A replaced fact is deleted and inserted again: its new seq makes it the most recent.
+        self._delete_facts = f"DELETE FROM {p}facts WHERE user_id = %s AND subject = ANY(%s)"
+        self._insert_fact = f"INSERT INTO {p}facts (user_id, subject, text) VALUES (%s, %s, %s)"
+        self._load_facts = f"SELECT subject, text FROM {p}facts WHERE user_id = %s ORDER BY seq"
+        self._clear_facts = f"DELETE FROM {p}facts WHERE user_id = %s"
 
     def __repr__(self) -> str:
         return f"PostgresStore({_redact(self.url)!r})"
@@ -169,7 +185,7 @@ class PostgresStore:
         pool = await self._get_pool()
         await self._migrate(pool)
 
-    async def _with(self, action: str, cid: str, fn: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
+    async def _with(self, action: str, cid: str | None, fn: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
         pool = await self._get_pool()
         try:
             async with pool.connection() as conn:
@@ -275,6 +291,43 @@ class PostgresStore:
 
         row = await self._with("take_pause", cid, take)
         return None if row is None else decode_pause(row[0], f"of conversation {cid!r}")
+
+    async def save_facts(self, user_id: str, facts: Sequence[Fact]) -> None:
+        """Store ``facts`` in one transaction, each replacing the user's fact on its subject."""
+        uid = check_user_id(user_id)
+        checked = check_facts(facts)
+        if not checked:
+            return
+
+        async def write(conn: AsyncConnection[Any]) -> None:
+            async with conn.transaction():
+                # Saves for one user take turns, so two workers never both insert one subject.
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 1))", (uid,))
+                await conn.execute(self._delete_facts, (uid, [fact.subject for fact in checked]))
+                async with conn.cursor() as cursor:
+                    await cursor.executemany(self._insert_fact, [(uid, f.subject, f.text) for f in checked])
+
+        await self._with(f"save_facts for user {uid!r}", None, write)
+
+    async def load_facts(self, user_id: str) -> list[Fact]:
+        """The user's facts, oldest first."""
+        uid = check_user_id(user_id)
+
+        async def read(conn: AsyncConnection[Any]) -> list[Any]:
+            cursor = await conn.execute(self._load_facts, (uid,))
+            return await cursor.fetchall()
+
+        rows = await self._with(f"load_facts for user {uid!r}", None, read)
+        return [Fact(subject, text) for subject, text in rows]
+
+    async def clear_facts(self, user_id: str) -> None:
+        """Forget the user's facts."""
+        uid = check_user_id(user_id)
+
+        async def write(conn: AsyncConnection[Any]) -> None:
+            await conn.execute(self._clear_facts, (uid,))
+
+        await self._with(f"clear_facts for user {uid!r}", None, write)
 
     async def aclose(self) -> None:
         """Close the pool (idempotent)."""

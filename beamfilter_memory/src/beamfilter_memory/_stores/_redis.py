@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -11,12 +12,15 @@ from beamfilter_core.errors import ConfigError, StoreError
 
 from ._base import (
     KEEP_PAUSE,
+    Fact,
     PauseChange,
     check_conversation_id,
+    check_facts,
     check_limit,
     check_loop,
     check_messages,
     check_pause_change,
+    check_user_id,
     decode_all,
     decode_pause,
     encode,
@@ -31,7 +35,10 @@ if TYPE_CHECKING:
 class RedisStore:
     """Conversations in Redis: one list per conversation plus one key for its pause state.
 
-    Keys are ``<prefix><conversation_id>:messages`` and ``<prefix><conversation_id>:pause``.
+    Keys are ``<prefix><conversation_id>:messages`` and ``<prefix><conversation_id>:pause``;
+    the long-term facts of a user are one hash ``<prefix><user_id>:facts`` (subject ->
+    order and text) plus its counter ``<prefix><user_id>:facts_seq``. Facts are durable:
+    ``ttl`` applies to conversations only.
     Each :meth:`append` is one ``MULTI``/``EXEC`` transaction (the ``RPUSH`` of all its
     messages, the pause change and the TTL refresh), so no reader or crash ever sees half
     of it. With ``ttl`` (seconds) a conversation expires that long after its last append.
@@ -176,6 +183,64 @@ class RedisStore:
         except Exception as exc:
             raise self._failure(cid, "take_pause", exc) from exc
         return None if text is None else decode_pause(text, f"of conversation {cid!r}")
+
+    def _fact_keys(self, uid: str) -> tuple[str, str]:
+        prefix = self.prefix
+        return f"{prefix}{uid}:facts", f"{prefix}{uid}:facts_seq"
+
+    def _fact_failure(self, uid: str, action: str, exc: Exception) -> StoreError:
+        return store_failure(repr(self), f"{action} for user {uid!r}", None, exc)
+
+    async def save_facts(self, user_id: str, facts: Sequence[Fact]) -> None:
+        """Store ``facts`` in one MULTI/EXEC, each replacing the user's fact on its subject."""
+        uid = check_user_id(user_id)
+        checked = check_facts(facts)
+        if not checked:
+            return
+        facts_key, seq_key = self._fact_keys(uid)
+        client = self._redis()
+        try:
+            # Reserve one order number per fact first (INCRBY is atomic across workers).
+            last = int(await client.incrby(seq_key, len(checked)))
+            first = last - len(checked) + 1
+            mapping = {
+                fact.subject: json.dumps([first + index, fact.text], ensure_ascii=False)
+                for index, fact in enumerate(checked)
+            }
+            async with client.pipeline(transaction=True) as pipe:
+                pipe.hset(facts_key, mapping=mapping)  # type: ignore[arg-type]
+                await pipe.execute()
+        except Exception as exc:
+            raise self._fact_failure(uid, "save_facts", exc) from exc
+
+    async def load_facts(self, user_id: str) -> list[Fact]:
+        """The user's facts, oldest first."""
+        uid = check_user_id(user_id)
+        client = self._redis()
+        try:
+            raw: Any = await client.hgetall(self._fact_keys(uid)[0])
+        except Exception as exc:
+            raise self._fact_failure(uid, "load_facts", exc) from exc
+        rows: list[tuple[int, str, str]] = []
+        for subject, value in raw.items():
+            name = subject.decode() if isinstance(subject, bytes) else subject
+            try:
+                seq, text = json.loads(value)
+            except (ValueError, TypeError) as exc:
+                msg = f"Cannot read the stored fact {name!r} of user {uid!r} in {self!r}: {exc}"
+                raise StoreError(msg) from exc
+            rows.append((int(seq), name, str(text)))
+        rows.sort()
+        return [Fact(name, text) for _, name, text in rows]
+
+    async def clear_facts(self, user_id: str) -> None:
+        """Forget the user's facts."""
+        uid = check_user_id(user_id)
+        client = self._redis()
+        try:
+            await client.delete(*self._fact_keys(uid))
+        except Exception as exc:
+            raise self._fact_failure(uid, "clear_facts", exc) from exc
 
     async def aclose(self) -> None:
         """Close the connection pool (idempotent)."""

@@ -16,11 +16,14 @@ from beamfilter_core.errors import ConfigError, StoreError
 
 from ._base import (
     KEEP_PAUSE,
+    Fact,
     PauseChange,
     check_conversation_id,
+    check_facts,
     check_limit,
     check_messages,
     check_pause_change,
+    check_user_id,
     decode_all,
     decode_pause,
     encode,
@@ -44,6 +47,14 @@ CREATE TABLE IF NOT EXISTS beamfilter_pauses (
     conversation_id TEXT PRIMARY KEY,
     data TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS beamfilter_facts (
+    seq INTEGER PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    text TEXT NOT NULL,
+    UNIQUE (user_id, subject)
+);
+CREATE INDEX IF NOT EXISTS beamfilter_facts_user ON beamfilter_facts (user_id, seq);
 """
 _LOAD_ALL = "SELECT data FROM beamfilter_messages WHERE conversation_id = ? ORDER BY seq"
 _LOAD_LAST = (
@@ -58,6 +69,11 @@ _SAVE_PAUSE = (
 _CLEAR_PAUSE = "DELETE FROM beamfilter_pauses WHERE conversation_id = ?"
 _LOAD_PAUSE = "SELECT data FROM beamfilter_pauses WHERE conversation_id = ?"
 _CLEAR = "DELETE FROM beamfilter_messages WHERE conversation_id = ?"
+# A replaced fact is deleted and inserted again: its new rowid makes it the most recent.
+_DELETE_FACT = "DELETE FROM beamfilter_facts WHERE user_id = ? AND subject = ?"
+_INSERT_FACT = "INSERT INTO beamfilter_facts (user_id, subject, text) VALUES (?, ?, ?)"
+_LOAD_FACTS = "SELECT subject, text FROM beamfilter_facts WHERE user_id = ? ORDER BY seq"
+_CLEAR_FACTS = "DELETE FROM beamfilter_facts WHERE user_id = ?"
 
 
 def sqlite_path(url: str) -> str:
@@ -250,6 +266,34 @@ class SQLiteStore:
 
         row = await self._run("take_pause", cid, take)
         return None if row is None else decode_pause(row[0], f"of conversation {cid!r}")
+
+    async def save_facts(self, user_id: str, facts: Sequence[Fact]) -> None:
+        """Store ``facts`` in one transaction, each replacing the user's fact on its subject."""
+        uid = check_user_id(user_id)
+        checked = check_facts(facts)
+        if not checked:
+            return
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany(_DELETE_FACT, [(uid, fact.subject) for fact in checked])
+            conn.executemany(_INSERT_FACT, [(uid, fact.subject, fact.text) for fact in checked])
+            conn.execute("COMMIT")
+
+        await self._run(f"save_facts for user {uid!r}", None, write)
+
+    async def load_facts(self, user_id: str) -> list[Fact]:
+        """The user's facts, oldest first."""
+        uid = check_user_id(user_id)
+        rows = await self._run(
+            f"load_facts for user {uid!r}", None, lambda conn: conn.execute(_LOAD_FACTS, (uid,)).fetchall()
+        )
+        return [Fact(subject, text) for subject, text in rows]
+
+    async def clear_facts(self, user_id: str) -> None:
+        """Forget the user's facts."""
+        uid = check_user_id(user_id)
+        await self._run(f"clear_facts for user {uid!r}", None, lambda conn: conn.execute(_CLEAR_FACTS, (uid,)))
 
     async def aclose(self) -> None:
         """Close the connection and stop the worker thread (idempotent)."""
