@@ -6,6 +6,9 @@
   :class:`SQLiteStore` (``sqlite:///path.db``, the embedded default),
   :class:`PostgresStore` (``postgresql://...``) and :class:`RedisStore` (``redis://...``).
   :func:`open_store` builds one from its URL.
+- :func:`long_term_memory_filter` keeps durable :class:`Fact` values about each user
+  (``context["user_id"]``) in any of these stores (:class:`FactStore`) and tells the
+  model the relevant ones.
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._filter import ABANDONED_CALL_TEXT, DEFAULT_STORE, memory_filter
+from ._long_term import DEFAULT_EXTRACT_PROMPT, DEFAULT_HEADER, DEFAULT_RULES, long_term_memory_filter
 from ._stores import migrate, open_store
-from ._stores._base import KEEP_PAUSE, ChatStore, trim_window
+from ._stores._base import KEEP_PAUSE, ChatStore, Fact, FactStore, trim_window
 from ._stores._memory import InMemoryStore
 from ._stores._sqlite import SQLiteStore
 
@@ -26,14 +30,20 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ABANDONED_CALL_TEXT",
+    "DEFAULT_EXTRACT_PROMPT",
+    "DEFAULT_HEADER",
+    "DEFAULT_RULES",
     "DEFAULT_STORE",
     "KEEP_PAUSE",
     "ChatStore",
+    "Fact",
+    "FactStore",
     "InMemoryStore",
     "PostgresStore",
     "RedisStore",
     "SQLiteStore",
     "__version__",
+    "long_term_memory_filter",
     "memory_filter",
     "migrate",
     "open_store",

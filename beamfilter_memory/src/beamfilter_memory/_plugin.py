@@ -7,6 +7,7 @@ from typing import Any
 from beamfilter_core import FilterSpec, StoreSpec, hookimpl
 
 from ._filter import memory_filter
+from ._long_term import long_term_memory_filter
 from ._stores import open_store
 
 MEMORY_OPTIONS: dict[str, Any] = {
@@ -19,6 +20,35 @@ MEMORY_OPTIONS: dict[str, Any] = {
             "postgresql://..., redis://...",
         },
         "window": {"type": "integer", "minimum": 1, "description": "Send only the last N stored messages."},
+    },
+    "additionalProperties": False,
+}
+
+LONG_TERM_OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "store": MEMORY_OPTIONS["properties"]["store"],
+        "extract": {"enum": ["rules", "model"], "description": "How facts are found (default rules)."},
+        "rules": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "pattern": {"type": "string", "minLength": 1},
+                    "subject": {"type": "string", "minLength": 1},
+                    "fact": {"type": "string", "minLength": 1},
+                },
+                "required": ["pattern", "subject", "fact"],
+                "additionalProperties": False,
+            },
+            "description": "Patterns with {value}, e.g. 'I work at {value}'.",
+        },
+        "model": {"type": "string", "minLength": 1, "description": "A model of [models] (default the kernel's)."},
+        "prompt": {"type": "string", "pattern": "\\{messages\\}"},
+        "top_k": {"type": "integer", "minimum": 0},
+        "recent": {"type": "integer", "minimum": 0},
+        "header": {"type": "string", "minLength": 1},
+        "name": {"type": "string", "minLength": 1},
     },
     "additionalProperties": False,
 }
@@ -64,6 +94,21 @@ def beamfilter_register_filters() -> list[FilterSpec]:
             memory_filter,
             MEMORY_OPTIONS,
             "Keeps each conversation (context conversation_id) in a store; put it first.",
+            scopes=("turn", "chat"),
+        )
+    ]
+
+
+# A second implementation of the same hook (pluggy's ``specname``): one function per filter.
+@hookimpl(specname="beamfilter_register_filters")
+def beamfilter_register_long_term_filters() -> list[FilterSpec]:
+    """The ``long_term_memory`` filter."""
+    return [
+        FilterSpec(
+            "long_term_memory",
+            long_term_memory_filter,
+            LONG_TERM_OPTIONS,
+            "Durable facts about each user (context user_id) in a store, told to the model every turn.",
             scopes=("turn", "chat"),
         )
     ]
