@@ -170,12 +170,6 @@ def test_a_filter_factory_raising_a_value_error_is_reported_with_its_place() -> 
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=OSError,
-    reason="core bug: build_config catches only PluginError/TypeError/ValueError from a factory, so any "
-    "other exception (OSError here) escapes raw, without the config place or the filter's name",
-)
 def test_a_filter_factory_raising_any_error_is_reported_with_its_place() -> None:
     registry = Registry(entry_points=[ep("boom", FactoryRaises())])
     with pytest.raises(ConfigError) as caught:
@@ -200,14 +194,7 @@ async def test_a_filter_returning_the_wrong_type_is_a_typed_error_naming_it() ->
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=FilterError,
-    reason="core bug: a wrong return value is only checked at the chain's outer end, so an outer filter "
-    "that touches it raises first and is blamed (FilterError naming 'outer', AttributeError) instead of "
-    "a ConfigError naming 'sloppy'",
-)
-async def test_a_wrong_type_from_an_inner_filter_names_that_filter() -> None:
+async def test_a_wrong_type_from_an_inner_filter_is_named_with_check_returns() -> None:
     from beamfilter_core import ScriptedModel
 
     async def outer(request: Any, state: dict[str, Any], call_next: Any) -> Any:
@@ -215,6 +202,14 @@ async def test_a_wrong_type_from_an_inner_filter_names_that_filter() -> None:
         return response.replace(message=response.message)
 
     filters = [Filter("outer", around_chat=outer), Filter("sloppy", around_chat=_returns_text)]
-    kernel = Kernel(ScriptedModel(["hi"]), filters=filters)
-    with pytest.raises(ConfigError, match="'sloppy'"):
-        await kernel.run("x")
+    # by default only the chain's outer end is checked (no per-layer cost): the outer filter trips first
+    with pytest.raises(FilterError, match=r"Filter 'outer' raised AttributeError"):
+        await Kernel(ScriptedModel(["hi"]), filters=filters).run("x")
+    # check_returns=True checks every layer and names the filter that returned the wrong value
+    with pytest.raises(ConfigError) as caught:
+        await Kernel(ScriptedModel(["hi"]), filters=filters, check_returns=True).run("x")
+    assert str(caught.value) == (
+        "Filter 'sloppy' returned 'not a ChatResponse' (a str) from around_chat; "
+        "around_chat hooks must return a ChatResponse."
+    )
+    assert caught.value.filter_name == "sloppy"

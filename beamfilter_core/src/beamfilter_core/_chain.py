@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 
 from ._filter import CompiledFilter, Hook, Scope
-from .errors import BeamfilterError, FilterError
+from .errors import BeamfilterError, ConfigError, FilterError
 
 Call = Callable[[Any], Awaitable[Any]]
 
@@ -22,6 +22,22 @@ Call = Callable[[Any], Awaitable[Any]]
 def _layer(hook: Hook, state: dict[str, Any], call_next: Call) -> Call:
     def call(request: Any) -> Awaitable[Any]:
         return hook(request, state, call_next)
+
+    return call
+
+
+def _checked_layer(hook: Hook, state: dict[str, Any], call_next: Call, name: str, scope: str, expected: type) -> Call:
+    async def call(request: Any) -> Any:
+        result = await hook(request, state, call_next)
+        if type(result) is not expected:
+            msg = (
+                f"Filter {name!r} returned {result!r} (a {type(result).__name__}) from around_{scope}; "
+                f"around_{scope} hooks must return a {expected.__name__}."
+            )
+            error = ConfigError(msg)
+            error.filter_name = name
+            raise error
+        return result
 
     return call
 
@@ -46,11 +62,19 @@ class CompiledChain:
                 names.append(item.filter.name)
         return cls(scope, tuple(layers), tuple(names))
 
-    def bind(self, states: Sequence[dict[str, Any]], terminal: Call) -> Call:
-        """Wrap ``terminal`` in the layers; with no layers, return ``terminal`` itself."""
+    def bind(self, states: Sequence[dict[str, Any]], terminal: Call, expected: type | None = None) -> Call:
+        """Wrap ``terminal`` in the layers; with no layers, return ``terminal`` itself.
+
+        With ``expected`` (the kernel's ``check_returns``), every layer checks that its
+        hook returned that type, so a wrong value names the filter that produced it.
+        """
         call = terminal
-        for index, hook in reversed(self.layers):
-            call = _layer(hook, states[index], call)
+        if expected is None:
+            for index, hook in reversed(self.layers):
+                call = _layer(hook, states[index], call)
+            return call
+        for (index, hook), name in zip(reversed(self.layers), reversed(self.names), strict=True):
+            call = _checked_layer(hook, states[index], call, name, self.scope, expected)
         return call
 
 

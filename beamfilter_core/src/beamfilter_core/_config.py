@@ -236,7 +236,7 @@ def _build(item: Registered[Any], options: Any, context: BuildContext, where: st
         return factory(**options, **extra)
     except ConfigError as exc:
         problems.extend(f"{where}: {p}" for p in exc.problems)
-    except (PluginError, TypeError, ValueError) as exc:
+    except Exception as exc:  # noqa: BLE001  # a plugin's factory may raise anything: report it with its place
         problems.append(f"{where}: {item.qualified!r} could not be built: {type(exc).__name__}: {exc}")
     return None
 
@@ -415,7 +415,8 @@ def build_config(
     """
     data, config_dir, label = read_config(config)
     problems: list[str] = []
-    data = _resolve_env(data, "", problems)
+    # resolve per section: a top-level "$env" key is an unknown section, not an indirection
+    data = {key: _resolve_env(value, key, problems) for key, value in data.items()}
     for key in data:
         if key not in _TOP_KEYS:
             problems.append(f"{key}: unknown section.{suggest(key, _TOP_KEYS)} Known sections: {', '.join(_TOP_KEYS)}.")

@@ -117,6 +117,7 @@ class Kernel:
         gate: Gate | None = None,
         system_prompt: str | None = None,
         options: Mapping[str, Any] | None = None,
+        check_returns: bool = False,
     ) -> None:
         if not (callable(getattr(model, "complete", None)) and callable(getattr(model, "stream", None))):
             msg = f"Kernel(model={model!r}) needs a ChatModel with async complete() and stream() methods."
@@ -133,6 +134,9 @@ class Kernel:
         self.tool_timeout = float(tool_timeout) if tool_timeout is not None else None
         self.gate = gate
         self.system_prompt = system_prompt
+        #: Check what every filter layer returns (names the filter that returned a wrong
+        #: type, at the cost of one extra coroutine per layer); meant for tests and debugging.
+        self.check_returns = check_returns
         self.options: Mapping[str, Any] = dict(options or {})
         self._given_tools = tuple(t if isinstance(t, Tool) else make_tool(t) for t in tools)
         self._compile(filters)

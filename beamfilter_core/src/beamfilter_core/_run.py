@@ -154,15 +154,19 @@ class _Run:
         self.states = states = [item.new_state() for item in kernel._filters]
         compiled = kernel._chains
         chat_terminal = self._chat_stream_terminal if sink is not None else self._chat_terminal
-        self.chat = compiled["chat"].bind(states, chat_terminal)
-        self.iteration = compiled["iteration"].bind(states, self._iteration_terminal)
-        self.turn = compiled["turn"].bind(states, self._turn_terminal)
+        check = kernel.check_returns
+        self.chat = compiled["chat"].bind(states, chat_terminal, ChatResponse if check else None)
+        self.iteration = compiled["iteration"].bind(
+            states, self._iteration_terminal, IterationResult if check else None
+        )
+        self.turn = compiled["turn"].bind(states, self._turn_terminal, TurnResult if check else None)
 
     def __getattr__(self, name: str) -> Any:
         # The tool chain is bound on the first tool call: many turns call no tool.
         if name != "tool":
             raise AttributeError(name)
-        self.tool = tool = self.kernel._chains["tool"].bind(self.states, self._tool_terminal)
+        expected = ToolResult if self.kernel.check_returns else None
+        self.tool = tool = self.kernel._chains["tool"].bind(self.states, self._tool_terminal, expected)
         return tool
 
     # -- chat ---------------------------------------------------------------------------

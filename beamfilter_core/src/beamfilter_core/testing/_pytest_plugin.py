@@ -25,12 +25,15 @@ def scripted_model() -> Callable[..., ScriptedModel]:
 def make_kernel() -> Callable[..., Kernel]:
     """A factory: ``make_kernel(script_or_model, tools=..., filters=..., **kernel_options)``.
 
-    A list (or tuple) as first argument is wrapped in a ScriptedModel.
+    A list (or tuple) as first argument is wrapped in a ScriptedModel. Kernels made here
+    check what every filter layer returns (``check_returns=True``) unless told otherwise,
+    so a filter returning the wrong type is named in the error.
     """
 
     def make(model: Any, **options: Any) -> Kernel:
         if isinstance(model, list | tuple):
             model = ScriptedModel(model)
+        options.setdefault("check_returns", True)
         return Kernel(model, **options)
 
     return make
