@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import attrs
 
 from ._options import check_number
+
+#: The options schema of a backoff, shared by the retry filters' specs.
+BACKOFF_OPTIONS: dict[str, Any] = {
+    "max_retries": {"type": "integer", "minimum": 0},
+    "initial_delay": {"type": "number", "minimum": 0},
+    "max_delay": {"type": "number", "minimum": 0},
+    "multiplier": {"type": "number", "minimum": 1},
+    "jitter": {"type": "boolean"},
+}
 
 
 @attrs.frozen(slots=True)

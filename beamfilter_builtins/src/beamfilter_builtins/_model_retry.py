@@ -26,7 +26,7 @@ from beamfilter_core.errors import (
     ProviderTimeoutError,
 )
 
-from ._backoff import Backoff
+from ._backoff import BACKOFF_OPTIONS, Backoff
 from ._options import check_int, check_number
 from ._streamwatch import StreamWatch
 
@@ -114,11 +114,7 @@ SPEC = FilterSpec(
     {
         "type": "object",
         "properties": {
-            "max_retries": {"type": "integer", "minimum": 0},
-            "initial_delay": {"type": "number", "minimum": 0},
-            "max_delay": {"type": "number", "minimum": 0},
-            "multiplier": {"type": "number", "minimum": 1},
-            "jitter": {"type": "boolean"},
+            **BACKOFF_OPTIONS,
             "max_retry_after": {"type": "number", "minimum": 0},
             "name": {"type": "string"},
         },

@@ -16,7 +16,7 @@ from typing import Any
 from beamfilter_core import Filter, FilterSpec, ToolRequest, ToolResult
 from beamfilter_core.errors import ConfigError
 
-from ._backoff import Backoff
+from ._backoff import BACKOFF_OPTIONS, Backoff
 from ._options import check_int, check_names
 
 __all__ = ["SPEC", "tool_retry_filter"]
@@ -92,11 +92,7 @@ SPEC = FilterSpec(
     {
         "type": "object",
         "properties": {
-            "max_retries": {"type": "integer", "minimum": 0},
-            "initial_delay": {"type": "number", "minimum": 0},
-            "max_delay": {"type": "number", "minimum": 0},
-            "multiplier": {"type": "number", "minimum": 1},
-            "jitter": {"type": "boolean"},
+            **BACKOFF_OPTIONS,
             "retry_on": {"type": "array", "items": {"enum": list(_KINDS)}, "minItems": 1},
             "tools": {"type": "array", "items": {"type": "string"}},
             "name": {"type": "string"},
