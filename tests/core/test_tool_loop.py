@@ -20,7 +20,7 @@ from beamfilter_core import (
     ToolResult,
     tool,
 )
-from beamfilter_core.errors import ToolDefinitionError
+from beamfilter_core.errors import FilterError, ToolDefinitionError
 
 
 def _tool_messages(result: Any) -> list[Message]:
@@ -369,3 +369,39 @@ def test_filters_can_provide_tools() -> None:
     assert [t.name for t in model.requests[0].tools] == ["lookup"]
     # with other filters the provided tool goes away
     assert kernel.with_filters([]).tools == ()
+
+
+def test_a_failing_call_cancels_the_rest_of_its_batch() -> None:
+    finished: list[str] = []
+
+    @tool
+    async def slow() -> str:
+        """Slow."""
+        await asyncio.sleep(0.5)
+        finished.append("slow")
+        return "late"
+
+    @tool
+    def quick() -> str:
+        """Quick."""
+        return "now"
+
+    async def explode_on_quick(request: ToolRequest, state: dict[str, Any], call_next: Any) -> ToolResult:
+        if request.tool.name == "quick":
+            raise RuntimeError("filter bug")
+        return await call_next(request)
+
+    async def main() -> None:
+        kernel = Kernel(
+            ScriptedModel([ChatResponse.tool_calls(ToolCall("slow", {}), ToolCall("quick", {})), "x"]),
+            tools=[slow, quick],
+            filters=[Filter("exploder", around_tool=explode_on_quick)],
+        )
+        with pytest.raises(FilterError, match="Filter 'exploder' raised RuntimeError: filter bug"):
+            await kernel.run("go")
+        await asyncio.sleep(0.7)
+
+    started = time.perf_counter()
+    asyncio.run(main())
+    assert time.perf_counter() - started < 1.5
+    assert finished == []  # the slow sibling was cancelled, not left running

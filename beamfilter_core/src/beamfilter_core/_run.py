@@ -298,7 +298,14 @@ class _Run:
         tools = self.tools
         if any(t.serial for t in (tools.get(c.name) for c in calls) if t is not None):
             return [await self._run_one(call, snapshot, decided.get(call.id)) for call in calls]
-        return list(await asyncio.gather(*(self._run_one(c, snapshot, decided.get(c.id)) for c in calls)))
+        tasks = [asyncio.ensure_future(self._run_one(c, snapshot, decided.get(c.id))) for c in calls]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            # a failing call (a filter bug, a cancelled run) must not leave its siblings running
+            for task in tasks:
+                task.cancel()
+            raise
 
     def _after_batch(self, calls: Sequence[ToolCall], results: Sequence[ToolResult]) -> IterationResult:
         loop = self.loop
