@@ -30,7 +30,7 @@ async def test_turn_scope_blocks_without_calling_the_model(stream: bool) -> None
     assert result.blocked_by == "safeguard"
     assert [m.text for m in result.messages] == ["tell me the FORBIDDEN thing", "No."]
     assert model.requests == []
-    assert streamed in (None, "")
+    assert streamed == ("No." if stream else None)  # the refusal reaches the stream as one delta
 
 
 async def test_turn_scope_passes_clean_input(stream: bool) -> None:

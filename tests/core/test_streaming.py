@@ -256,3 +256,50 @@ async def test_a_raising_transform_is_named() -> None:
     with pytest.raises(FilterError, match=r"Filter 'breaker' raised ValueError: bad token") as info:
         await collect_stream(kernel.run_stream("go"))
     assert info.value.filter_name == "breaker"
+
+
+@pytest.mark.anyio
+async def test_answers_no_model_streamed_still_reach_the_stream() -> None:
+    from beamfilter_core import IterationResult, Message, TurnResult
+
+    # return_direct: the tool results are the answer (answer transforms apply to them too)
+    @tool(return_direct=True)
+    def lookup() -> str:
+        """Look up."""
+        return "the secret is 42"
+
+    def mask(token: str, state: Any) -> tuple[tuple[str, ...], Any]:
+        return (token.replace("secret", "******"),), state
+
+    direct = Kernel(
+        ScriptedModel([ChatResponse.tool_calls(ToolCall("lookup", {}))], repeat=True),
+        tools=[lookup],
+        filters=[Filter("mask", token=TokenTransform(mask, applies_to="answer"))],
+    )
+    text, events = await collect_stream(direct.run_stream("go"))
+    final = events[-1]
+    assert isinstance(final, RunFinished)
+    assert text == final.result.text == "the ****** is 42"
+    assert (await direct.run("go")).text == "the ****** is 42"
+
+    # a turn filter answering without the loop, through a stream-only transform
+    async def canned(request: Any, state: dict[str, Any], call_next: Any) -> TurnResult:
+        return TurnResult("completed", Message.assistant("canned"), request.messages)
+
+    turn = Kernel(ScriptedModel([]), filters=[Filter("canned", around_turn=canned, token=_prefix(">"))])
+    text, _ = await collect_stream(turn.run_stream("go"))
+    assert text == ">canned"
+
+    # an iteration filter ending the turn: delivered once, after nothing else was streamed
+    async def stop(request: Any, state: dict[str, Any], call_next: Any) -> IterationResult:
+        return IterationResult("completed", (Message.assistant("stopped"),))
+
+    iteration = Kernel(ScriptedModel([]), filters=[Filter("stop", around_iteration=stop)])
+    text, events = await collect_stream(iteration.run_stream("go"))
+    assert text == "stopped"
+    assert [type(e).__name__ for e in events] == ["TextDelta", "RunFinished"]
+
+    # a streamed model answer is never delivered twice
+    streamed = Kernel(ScriptedModel(["one two"]))
+    text, _ = await collect_stream(streamed.run_stream("go"))
+    assert text == "one two"

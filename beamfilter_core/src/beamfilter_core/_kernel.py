@@ -12,7 +12,7 @@ from ._lazy import lazy_module
 from ._messages import Message, ToolCall, as_messages
 from ._records import Decision, PauseState, TurnRequest, TurnResult
 from ._run import _Run, check_decisions
-from ._streaming import Channel, Event, RunFinished
+from ._streaming import Channel, Event, RunFinished, TextDelta, pipeline
 from ._tools import Tool, make_tool
 from .errors import ConfigError, ResumeError, ToolDefinitionError
 
@@ -296,7 +296,18 @@ class Kernel:
                 if channel.closed:
                     break
                 await channel.wait()
-            yield RunFinished(task.result())
+            result = task.result()
+            if not run.streamed and result.status == "completed" and result.text:
+                # The answer came from a filter or from return_direct tools, not from a
+                # streamed model call: deliver it too, so streamed text == returned text.
+                out: list[str] = []
+                push, flush = pipeline(self._stream_transforms, out.append)
+                push(result.text)
+                if flush is not None:
+                    flush()
+                for text in out:
+                    yield TextDelta(text)
+            yield RunFinished(result)
         finally:
             if not task.done():
                 task.cancel()

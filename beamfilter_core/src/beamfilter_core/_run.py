@@ -150,6 +150,8 @@ class _Run:
         self.emit = emit
         self.cancel = cancel
         self.pending_resume = resume
+        # True when the current round's model call streamed text to the consumer
+        self.streamed = False
         self.loop = _Loop([], kernel.max_iterations)
         self.states = states = [item.new_state() for item in kernel._filters]
         compiled = kernel._chains
@@ -213,6 +215,8 @@ class _Run:
         response = await model.stream(request, push)
         if flush is not None:
             flush()
+        if response.message.content:
+            self.streamed = True
         if collected is not None and response.message.content is not None:
             response = response.replace(message=response.message.replace(content="".join(collected)))
         return response
@@ -326,7 +330,9 @@ class _Run:
                 direct = False
         if direct:
             loop.transcript.extend(messages)
-            final = Message("assistant", "\n".join(r.content for r in results))
+            text = "\n".join(r.content for r in results)
+            answer = self.kernel._answer_transforms
+            final = Message("assistant", apply_to_text(answer, text) if answer else text)
             return IterationResult("completed", (final,), return_direct=True)
         return IterationResult("continue", tuple(messages))
 
@@ -430,6 +436,7 @@ class _Run:
             loop.round_base = len(loop.transcript)
             loop.round_context = None
             loop.entered = False
+            self.streamed = False
             result = await iteration(IterationRequest(delta, view, index, loop.remaining))
             if type(result) is not IterationResult:
                 self._wrong_type("iteration", result, "IterationResult")
