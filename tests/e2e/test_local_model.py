@@ -75,7 +75,7 @@ def test_the_demo_runs_on_the_local_model_in_well_under_a_minute() -> None:
     elapsed = time.perf_counter() - started
     text = out.getvalue()
     assert "model: LocalModel, SmolLM2-135M-Instruct served by llama.cpp in this process" in text
-    assert text.count("returned text == streamed text: yes") == 2
+    assert text.count("returned text == streamed text: yes") == 3  # the blocked turn is delivered too
     assert "[memory] conversation 'demo': 2 stored + 1 new = 3 sent" in text
     assert "blocked by safeguard" in text
     assert text.count(SECRET) == 1  # the prompt only: answers are redacted

@@ -223,9 +223,7 @@ async def _conversation(kernel: Kernel, console: Console, counter: list[int]) ->
             elif isinstance(event, RunFinished):
                 result = event.result
         assert result is not None  # run_stream always ends with RunFinished
-        if not streamed:  # the safeguard answered without calling the model
-            console.line(f"assistant> {result.text}")
-            continue
+        # a refusal from the safeguard reaches the stream too, as one text delta
         same = "yes" if result.text == "".join(streamed) else "NO"
         hidden = counter[0] - before
         console.note("redact", f"hid {hidden} key(s) in this answer; returned text == streamed text: {same}")
