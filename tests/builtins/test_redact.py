@@ -266,6 +266,7 @@ def test_property_stream_equals_whole_text_regex(text: str, cuts: list[int], pat
     assert "".join(run_transform(flt, chunks)) == reference
 
 
+@pytest.mark.packages  # uses beamfilter-memory
 @pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
 async def test_real_memory_filter_stores_the_redacted_answer(tmp_path: Path, stream: bool) -> None:
     from beamfilter_memory import SQLiteStore, memory_filter

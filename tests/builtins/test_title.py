@@ -79,6 +79,7 @@ async def test_paused_or_cancelled_turns_are_not_titled() -> None:
     assert store.titles == {}
 
 
+@pytest.mark.packages  # uses beamfilter-memory
 async def test_memory_chat_store_holds_titles(tmp_path: Path) -> None:
     from beamfilter_memory import open_store
 

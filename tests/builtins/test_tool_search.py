@@ -174,6 +174,7 @@ def test_custom_index_and_options() -> None:
     assert tuple(SPEC.scopes) == ("chat",)
 
 
+@pytest.mark.packages  # uses beamfilter-memory
 async def test_discovery_survives_turns_through_memory() -> None:
     from beamfilter_memory import InMemoryStore, memory_filter
 

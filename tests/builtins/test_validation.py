@@ -108,6 +108,7 @@ def test_validation_options() -> None:
     assert tuple(SPEC.scopes) == ("turn",)
 
 
+@pytest.mark.packages  # uses beamfilter-memory
 async def test_with_the_real_memory_filter_nothing_is_duplicated() -> None:
     from beamfilter_memory import InMemoryStore, memory_filter
 

@@ -12,6 +12,9 @@ from beamfilter_core._config import build_config
 from beamfilter_core._specs import PresetSpec
 from beamfilter_core.errors import AmbiguousFilterError, ConfigError, PluginLoadError, UnknownNameError
 
+# the built-in presets come from beamfilter-builtins
+pytestmark = pytest.mark.packages
+
 MODEL = {"use": "scripted", "script": ["ok"]}
 PRODUCTION = [
     "tool_errors",
