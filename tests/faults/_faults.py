@@ -2,37 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
+from core.models._mock import Server
 from peers._peer import Peer
 
-from beamfilter_core import Kernel, OpenAIChatModel, RunFinished, TurnResult
-from beamfilter_core.testing import collect_stream
+from beamfilter_core import Kernel, OpenAIChatModel, TurnResult
+from beamfilter_core.testing import run_turn as run_turn_of_kit
 from beamfilter_memory import SQLiteStore, memory_filter
 
 CID = "conv-1"
 
-Answer = httpx.Response | Exception | Callable[[httpx.Request], httpx.Response]
 
-
-class Transport:
-    """Answers requests in order (the last answer repeats) and counts them."""
-
-    def __init__(self, answers: Sequence[Answer]) -> None:
-        self.answers = list(answers)
-        self.requests: list[httpx.Request] = []
-
-    def handle(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        answer = self.answers[min(len(self.requests), len(self.answers)) - 1]
-        if isinstance(answer, Exception):
-            raise answer
-        if callable(answer) and not isinstance(answer, httpx.Response):
-            return answer(request)
-        return answer
+class Transport(Server):
+    """The models tests' scripted transport (answers in order, the last repeats), plus a model on it."""
 
     def model(self, **options: Any) -> OpenAIChatModel:
         options.setdefault("api_key", "sk-test")
@@ -58,14 +43,8 @@ def kernel(model: Any, store: SQLiteStore, **options: Any) -> Kernel:
 
 async def run_turn(k: Kernel, text: str, *, stream: bool) -> tuple[str, TurnResult]:
     """One turn of conversation :data:`CID`, streamed or not: (streamed text, TurnResult)."""
-    context = {"conversation_id": CID}
-    if stream:
-        streamed, events = await collect_stream(k.run_stream(text, context=context))
-        last = events[-1]
-        assert isinstance(last, RunFinished)
-        return streamed, last.result
-    result = await k.run(text, context=context)
-    return "", result
+    result, streamed = await run_turn_of_kit(k, text, stream, context={"conversation_id": CID})
+    return streamed or "", result
 
 
 def scenario(peer: Peer, *behaviors: dict[str, Any]) -> None:
