@@ -7,20 +7,16 @@ Integration tests with real processes and real SQLite / PostgreSQL / Redis.
 from __future__ import annotations
 
 import asyncio
-import signal
-import subprocess
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
+from memory._processes import spawn, wait_then_kill
 
 from beamfilter_core import Decision, Kernel, Message, ScriptedModel, ToolCall, tool
 from beamfilter_memory import ChatStore, memory_filter
 
 pytestmark = [pytest.mark.anyio, pytest.mark.services, pytest.mark.slow]
 
-WORKER = Path(__file__).with_name("_worker.py")
 DURABLE = ("sqlite", "postgres", "redis")
 U, A, T = Message.user, Message.assistant, Message.tool
 
@@ -37,38 +33,15 @@ def lookup(city: str) -> str:
     return f"sunny in {city}"
 
 
-def _spawn(mode: str, kind: str, store: ChatStore, cid: str) -> subprocess.Popen[str]:
-    url, prefix = store.url, getattr(store, "prefix", "")  # type: ignore[attr-defined]
-    return subprocess.Popen(
-        [sys.executable, str(WORKER), mode, kind, url, cid, prefix],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=str(WORKER.parent),
-    )
-
-
-def _wait_then_kill(proc: subprocess.Popen[str], expected: str) -> None:
-    assert proc.stdout is not None
-    line = proc.stdout.readline().strip()
-    if line != expected:
-        proc.kill()
-        _, err = proc.communicate(timeout=10)
-        raise AssertionError(f"worker printed {line!r}, expected {expected!r}; stderr:\n{err}")
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=10)
-    assert proc.returncode == -signal.SIGKILL
-
-
 @pytest.mark.parametrize("kind", DURABLE)
 async def test_a_worker_killed_mid_turn_leaves_only_whole_turns(
     kind: str, make_store: Callable[..., ChatStore]
 ) -> None:
     store = make_store(kind)
     try:
-        proc = _spawn("turn", kind, store, "c1")
+        proc = spawn("turn", kind, store, "c1")
         # The worker completed turn 1, then hangs in turn 2's second LLM call (after a tool round trip).
-        await asyncio.to_thread(_wait_then_kill, proc, "mid-turn")
+        await asyncio.to_thread(wait_then_kill, proc, "mid-turn")
         turn1 = [U("first question"), A("first answer")]
         assert await store.load("c1") == turn1
         assert await store.load_pause("c1") is None
@@ -89,8 +62,8 @@ async def test_a_pause_survives_its_worker_and_resumes_elsewhere(
 ) -> None:
     store = make_store(kind)
     try:
-        proc = _spawn("pause", kind, store, "c1")
-        await asyncio.to_thread(_wait_then_kill, proc, "paused")
+        proc = spawn("pause", kind, store, "c1")
+        await asyncio.to_thread(wait_then_kill, proc, "paused")
         call = ToolCall("transfer", {"amount": 5}, "call_t")
         assert await store.load("c1") == [U("pay 5"), A(None, (call,))]
         pause = await store.load_pause("c1")

@@ -7,23 +7,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from memory._processes import kill, spawn, wait_line
 
 from beamfilter_core import ContentPart, Decision, Message, PauseState, ToolCall, Usage
 from beamfilter_core.errors import ConfigError, StoreError
 from beamfilter_memory import KEEP_PAUSE, ChatStore, Fact, InMemoryStore, SQLiteStore, open_store
 
 pytestmark = [pytest.mark.anyio, pytest.mark.services]
-
-WORKER = Path(__file__).with_name("_worker.py")
 
 
 def _pause(tag: str = "p") -> PauseState:
@@ -356,36 +352,6 @@ async def test_unreachable_servers_are_store_errors() -> None:
 DURABLE = ("sqlite", "postgres", "redis")
 
 
-def _url_and_prefix(store: ChatStore) -> tuple[str, str]:
-    return store.url, getattr(store, "prefix", "")  # type: ignore[attr-defined]
-
-
-def _spawn(mode: str, kind: str, store: ChatStore, cid: str) -> subprocess.Popen[str]:
-    url, prefix = _url_and_prefix(store)
-    return subprocess.Popen(
-        [sys.executable, str(WORKER), mode, kind, url, cid, prefix],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=str(WORKER.parent),
-    )
-
-
-def _wait_line(proc: subprocess.Popen[str], expected: str) -> None:
-    assert proc.stdout is not None
-    line = proc.stdout.readline().strip()
-    if line != expected:
-        proc.kill()
-        _, err = proc.communicate(timeout=10)
-        raise AssertionError(f"worker printed {line!r}, expected {expected!r}; stderr:\n{err}")
-
-
-def _kill(proc: subprocess.Popen[str]) -> None:
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=10)
-    assert proc.returncode == -signal.SIGKILL
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", DURABLE)
 async def test_sigkill_during_appends_leaves_only_whole_batches(
@@ -395,10 +361,10 @@ async def test_sigkill_during_appends_leaves_only_whole_batches(
     try:
         for attempt in range(3):
             cid = f"crash-{attempt}"
-            proc = _spawn("append", kind, store, cid)
-            await asyncio.to_thread(_wait_line, proc, "ready")
+            proc = spawn("append", kind, store, cid)
+            await asyncio.to_thread(wait_line, proc, "ready")
             await asyncio.sleep(0.15 + 0.1 * attempt)
-            _kill(proc)
+            kill(proc)
             texts = [m.text for m in await store.load(cid)]
             assert len(texts) >= 10
             assert len(texts) % 10 == 0, f"a partial batch survived: {len(texts)} messages"
@@ -417,7 +383,7 @@ async def test_several_processes_append_to_one_conversation(kind: str, make_stor
     store = make_store(kind)
     try:
         await store.append("warm", [Message.user("schema")])  # created once, before the race
-        procs = [_spawn("writer", kind, store, "shared") for _ in range(3)]
+        procs = [spawn("writer", kind, store, "shared") for _ in range(3)]
         for proc in procs:
             _, err = await asyncio.to_thread(proc.communicate, timeout=120)
             assert proc.returncode == 0, err
