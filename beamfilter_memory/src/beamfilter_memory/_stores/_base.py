@@ -281,6 +281,22 @@ def check_pause_change(pause: Any) -> str | _Keep | None:
     return encode_pause(pause)
 
 
+def check_append(
+    conversation_id: str, messages: Sequence[Message], pause: Any
+) -> tuple[str, list[str], str | _Keep | None] | None:
+    """Check and encode an append before anything is written (a bad item writes nothing).
+
+    Returns the conversation id, the encoded messages and the pause change, or None when
+    the append would change nothing.
+    """
+    cid = check_conversation_id(conversation_id)
+    rows = [encode(message) for message in check_messages(messages)]
+    change = check_pause_change(pause)
+    if not rows and change is KEEP_PAUSE:
+        return None
+    return cid, rows, change
+
+
 def check_loop(store: object, bound: asyncio.AbstractEventLoop | None) -> asyncio.AbstractEventLoop:
     """The running loop; StoreError if ``store``'s connections belong to another loop."""
     loop = asyncio.get_running_loop()

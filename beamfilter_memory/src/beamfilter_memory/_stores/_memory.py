@@ -11,15 +11,13 @@ from ._base import (
     KEEP_PAUSE,
     Fact,
     PauseChange,
+    check_append,
     check_conversation_id,
     check_facts,
     check_limit,
-    check_messages,
-    check_pause_change,
     check_user_id,
     decode_all,
     decode_pause,
-    encode,
     encode_pause,
 )
 
@@ -68,10 +66,10 @@ class InMemoryStore:
     ) -> None:
         """Store ``messages`` (and the pause change) at once."""
         self._check_open()
-        cid = check_conversation_id(conversation_id)
-        # Encode everything before touching the dicts, so a bad item changes nothing.
-        rows = [encode(message) for message in check_messages(messages)]
-        change = check_pause_change(pause)
+        checked = check_append(conversation_id, messages, pause)
+        if checked is None:
+            return
+        cid, rows, change = checked
         if rows:
             self._messages.setdefault(cid, []).extend(rows)
         if change is None:

@@ -14,16 +14,14 @@ from ._base import (
     KEEP_PAUSE,
     Fact,
     PauseChange,
+    check_append,
     check_conversation_id,
     check_facts,
     check_limit,
     check_loop,
-    check_messages,
-    check_pause_change,
     check_user_id,
     decode_all,
     decode_pause,
-    encode,
     encode_pause,
     store_failure,
 )
@@ -113,11 +111,10 @@ class RedisStore:
         self, conversation_id: str, messages: Sequence[Message], *, pause: PauseChange = KEEP_PAUSE
     ) -> None:
         """Store ``messages`` and the pause change in one MULTI/EXEC transaction."""
-        cid = check_conversation_id(conversation_id)
-        rows = [encode(message) for message in check_messages(messages)]
-        change = check_pause_change(pause)
-        if not rows and change is KEEP_PAUSE:
+        checked = check_append(conversation_id, messages, pause)
+        if checked is None:
             return
+        cid, rows, change = checked
         messages_key, pause_key = self._keys(cid)
         ttl = self.ttl
         client = self._redis()

@@ -18,15 +18,13 @@ from ._base import (
     KEEP_PAUSE,
     Fact,
     PauseChange,
+    check_append,
     check_conversation_id,
     check_facts,
     check_limit,
-    check_messages,
-    check_pause_change,
     check_user_id,
     decode_all,
     decode_pause,
-    encode,
     encode_pause,
     store_failure,
 )
@@ -205,11 +203,11 @@ class SQLiteStore:
         self, conversation_id: str, messages: Sequence[Message], *, pause: PauseChange = KEEP_PAUSE
     ) -> None:
         """Store ``messages`` and the pause change in one transaction."""
-        cid = check_conversation_id(conversation_id)
-        rows = [(cid, encode(message)) for message in check_messages(messages)]
-        change = check_pause_change(pause)
-        if not rows and change is KEEP_PAUSE:
+        checked = check_append(conversation_id, messages, pause)
+        if checked is None:
             return
+        cid, encoded, change = checked
+        rows = [(cid, text) for text in encoded]
 
         def write(conn: sqlite3.Connection) -> None:
             conn.execute("BEGIN IMMEDIATE")
