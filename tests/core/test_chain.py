@@ -235,3 +235,29 @@ def test_bad_filters_are_rejected_at_assembly() -> None:
         Kernel(ScriptedModel([]), filters=[trace_filter("a", []), trace_filter("a", [])])
     with pytest.raises(ConfigError, match=r"filters\[0\] is 42 \(a int\); a filter needs a 'name'"):
         Kernel(ScriptedModel([]), filters=[42])
+
+
+def test_aclose_closes_the_model_and_the_filters_stores_once() -> None:
+    import asyncio
+
+    closed: list[str] = []
+
+    class Closing:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        async def aclose(self) -> None:
+            closed.append(self.name)
+
+    class ClosingModel(ScriptedModel, Closing):
+        def __init__(self) -> None:
+            ScriptedModel.__init__(self, ["ok"])
+            Closing.__init__(self, "model")
+
+    store = Closing("store")
+    kernel = Kernel(
+        ClosingModel(),
+        filters=[Filter("a", extras={"store": store}), Filter("b", extras={"store": store}), Filter("c")],
+    )
+    asyncio.run(kernel.aclose())
+    assert closed == ["model", "store"]

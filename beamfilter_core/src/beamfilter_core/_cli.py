@@ -319,17 +319,12 @@ async def _chat_loop(kernel: Kernel, conversation_id: str, *, keep_history: bool
 
 
 async def _closing(kernel: Kernel, work: Awaitable[T]) -> T:
-    """Await ``work``, then close the model and the filters' stores while the loop still runs
-    (their connections belong to this event loop)."""
+    """Await ``work``, then close the kernel while the loop still runs (its connections
+    belong to this event loop)."""
     try:
         return await work
     finally:
-        seen: set[int] = set()
-        for resource in (kernel.model, *(flt.extras.get("store") for flt in kernel.filters)):
-            close = getattr(resource, "aclose", None)
-            if close is not None and id(resource) not in seen:
-                seen.add(id(resource))
-                await close()
+        await kernel.aclose()
 
 
 # -- memory -----------------------------------------------------------------------------

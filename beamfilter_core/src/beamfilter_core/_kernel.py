@@ -231,6 +231,19 @@ class Kernel:
         clone._compile(filters)
         return clone
 
+    async def aclose(self) -> None:
+        """Close what the kernel's model and filters hold open (connections, stores).
+
+        Calls ``aclose()`` once on the model and on each filter's ``extras["store"]`` that
+        has one; call it on the event loop that used them.
+        """
+        seen: set[int] = set()
+        for resource in (self.model, *(item.filter.extras.get("store") for item in self._filters)):
+            close = getattr(resource, "aclose", None)
+            if close is not None and id(resource) not in seen:
+                seen.add(id(resource))
+                await close()
+
     def __repr__(self) -> str:
         names = ", ".join(item.filter.name for item in self._filters)
         return f"Kernel(model={self.model!r}, tools={len(self._tool_list)}, filters=[{names}])"
