@@ -1,8 +1,8 @@
 """The checks behind ``tool_policy``: shell commands, file paths and URLs.
 
 Each check returns ``None`` (allowed) or a short reason naming the rule that denied.
-They decide on a *normalised* form of the value: shell words after quote removal,
-paths after ``..`` and symlinks are resolved, hosts after every IPv4 spelling
+They decide on a *normalised* form of the value: shell commands as bash parses and
+expands them (:mod:`._shell_rule`), paths after ``..`` and symlinks are resolved, hosts after every IPv4 spelling
 ``inet_aton`` accepts (decimal, octal, hex, short forms) and IPv6-mapped IPv4 are
 turned into one address. Anything that cannot be normalised is denied (fail closed).
 """
@@ -13,187 +13,15 @@ import fnmatch
 import ipaddress
 import os
 import re
-import shlex
 import socket
 from collections.abc import Iterable, Sequence
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["PathRule", "ShellRule", "UrlRule", "parse_host_ip"]
+from ._shell_rule import ShellRule, ShellVerdict
+
+__all__ = ["PathRule", "ShellRule", "ShellVerdict", "UrlRule", "parse_host_ip"]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
-# -- shell ----------------------------------------------------------------------------------
-
-_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "fish", "csh", "tcsh", "ash", "busybox"})
-_INTERPRETERS = _SHELLS | frozenset({"python", "python3", "perl", "ruby", "node", "php", "lua"})
-_DOWNLOADER = re.compile(r"\b(curl|wget|fetch|aria2c|nc|ncat|socat)\b")
-# Words that run the rest of the line as a command.
-_WRAPPERS = frozenset(
-    {"sudo", "doas", "env", "nohup", "time", "command", "exec", "nice", "ionice", "xargs", "timeout", "busybox"}
-)
-_ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=.*")
-_OPERATORS = frozenset({";", "&&", "||", "|", "&", "|&", ";;", "(", ")", "\n"})
-_DESTRUCTIVE = frozenset({"mkfs", "shutdown", "reboot", "halt", "poweroff", "init", "fdisk", "wipefs", "shred"})
-_ROOTS = frozenset({"/", "/*", "/.", "/..", "~", "~/", "~/*", "$HOME", "${HOME}", "$HOME/", "$HOME/*", "*", "."})
-
-
-def _command_name(word: str) -> str:
-    name = os.path.basename(word)
-    # python3.12, mkfs.ext4: the family decides
-    for family in ("python", "mkfs"):
-        if name.startswith(family):
-            return family if family == "mkfs" else "python"
-    return name
-
-
-class _Command:
-    """One simple command: its words and whether a pipe feeds it."""
-
-    __slots__ = ("argv", "piped")
-
-    def __init__(self, piped: bool) -> None:
-        self.argv: list[str] = []
-        self.piped = piped
-
-
-def _split(command: str) -> list[_Command] | str:
-    """The simple commands of ``command`` (quotes removed), or why it cannot be parsed."""
-    lexer = shlex.shlex(command.replace("\n", " ; "), posix=True, punctuation_chars=";&|()<>")
-    lexer.whitespace_split = True
-    lexer.commenters = ""
-    try:
-        words = list(lexer)
-    except ValueError as exc:
-        return f"the command cannot be parsed ({exc})"
-    commands = [_Command(False)]
-    for word in words:
-        if word in _OPERATORS or set(word) <= set(";&|()"):
-            commands.append(_Command(word in {"|", "|&"}))
-        else:  # redirections stay in their command: "> /dev/sda" is checked on the raw text
-            commands[-1].argv.append(word)
-    return [c for c in commands if c.argv]
-
-
-def _program(argv: list[str]) -> list[str]:
-    """``argv`` without leading ``VAR=value`` assignments."""
-    index = 0
-    while index < len(argv) and _ASSIGNMENT.fullmatch(argv[index]):
-        index += 1
-    return argv[index:]
-
-
-def _candidates(argv: list[str]) -> list[list[str]]:
-    """Every command ``argv`` may run: itself and, after a wrapper (sudo, env, xargs, ...),
-    each suffix starting at a non-option word. Over-approximating fails closed: wrapper
-    options with values (``sudo -u root``) cannot hide the real command."""
-    program = _program(argv)
-    if not program:
-        return []
-    if _command_name(program[0]) not in _WRAPPERS:
-        return [program]
-    found = [program]
-    found.extend(_program(program[i:]) for i in range(1, len(program)) if not program[i].startswith("-"))
-    return [c for c in found if c]
-
-
-class ShellRule:
-    """Built-in denials for dangerous shell commands, user deny patterns and an allow-list.
-
-    Args:
-        deny: Regular expressions searched in the raw command *and* in its normalised
-            form (quotes removed, whitespace collapsed).
-        allow_commands: When given, every simple command's program (basename, after
-            ``sudo``/``env``-like wrappers) must be in this list, and command
-            substitution (``$(...)``, backticks, ``<(...)``) is denied.
-        builtin: Apply the built-in denials (recursive delete of ``/`` or home,
-            piping into a shell, ``eval``, ``mkfs``, ``dd`` to a device, fork bombs, ...).
-    """
-
-    __slots__ = ("allow_commands", "builtin", "deny")
-
-    def __init__(self, deny: Sequence[re.Pattern[str]], allow_commands: frozenset[str] | None, builtin: bool) -> None:
-        self.deny = tuple(deny)
-        self.allow_commands = allow_commands
-        self.builtin = builtin
-
-    def check(self, command: str) -> str | None:
-        """Why ``command`` is denied, or None."""
-        if "\x00" in command:
-            return "the command contains a NUL byte"
-        parsed = _split(command)
-        if isinstance(parsed, str):
-            return parsed
-        normalised = " ".join(" ".join(item.argv) for item in parsed)
-        for pattern in self.deny:
-            if pattern.search(command) or pattern.search(normalised):
-                return f"the command matches the deny pattern {pattern.pattern!r}"
-        substitution = "$(" in command or "`" in command or "<(" in command or ">(" in command
-        if self.allow_commands is not None:
-            if substitution:
-                return "command substitution ($(...), backticks, <(...)) is not allowed with an allow-list"
-            for item in parsed:
-                program = _program(item.argv)
-                name = _command_name(program[0]) if program else ""
-                if program and name not in self.allow_commands:
-                    allowed = ", ".join(sorted(self.allow_commands))
-                    return f"the program {name!r} is not in the allowed commands ({allowed})"
-        if self.builtin:
-            return self._builtin(command, parsed, substitution)
-        return None
-
-    def _builtin(self, command: str, parsed: list[_Command], substitution: bool) -> str | None:
-        if re.search(r":\s*\(\s*\)\s*\{[^}]*:\s*\|\s*:", command):
-            return "the command is a fork bomb"
-        if substitution and _DOWNLOADER.search(command):
-            return "the command runs downloaded content through command substitution"
-        for item in parsed:
-            for program in _candidates(item.argv):
-                denied = _dangerous(program, item.piped, substitution)
-                if denied is not None:
-                    return denied
-        if re.search(r">\s*/dev/(sd|hd|nvme|xvd|vd|disk|mmcblk)", command):
-            return "the command writes a raw device"
-        return None
-
-
-def _dangerous(program: list[str], piped: bool, substitution: bool) -> str | None:
-    name = _command_name(program[0])
-    args = program[1:]
-    if piped and name in _INTERPRETERS:
-        script = [w for w in args if not w.startswith("-")]
-        if not script:
-            return f"the command pipes data into the interpreter {name!r}"
-    if name == "eval":
-        return "the command uses eval"
-    if name in _SHELLS and "-c" in args and substitution:
-        return f"the command runs generated code with {name} -c"
-    if name in _DESTRUCTIVE:
-        return f"the program {name!r} is destructive"
-    targets = [a for a in args if not a.startswith("-")]
-    if name in {"rm", "chmod", "chown"} and _recursive(args) and any(_is_root(a) for a in targets):
-        return f"the command runs {name} recursively from / or the home directory"
-    if name == "find" and targets and _is_root(targets[0]) and ("-delete" in args or "-exec" in args):
-        return "the command deletes or runs commands on every file from / or the home directory"
-    if name == "dd" and any(a.startswith("of=/dev/") for a in args):
-        return "the command writes a raw device with dd"
-    return None
-
-
-def _recursive(args: Iterable[str]) -> bool:
-    for arg in args:
-        if arg in {"--recursive", "-R"} or (arg.startswith("-") and not arg.startswith("--") and "r" in arg.lower()):
-            return True
-    return False
-
-
-def _is_root(word: str) -> bool:
-    if word in _ROOTS:
-        return True
-    if word.startswith("/"):
-        normal = os.path.normpath(word.replace("/*", "/"))
-        return normal in {"/", "//"} or re.fullmatch(r"/+\*?", word) is not None
-    return False
-
 
 # -- paths ----------------------------------------------------------------------------------
 
@@ -204,13 +32,16 @@ class PathRule:
     Relative paths are taken from ``base`` (default: the first root). ``~`` is expanded
     (tools usually do), then ``..`` and symlinks are resolved with
     :func:`os.path.realpath`, so a link inside a root that points outside is denied.
+    ``deny`` globs match the resolved path or its last part, ignoring case unless
+    ``case_sensitive`` (``KEY.PEM`` is the same key on a case-insensitive filesystem).
     """
 
-    __slots__ = ("base", "deny", "roots")
+    __slots__ = ("base", "case_sensitive", "deny", "roots")
 
-    def __init__(self, roots: Sequence[str], deny: Sequence[str], base: str | None) -> None:
+    def __init__(self, roots: Sequence[str], deny: Sequence[str], base: str | None, case_sensitive: bool = False) -> None:
         self.roots = tuple(os.path.realpath(os.path.expanduser(r)) for r in roots)
-        self.deny = tuple(deny)
+        self.case_sensitive = case_sensitive
+        self.deny = tuple(deny if case_sensitive else (d.lower() for d in deny))
         self.base = os.path.realpath(os.path.expanduser(base)) if base else (self.roots[0] if self.roots else None)
 
     def resolve(self, path: str) -> str:
@@ -230,8 +61,10 @@ class PathRule:
         if self.roots and not any(_inside(resolved, root) for root in self.roots):
             roots = ", ".join(self.roots)
             return f"the path resolves to {resolved!r}, outside the allowed roots ({roots})"
+        compared = resolved if self.case_sensitive else resolved.lower()
+        name = os.path.basename(compared)
         for pattern in self.deny:
-            if fnmatch.fnmatchcase(resolved, pattern) or fnmatch.fnmatchcase(os.path.basename(resolved), pattern):
+            if fnmatch.fnmatchcase(compared, pattern) or fnmatch.fnmatchcase(name, pattern):
                 return f"the path {resolved!r} matches the denied pattern {pattern!r}"
         return None
 
@@ -245,7 +78,13 @@ def _inside(path: str, root: str) -> bool:
 
 # -- URLs -----------------------------------------------------------------------------------
 
-_BLOCKED_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback", "metadata.google.internal")
+# Names of this machine and of cloud metadata services (which answer on link-local addresses).
+_BLOCKED_NAMES = frozenset(
+    {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback", "metadata", "instance-data"}
+    | {"metadata.google.internal", "metadata.goog", "instance-data.ec2.internal", "metadata.tencentyun.com"}
+)
+# Suffixes that only resolve inside a private network or this machine.
+_BLOCKED_SUFFIXES = (".localhost", ".internal", ".local", ".localdomain", ".home.arpa", ".svc", ".cluster.local")
 _IPV4_PART = re.compile(r"0[xX][0-9a-fA-F]*|0[0-7]*|[1-9][0-9]*")
 
 
@@ -373,16 +212,19 @@ class UrlRule:
             return self._check_address(address, host)
         if not re.fullmatch(r"[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*", host):
             return f"the host {host!r} is not a valid name"
-        if host in _BLOCKED_NAMES or host.endswith(".localhost"):
+        listed = self.hosts is not None and any(_host_matches(host, allowed) for allowed in self.hosts)
+        if host in _BLOCKED_NAMES or host.endswith(_BLOCKED_SUFFIXES):
             return f"the host {host!r} names this machine or a cloud metadata service"
-        if self.hosts is not None and not any(_host_matches(host, allowed) for allowed in self.hosts):
+        if "." not in host and not listed:
+            return f"the host {host!r} has no dot: resolved with the local search domains, it names an internal host"
+        if self.hosts is not None and not listed:
             return f"the host {host!r} is not in the allowed hosts ({', '.join(self.hosts)})"
         if self.resolve_dns:
             return self._check_dns(host, port)
         return None
 
     def _check_address(self, address: IPAddress, host: str) -> str | None:
-        if any(address.version == n.version and address in n for n in self.allow_networks):
+        if _allowed_network(address, self.allow_networks):
             return None
         if _internal(address):
             return f"the host {host!r} is the internal address {address} (loopback, private, link-local or reserved)"
@@ -395,12 +237,23 @@ class UrlRule:
             infos = socket.getaddrinfo(host, port or 443, proto=socket.IPPROTO_TCP)
         except OSError as exc:
             return f"the host {host!r} cannot be resolved ({exc})"
-        for info in infos:
-            address = _unwrap(ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]))
-            denied = self._check_address(address, host)
-            if denied is not None and _internal(address):
+        return self.check_resolved(host, [str(info[4][0]) for info in infos])
+
+    def check_resolved(self, host: str, addresses: Iterable[str]) -> str | None:
+        """Why ``host`` is denied given the ``addresses`` it resolved to, or None.
+
+        An internal address denies unless it is in ``allow_networks``; ``hosts`` was
+        already checked on the name, so a public address is not checked against it.
+        """
+        for text in addresses:
+            address = _unwrap(ipaddress.ip_address(text.split("%", 1)[0]))
+            if _internal(address) and not _allowed_network(address, self.allow_networks):
                 return f"the host {host!r} resolves to the internal address {address}"
         return None
+
+
+def _allowed_network(address: IPAddress, networks: Iterable[ipaddress.IPv4Network | ipaddress.IPv6Network]) -> bool:
+    return any(address.version == n.version and address in n for n in networks)
 
 
 def _host_matches(host: str, allowed: str) -> bool:

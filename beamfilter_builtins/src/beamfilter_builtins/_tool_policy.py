@@ -54,8 +54,8 @@ DEFAULT_DENIAL = (
 _RULE_KEYS: Mapping[str, frozenset[str]] = {
     "allow": frozenset(),
     "deny": frozenset({"reason"}),
-    "shell": frozenset({"deny_patterns", "allow_commands", "builtin"}),
-    "path": frozenset({"roots", "deny_paths", "base"}),
+    "shell": frozenset({"deny_patterns", "allow_commands", "allow_env", "builtin", "allow_opaque"}),
+    "path": frozenset({"roots", "deny_paths", "base", "case_sensitive"}),
     "url": frozenset({"schemes", "hosts", "allow_networks", "allow_userinfo", "resolve_dns"}),
 }
 
@@ -76,6 +76,7 @@ class _Rule:
     arguments: tuple[str, ...]
     check: Callable[[str], str | None] | None
     reason: str | None = None
+    shell: ShellRule | None = None
 
     def applies_to(self, tool: str) -> bool:
         return self.tool == tool or fnmatch.fnmatchcase(tool, self.tool)
@@ -116,6 +117,7 @@ def _build_rule(index: int, raw: Any) -> _Rule:
     arguments = tuple(_strings(where, "arguments", raw["arguments"])) if "arguments" in raw else None
     check: Callable[[str], str | None] | None = None
     reason = None
+    shell = None
     if kind == "deny":
         reason = raw.get("reason", f"the tool {tool!r} is not allowed")
         if not isinstance(reason, str):
@@ -131,14 +133,27 @@ def _build_rule(index: int, raw: Any) -> _Rule:
                 raise ConfigError(msg) from None
         allow = raw.get("allow_commands")
         commands = None if allow is None else frozenset(_strings(where, "allow_commands", allow))
-        check = ShellRule(patterns, commands, _flag(where, "builtin", raw.get("builtin", True))).check
+        env = raw.get("allow_env")
+        shell = ShellRule(
+            patterns,
+            commands,
+            _flag(where, "builtin", raw.get("builtin", True)),
+            allow_env=None if env is None else frozenset(_strings(where, "allow_env", env)),
+            allow_opaque=_flag(where, "allow_opaque", raw.get("allow_opaque", False)),
+        )
+        check = shell.check
     elif kind == "path":
         roots = _strings(where, "roots", raw.get("roots", []))
         base = raw.get("base")
         if base is not None and not isinstance(base, str):
             msg = f"{where}.base={base!r} is invalid; give a directory path."
             raise ConfigError(msg)
-        check = PathRule(roots, _strings(where, "deny_paths", raw.get("deny_paths", [])), base).check
+        check = PathRule(
+            roots,
+            _strings(where, "deny_paths", raw.get("deny_paths", [])),
+            base,
+            _flag(where, "case_sensitive", raw.get("case_sensitive", False)),
+        ).check
     elif kind == "url":
         networks = []
         for text in _strings(where, "allow_networks", raw.get("allow_networks", [])):
@@ -157,13 +172,13 @@ def _build_rule(index: int, raw: Any) -> _Rule:
         ).check
     if arguments is None:
         arguments = DEFAULT_ARGUMENTS.get(kind, ())
-    return _Rule(f"rules[{index}] {kind}", tool, kind, arguments, check, reason)
+    return _Rule(f"rules[{index}] {kind}", tool, kind, arguments, check, reason, shell)
 
 
 class ToolPolicy:
     """Compiled rules; :meth:`check` decides one call. Also usable on its own (e.g. redirects)."""
 
-    __slots__ = ("default", "rules")
+    __slots__ = ("_path_rules", "default", "rules")
 
     def __init__(self, rules: Sequence[Mapping[str, Any]], default: str = "allow") -> None:
         if isinstance(rules, str | Mapping) or not isinstance(rules, Sequence):
@@ -171,6 +186,7 @@ class ToolPolicy:
             raise ConfigError(msg)
         self.rules = tuple(_build_rule(i, raw) for i, raw in enumerate(rules))
         self.default = check_choice(_WHERE, "default", default, ("allow", "deny"))
+        self._path_rules: dict[str, tuple[_Rule, ...]] = {}
 
     def check(self, tool: str, arguments: Mapping[str, Any]) -> Denial | None:
         """The first denial for a call of ``tool`` with ``arguments``, or None when allowed."""
@@ -193,14 +209,44 @@ class ToolPolicy:
                 label = f"{rule.label} {argument!r}"
                 if values is None or not all(isinstance(v, str) for v in values):
                     return Denial(label, f"the argument {argument!r} is not text ({type(value).__name__})")
-                if rule.kind == "shell" and not isinstance(value, str):
-                    values = [shlex.join(values)]  # an argv list
+                if rule.shell is not None:
+                    command = value if isinstance(value, str) else shlex.join(values)  # an argv list
+                    denial = self._check_shell(tool, rule.shell, label, command)
+                    if denial is not None:
+                        return denial
+                    continue
                 for text in values:
                     reason = check(text)
                     if reason is not None:
                         return Denial(label, reason)
         if not matched and self.default == "deny":
             return Denial("default", f"no rule allows the tool {tool!r}")
+        return None
+
+    def _check_shell(self, tool: str, shell: ShellRule, label: str, command: str) -> Denial | None:
+        verdict = shell.analyse(command)
+        if verdict.reason is not None:
+            return Denial(label, verdict.reason)
+        if not verdict.redirects:
+            return None
+        paths = self._path_rules.get(tool)
+        if paths is None:  # per tool name, once: the rules never change (bounded: names come from the model)
+            paths = tuple(r for r in self.rules if r.kind == "path" and r.applies_to(tool))
+            if len(self._path_rules) < _PENDING_MAX:
+                self._path_rules[tool] = paths
+        for redirect in verdict.redirects:
+            target = str(redirect.target)
+            for rule in paths:
+                assert rule.check is not None  # set for path rules
+                reason = rule.check(target)
+                if reason is not None:
+                    return Denial(f"{rule.label} (redirection {redirect.operator} in {label})", reason)
+            if not paths and redirect.writes and shell.allow_commands is not None:
+                return Denial(
+                    label,
+                    f"the command writes to {target!r} with {redirect.operator}, and no path rule covers the tool "
+                    f"{tool!r} (add a rule with kind 'path' and its roots)",
+                )
         return None
 
     def check_url(self, url: str, tool: str = "*") -> Denial | None:
@@ -236,7 +282,8 @@ def tool_policy_filter(
             ``tool`` (a name or glob), ``kind`` (``allow``, ``deny``, ``shell``, ``path``,
             ``url``), optional ``arguments`` (the argument names to check; defaults in
             :data:`DEFAULT_ARGUMENTS`) and the kind's options: shell ``deny_patterns``,
-            ``allow_commands``, ``builtin``; path ``roots``, ``deny_paths``, ``base``; url
+            ``allow_commands``, ``allow_env``, ``builtin``, ``allow_opaque``; path ``roots``,
+            ``deny_paths``, ``base``, ``case_sensitive``; url
             ``schemes``, ``hosts``, ``allow_networks``, ``allow_userinfo``, ``resolve_dns``;
             deny ``reason``.
         default: ``"allow"`` or ``"deny"`` for tools no rule names.
@@ -301,7 +348,10 @@ SPEC = FilterSpec(
                         "reason": {"type": "string"},
                         "deny_patterns": _STRINGS,
                         "allow_commands": _STRINGS,
+                        "allow_env": _STRINGS,
                         "builtin": {"type": "boolean"},
+                        "allow_opaque": {"type": "boolean"},
+                        "case_sensitive": {"type": "boolean"},
                         "roots": _STRINGS,
                         "deny_paths": _STRINGS,
                         "base": {"type": "string"},

@@ -1,0 +1,581 @@
+"""What a simple command really runs: through wrappers, ``-c`` strings and command options.
+
+``sudo -u root timeout 5 rm -rf /`` runs three programs; ``bash -c 'rm -rf /'``,
+``watch rm -rf /``, ``find / -exec rm {} ;`` and ``git -c core.sshCommand='rm …' fetch``
+run code given as an argument. :func:`unwrap` lists every :class:`Call` (a program
+with its arguments) and every piece of shell :class:`Code` (parsed again by the caller)
+that a command line implies, and :class:`Unknown` where that cannot be told statically
+(an option of a wrapper this table does not know, a variable as the program, ``python
+-c``). Option tables follow the GNU/util-linux, sudo and bash manuals.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+from collections.abc import Iterator
+
+import attrs
+
+from ._shell_syntax import Opaque, Word
+
+__all__ = [
+    "INTERPRETERS",
+    "SHELLS",
+    "STDIN_PATHS",
+    "Call",
+    "Code",
+    "EnvAssignment",
+    "StdinScript",
+    "Unknown",
+    "normalise_path",
+    "program_name",
+    "unwrap",
+]
+
+SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "yash", "ash", "posh", "rbash"})
+# Interpreters whose code cannot be read by a shell parser: ``-c``/``-e`` code is opaque.
+INTERPRETERS = frozenset(
+    {"python", "perl", "ruby", "node", "nodejs", "php", "lua", "luajit", "tclsh", "wish", "fish", "csh", "tcsh"}
+    | {"pwsh", "powershell", "Rscript", "deno", "bun", "irb", "jshell", "groovy", "osascript", "expect", "source", "."}
+)
+STDIN_PATHS = frozenset({"-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0", "/proc/thread-self/fd/0"})
+_CODE_OPTIONS = {
+    "python": ("-c",),
+    "perl": ("-e", "-E"),
+    "ruby": ("-e",),
+    "node": ("-e", "--eval", "-p", "--print"),
+    "nodejs": ("-e", "--eval", "-p", "--print"),
+    "php": ("-r",),
+    "lua": ("-e",),
+    "luajit": ("-e",),
+    "Rscript": ("-e",),
+    "bun": ("-e", "--eval", "-p", "--print"),
+    "deno": ("eval",),
+    "fish": ("-c", "--command"),
+    "csh": ("-c",),
+    "tcsh": ("-c",),
+    "pwsh": ("-c", "-command", "-Command", "-e", "-EncodedCommand", "-encodedcommand"),
+    "powershell": ("-c", "-command", "-Command", "-e", "-EncodedCommand", "-encodedcommand"),
+    "osascript": ("-e",),
+    "expect": ("-c",),
+}
+_AWK = frozenset({"awk", "gawk", "mawk", "nawk"})
+
+
+@attrs.frozen
+class Call:
+    """A program run with ``argv``; ``stdin`` says what data it reads (see SimpleCommand)."""
+
+    argv: tuple[Word, ...]
+    stdin: str | None
+
+
+@attrs.frozen
+class Code:
+    """Shell code a command runs (``bash -c``, ``watch``, ``eval``); ``via`` names the carrier."""
+
+    text: Word
+    stdin: str | None
+    via: str
+
+
+@attrs.frozen
+class StdinScript:
+    """An interpreter that reads its script from standard input (``| sh``, ``bash /dev/stdin``)."""
+
+    program: str
+    stdin: str | None
+
+
+@attrs.frozen
+class EnvAssignment:
+    """``env NAME=value cmd``: a variable set for the program it runs."""
+
+    name: str
+    value: Word
+
+
+@attrs.frozen
+class Unknown:
+    """Something that runs but cannot be known before the command runs, and why."""
+
+    reason: str
+
+
+Finding = Call | Code | EnvAssignment | StdinScript | Unknown
+
+
+@attrs.frozen
+class _Wrapper:
+    """How a program that runs another one reads its options (GNU style)."""
+
+    short_values: str = ""  # short options that take a value (-u root, -uroot)
+    short_flags: str = ""
+    long_values: frozenset[str] = frozenset()
+    long_flags: frozenset[str] = frozenset()
+    positionals: int = 0  # words between the options and the command (timeout's duration)
+    numeric: bool = False  # nice -5
+    code: str = ""  # short options whose value is shell code (su -c)
+    no_command: str = ""  # flags after which the wrapper runs nothing (sudo -l)
+    shell: str = ""  # flags that make it run the rest through a shell (sudo -s, watch without -x)
+
+
+def _w(**kwargs: object) -> _Wrapper:
+    for key in ("long_values", "long_flags"):
+        if key in kwargs:
+            kwargs[key] = frozenset(str(kwargs[key]).split())
+    return _Wrapper(**kwargs)  # type: ignore[arg-type]  # kwargs are the fields above
+
+
+_WRAPPERS: dict[str, _Wrapper] = {
+    "sudo": _w(
+        short_values="ugpCDrtUThR",
+        short_flags="AbEHnPSsiKkVlve",
+        long_values="user group prompt close-from chdir role type other-user host chroot command-timeout",
+        long_flags="askpass background preserve-env set-home non-interactive preserve-groups stdin shell login "
+        "reset-timestamp remove-timestamp list validate edit",
+        no_command="KkVlve",
+        shell="si",
+    ),
+    "doas": _w(short_values="uC", short_flags="ns", shell="s"),
+    "env": _w(
+        short_values="uCS",
+        short_flags="i0v",
+        long_values="unset chdir split-string",
+        long_flags="ignore-environment null debug",
+    ),
+    "nohup": _w(),
+    "time": _w(short_values="fo", short_flags="pavq", long_values="format output", long_flags="portability append verbose quiet"),
+    "command": _w(short_flags="pvV", no_command="vV"),
+    "builtin": _w(),
+    "exec": _w(short_values="a", short_flags="cl"),
+    "coproc": _w(),
+    "nice": _w(short_values="n", long_values="adjustment", numeric=True),
+    "ionice": _w(short_values="cnp", short_flags="t", long_values="class classdata pid", long_flags="ignore", no_command="p"),
+    "timeout": _w(
+        short_values="sk",
+        short_flags="v",
+        long_values="signal kill-after",
+        long_flags="preserve-status foreground verbose",
+        positionals=1,
+    ),
+    "xargs": _w(
+        short_values="adEILnPs",
+        short_flags="0oprtx",
+        long_values="arg-file delimiter eof replace max-lines max-args max-procs max-chars process-slot-var",
+        long_flags="null open-tty interactive no-run-if-empty verbose exit show-limits",
+    ),
+    "strace": _w(
+        short_values="eopsuEaIbOSPXU",
+        short_flags="fFcCdDhiqrtTvVwxyzZkn",
+        long_values="expr output attach string-limit user env columns",
+        long_flags="follow-forks summary-only summary-wall-clock decode-fds",
+    ),
+    "ltrace": _w(short_values="aeEFlnopsuAD", short_flags="bcCfhiLrStTV"),
+    "watch": _w(
+        short_values="nq",
+        short_flags="bcdegptwrx",
+        long_values="interval equexit",
+        long_flags="beep color differences errexit chgexit precise no-title no-wrap exec no-rerun",
+        shell="",
+    ),
+    "setsid": _w(short_flags="cfw", long_flags="ctty fork wait"),
+    "chroot": _w(long_values="userspec groups", long_flags="skip-chdir", positionals=1),
+    "stdbuf": _w(short_values="ioe", long_values="input output error"),
+    "unbuffer": _w(short_flags="p"),
+    "torsocks": _w(short_values="uapP", short_flags="idq"),
+    "proxychains": _w(short_values="f", short_flags="q"),
+    "proxychains4": _w(short_values="f", short_flags="q"),
+    "flock": _w(
+        short_values="wEc",
+        short_flags="sxunoF",
+        long_values="timeout conflict-exit-code command",
+        long_flags="shared exclusive unlock nonblock close no-fork verbose",
+        positionals=1,
+        code="c",
+    ),
+    "su": _w(short_values="cgGsw", short_flags="lmpfP", long_values="command group supp-group shell whitelist-environment", long_flags="login preserve-environment pty", code="c"),
+    "runuser": _w(short_values="cgGsuw", short_flags="lmpfP", long_values="command group supp-group shell user", long_flags="login preserve-environment pty", code="c"),
+    "script": _w(short_values="cEtTIOBm", short_flags="aefqr", long_values="command echo timing log-in log-out log-io logging-format", long_flags="append return flush quiet", code="c"),
+    "taskset": _w(short_flags="ac", long_flags="all-tasks cpu-list", positionals=1, no_command="p"),
+    "chrt": _w(short_flags="abdfiormRv", long_values="sched-runtime sched-deadline sched-period", positionals=1, no_command="p"),
+    "caffeinate": _w(short_values="tw", short_flags="dimsu"),
+    "systemd-run": _w(short_values="pEuHMd", short_flags="qtPG", long_values="unit property description slice uid gid nice working-directory setenv", long_flags="user system scope pty pipe wait quiet collect same-dir"),
+}
+
+
+def program_name(word: str) -> str:
+    """The family a program belongs to for the built-in rules (``/usr/bin/python3.12`` → ``python``)."""
+    name = posixpath.basename(word)
+    if name.startswith("python") or name in {"py", "pypy", "pypy3"}:
+        return "python"
+    if name.startswith("mkfs") or name.startswith("mke2fs"):
+        return "mkfs"
+    return name
+
+
+def normalise_path(path: str) -> str:
+    """``//dev/./sda`` → ``/dev/sda``: duplicate slashes and ``.`` segments removed, ``..``
+    resolved lexically (a relative path keeps its ``./``)."""
+    if not path:
+        return path
+    if path.startswith("/"):
+        normal = posixpath.normpath(path)
+        return "/" + normal.lstrip("/")
+    normal = posixpath.normpath(path)
+    return normal if path.startswith(("./", "../", "~")) or "/" not in path else normal
+
+
+def unwrap(argv: tuple[Word, ...], stdin: str | None, depth: int = 0) -> Iterator[Finding]:
+    """Every program and piece of shell code ``argv`` runs, itself first."""
+    if not argv:
+        return
+    program = argv[0]
+    yield Call(argv, stdin)
+    if isinstance(program, Opaque) or depth > 16:
+        return
+    name = program_name(program)
+    rest = argv[1:]
+    if name in _WRAPPERS:
+        yield from _wrapped(name, rest, stdin, depth)
+    elif name == "busybox" and rest:
+        yield from unwrap(rest, stdin, depth + 1)
+    elif name in SHELLS:
+        yield from _shell(name, rest, stdin)
+    elif name in INTERPRETERS:
+        yield from _interpreter(name, rest, stdin)
+    elif name == "eval":
+        yield Code(_joined(rest), stdin, "eval")
+    elif name in {"find", "fd", "fdfind"}:
+        yield from _find(rest, depth)
+    elif name == "git":
+        yield from _git(rest)
+    elif name == "ssh":
+        yield from _ssh(rest, stdin)
+    elif name in {"rsync"}:
+        yield from _option_code(rest, ("-e",), ("--rsh",), "rsync -e")
+    elif name in {"tar", "gtar", "bsdtar"}:
+        yield from _option_code(rest, ("-I", "-F"), ("--to-command", "--use-compress-program", "--info-script", "--new-volume-script", "--rsh-command"), "tar")
+    elif name == "alias":
+        for word in rest:
+            if isinstance(word, Opaque):
+                yield Unknown(f"the alias {word} is only known at run time")
+            elif "=" in word:
+                yield Code(word.partition("=")[2], None, "alias")
+    elif name == "trap" and rest and rest[0] not in {"-p", "-l", "--"}:
+        yield Code(rest[0], None, "trap")
+    elif name in _AWK:
+        yield from _awk(name, rest)
+
+
+def _joined(words: tuple[Word, ...]) -> Word:
+    opaque = next((w for w in words if isinstance(w, Opaque)), None)
+    return opaque if opaque is not None else " ".join(str(w) for w in words)
+
+
+def _wrapped(name: str, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
+    spec = _WRAPPERS[name]
+    flags: set[str] = set()
+    index = 0
+    while index < len(rest):
+        word = rest[index]
+        if isinstance(word, Opaque):
+            if index == 0 or not str(rest[index - 1]).startswith("-"):
+                break  # an opaque command: reported as an opaque program below
+            yield Unknown(f"the option {word} of {name!r} is only known at run time")
+            return
+        if word == "--":
+            index += 1
+            break
+        if name == "env" and "=" in word and not word.startswith("-"):
+            variable, _, value = word.partition("=")
+            yield EnvAssignment(variable, value)
+            index += 1  # NAME=value: an environment assignment (checked by the rule)
+            continue
+        if word.startswith("--") and len(word) > 2:
+            option, equals, value = word[2:].partition("=")
+            if option in spec.long_values:
+                if not equals:
+                    index += 1
+                    value = str(rest[index]) if index < len(rest) else ""
+                if option in {"command", "split-string"}:
+                    yield from _split_or_code(name, option, value, rest[index + 1 :], stdin, depth)
+                    return
+            elif option in spec.long_flags:
+                flags.add(option)
+            else:
+                yield Unknown(f"{name!r} has the option {word!r}, so which program it runs is unknown")
+                return
+            index += 1
+            continue
+        if word.startswith("-") and len(word) > 1:
+            letters = word[1:]
+            if spec.numeric and letters.isdigit():
+                index += 1
+                continue
+            position = 0
+            while position < len(letters):
+                letter = letters[position]
+                if letter in spec.short_values:
+                    value_word: Word = letters[position + 1 :]
+                    if not value_word:
+                        index += 1
+                        value_word = rest[index] if index < len(rest) else ""
+                    if letter in spec.code:
+                        yield Code(value_word, stdin, f"{name} -{letter}")
+                        return
+                    if name == "env" and letter == "S":
+                        yield from _split_or_code(name, "split-string", str(value_word), rest[index + 1 :], stdin, depth)
+                        return
+                    break
+                if letter in spec.short_flags:
+                    flags.add(letter)
+                    position += 1
+                    continue
+                yield Unknown(f"{name!r} has the option '-{letter}', so which program it runs is unknown")
+                return
+            index += 1
+            continue
+        break
+    if any(f in spec.no_command for f in flags if len(f) == 1):
+        return
+    command = rest[index + spec.positionals :]
+    if name == "watch" and "x" not in flags and "exec" not in flags:
+        if command:
+            yield Code(_joined(command), None, "watch")
+        return
+    if flags & set(spec.shell) or (name == "sudo" and {"shell", "login"} & flags):
+        yield Code(_joined(command), stdin, f"{name} -s") if command else Call(("sh",), stdin)
+        return
+    if name == "xargs":
+        command = (command or ("echo",)) + (Opaque("<arguments read from standard input>"),)
+        stdin = None
+    elif name == "chroot" and not command:
+        command = ("sh", "-i")
+    elif name in {"su", "runuser"}:
+        if not command:
+            yield Call(("sh",), stdin)
+        return  # su USER: an interactive shell reading standard input, or -c code (above)
+    if command:
+        yield from unwrap(command, stdin, depth + 1)
+
+
+def _split_or_code(
+    name: str, option: str, value: str, rest: tuple[Word, ...], stdin: str | None, depth: int
+) -> Iterator[Finding]:
+    if option == "command":
+        yield Code(value, stdin, f"{name} --command")
+        return
+    try:
+        words = tuple(shlex.split(value))
+    except ValueError:
+        yield Unknown(f"{name} -S {value!r} cannot be split")
+        return
+    yield from unwrap(words + rest, stdin, depth + 1)
+
+
+def _shell(name: str, rest: tuple[Word, ...], stdin: str | None) -> Iterator[Finding]:
+    """bash [options] [-c CODE | SCRIPT | (stdin)]."""
+    index = 0
+    code = False
+    reads_stdin = False
+    while index < len(rest):
+        word = rest[index]
+        if isinstance(word, Opaque) or not (word.startswith(("-", "+")) and len(word) > 1):
+            break
+        index += 1
+        if word == "--" or word == "-":
+            break
+        if word in {"-o", "+o", "-O", "+O", "--rcfile", "--init-file"}:
+            index += 1
+            continue
+        if word.startswith("--"):
+            continue
+        code = code or "c" in word[1:]
+        reads_stdin = reads_stdin or "s" in word[1:] or "i" in word[1:]
+    operands = rest[index:]
+    if code:
+        yield Code(operands[0] if operands else "", None, f"{name} -c")
+    elif not operands or reads_stdin:
+        yield StdinScript(name, stdin)
+    else:
+        yield from _script(name, operands[0], stdin)
+
+
+def _script(name: str, script: Word, stdin: str | None) -> Iterator[Finding]:
+    if isinstance(script, Opaque):
+        yield Code(script, None, f"{name} {script}")
+    elif script in STDIN_PATHS:
+        yield StdinScript(name, stdin)
+
+
+# Options of interpreters that take a value (so the value is not the script).
+_VALUE_OPTIONS = frozenset({"-W", "-X", "-I", "-M", "-r", "--require", "--import", "--loader", "-d", "-f"})
+
+
+def _interpreter(name: str, rest: tuple[Word, ...], stdin: str | None) -> Iterator[Finding]:
+    found = interpreter_code(name, rest)
+    if found is not None:
+        option, code = found
+        yield Code(code, None, f"{name} {option}") if isinstance(code, Opaque) else Unknown(
+            f"{name} {option} runs code that the policy cannot read"
+        )
+        return
+    index = 0
+    while index < len(rest):
+        word = rest[index]
+        if isinstance(word, Opaque) or word in STDIN_PATHS or not word.startswith("-"):
+            break
+        if word == "-m" and name == "python":
+            return  # python -m MODULE runs an installed module
+        index += 2 if word in _VALUE_OPTIONS else 1
+    if index >= len(rest):
+        if name not in {"source", "."}:
+            yield StdinScript(name, stdin)
+        return
+    yield from _script(name, rest[index], stdin)
+
+
+def _find(rest: tuple[Word, ...], depth: int) -> Iterator[Finding]:
+    index = 0
+    while index < len(rest):
+        word = rest[index]
+        if word in {"-exec", "-execdir", "-ok", "-okdir", "-x", "--exec", "-X", "--exec-batch"}:
+            end = index + 1
+            while end < len(rest) and rest[end] not in {";", "+", "\\;"}:
+                end += 1
+            command = tuple(Opaque("{}") if w == "{}" else w for w in rest[index + 1 : end])
+            if command:
+                yield from unwrap(command, None, depth + 1)
+            index = end
+        index += 1
+
+
+# git: configuration keys whose value is a command line (git-config(1)); alias.* runs with '!'
+_GIT_CODE_KEYS = re.compile(
+    r"core\.(sshcommand|pager|editor|askpass|fsmonitor|gitproxy|alternaterefscommand|hookspath)"
+    r"|sequence\.editor|diff\.external|diff\..+\.(command|textconv)|merge\..+\.driver|filter\..+\.(clean|smudge|process)"
+    r"|credential(\..+)?\.helper|pager\..+|gpg(\..+)?\.program|uploadpack\.packobjectshook|remote\..+\.(uploadpack|receivepack)"
+    r"|interactive\.difffilter|(web|browser\..+|man\..+|mergetool\..+|difftool\..+)\.(browser|cmd|path)|submodule\..+\.update"
+    r"|include\.path|includeif\..+|protocol\..+\.allow|ssh\.variant|receive\.procreceiverefs|sendemail\..+"
+    r"|core\.(sshcommand)|http\..*proxy.*|url\..+\.(insteadof|pushinsteadof)",
+)
+
+
+def _git(rest: tuple[Word, ...]) -> Iterator[Finding]:
+    index = 0
+    while index < len(rest):
+        word = rest[index]
+        if isinstance(word, Opaque):
+            yield Unknown(f"git has the argument {word}, which is only known at run time")
+            return
+        if word in {"-c", "--config-env"} or word.startswith(("--config-env=", "--exec-path")):
+            value: Word = word.partition("=")[2] if "=" in word else (rest[index + 1] if index + 1 < len(rest) else "")
+            index += 1 if "=" in word else 2
+            if word.startswith(("--config-env", "--exec-path")) or isinstance(value, Opaque):
+                yield Unknown(f"git {word} {value} takes a setting from outside the command")
+                return
+            key, _, setting = value.partition("=")
+            if key.lower().startswith("alias."):
+                if setting.startswith("!"):
+                    yield Code(setting[1:], None, f"git -c {key}")
+            elif _GIT_CODE_KEYS.fullmatch(key.lower()):
+                yield Code(setting, None, f"git -c {key}")
+            continue
+        if word in {"-C", "--git-dir", "--work-tree", "--namespace", "--super-prefix"}:
+            index += 2
+            continue
+        if word.startswith("-"):
+            index += 1
+            continue
+        break
+    for option_word in rest[index + 1 :]:
+        if isinstance(option_word, str) and option_word.startswith(("--upload-pack", "--receive-pack", "--exec=")):
+            yield Code(option_word.partition("=")[2], None, f"git {option_word.partition('=')[0]}")
+    arguments = rest[index + 1 :]
+    if index < len(rest) and rest[index] == "clone" and "-u" in arguments:
+        position = arguments.index("-u")
+        if position + 1 < len(arguments):
+            yield Code(arguments[position + 1], None, "git clone -u")
+
+
+_SSH_CODE_OPTIONS = re.compile(r"(proxycommand|localcommand|knownhostscommand|remotecommand)\s*[= ]\s*(.*)", re.I | re.S)
+
+
+def _ssh(rest: tuple[Word, ...], stdin: str | None) -> Iterator[Finding]:
+    index = 0
+    while index < len(rest):
+        word = rest[index]
+        if isinstance(word, Opaque) or not word.startswith("-") or word == "--":
+            index += word == "--"
+            break
+        letter = word[1:2]
+        value: Word = word[2:]
+        if letter in "BbcDEeFIiJLlmOopQRSWw":
+            if not value:
+                index += 1
+                value = rest[index] if index < len(rest) else ""
+            if letter == "o":
+                if isinstance(value, Opaque):
+                    yield Unknown(f"ssh -o {value} is only known at run time")
+                    return
+                match = _SSH_CODE_OPTIONS.fullmatch(value)
+                if match:
+                    yield Code(match.group(2), None, f"ssh -o {match.group(1)}")
+            elif letter == "F":
+                yield Unknown("ssh -F reads options (which may run commands) from a file the policy does not read")
+                return
+        index += 1
+    remote = rest[index + 1 :]
+    if remote:
+        yield Code(_joined(remote), stdin, "ssh")
+
+
+def _option_code(rest: tuple[Word, ...], short: tuple[str, ...], long: tuple[str, ...], via: str) -> Iterator[Finding]:
+    for index, word in enumerate(rest):
+        if isinstance(word, Opaque):
+            continue
+        if word in short and index + 1 < len(rest):
+            yield Code(rest[index + 1], None, f"{via} {word}")
+        option, equals, value = word.partition("=")
+        if option in long:
+            yield Code(value if equals else (rest[index + 1] if index + 1 < len(rest) else ""), None, f"{via} {option}")
+        if option == "--checkpoint-action" and value.startswith("exec="):
+            yield Code(value[5:], None, f"{via} --checkpoint-action")
+
+
+def _awk(name: str, rest: tuple[Word, ...]) -> Iterator[Finding]:
+    index = 0
+    while index < len(rest):
+        word = rest[index]
+        if word in {"-f", "--file"}:
+            return  # the program is in a file
+        if word in {"-v", "-F", "--assign", "--field-separator"}:
+            index += 2
+            continue
+        if isinstance(word, str) and word.startswith("-") and len(word) > 1:
+            index += 1
+            continue
+        break
+    if index < len(rest):
+        program = rest[index]
+        if isinstance(program, Opaque):
+            yield Unknown(f"the {name} program {program} is only known at run time")
+        elif "system" in program or "|" in program:
+            yield Unknown(f"the {name} program runs commands (system() or a pipe), which the policy does not read")
+
+
+def interpreter_code(name: str, rest: tuple[Word, ...]) -> tuple[str, Word] | None:
+    """The option and code an interpreter runs from its arguments (``python -c CODE``), or None."""
+    options = _CODE_OPTIONS.get(name, ())
+    for index, word in enumerate(rest):
+        if not isinstance(word, str):
+            continue
+        for option in options:
+            if word == option:
+                return option, rest[index + 1] if index + 1 < len(rest) else ""
+            if option.startswith("-") and not option.startswith("--") and len(option) == 2 and word.startswith(option) and len(word) > 2 and not word.startswith("--"):
+                return option, word[2:]
+    return None

@@ -1,0 +1,562 @@
+"""Shell commands as bash reads them: every simple command in the tree, its words expanded.
+
+tree-sitter-bash parses the command; :func:`parse_script` walks the whole tree —
+lists, pipelines, subshells, groups, functions, loops, ``case``, command and process
+substitutions, here-documents — and returns each simple command with its words
+expanded the way bash would before running it, as far as that can be known without
+running anything: quotes and backslashes removed, ANSI-C strings (``$'\\x72m'``)
+decoded, brace expansion (``{rm,-rf,/}``, ``{1..3}``) done, ``$HOME``/``${HOME}``
+written as ``~``. A word that depends on run time (another variable, a command or
+arithmetic substitution) is :class:`Opaque`. Globs stay as written.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+
+import attrs
+import tree_sitter
+import tree_sitter_bash
+
+__all__ = ["Opaque", "Redirect", "Script", "SimpleCommand", "Word", "parse_script"]
+
+_LANGUAGE = tree_sitter.Language(tree_sitter_bash.language())
+_LOCAL = threading.local()  # a tree-sitter parser is not safe to share between threads
+MAX_WORDS = 256  # brace expansion beyond this is refused: "{a,b}{c,d}..." grows exponentially
+MAX_LENGTH = 100_000
+
+
+@attrs.frozen
+class Opaque:
+    """A word whose value is only known when the command runs (``$X``, ``$(...)``)."""
+
+    source: str
+
+    def __str__(self) -> str:
+        return self.source if len(self.source) <= 60 else self.source[:57] + "..."
+
+
+Word = str | Opaque
+
+#: Redirection operators that write to their target.
+_WRITES = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
+
+
+@attrs.frozen
+class Redirect:
+    """One redirection: its operator (``>``, ``>>``, ``<``, ``&>`` ...) and target."""
+
+    operator: str
+    target: Word
+
+    @property
+    def writes(self) -> bool:
+        return self.operator in _WRITES
+
+
+@attrs.frozen
+class SimpleCommand:
+    """A simple command: ``argv`` (empty for ``FOO=bar`` or a redirected group), the
+    assignments before it, its redirections, and where its standard input comes from
+    when that is data rather than a terminal or file (``"a pipe"``, ``"a here-document"``)."""
+
+    argv: tuple[Word, ...]
+    assignments: tuple[tuple[str, Word], ...] = ()
+    redirects: tuple[Redirect, ...] = ()
+    stdin: str | None = None
+    function: str | None = None  # the function whose body holds this command
+
+
+@attrs.frozen
+class Script:
+    """The simple commands of a command line, the functions it defines, or why it is unreadable."""
+
+    commands: tuple[SimpleCommand, ...]
+    functions: frozenset[str] = frozenset()
+    error: str | None = None
+
+
+class _OpaqueWord(Exception):
+    pass
+
+
+class _Unreadable(Exception):
+    pass
+
+
+def _parser() -> tree_sitter.Parser:
+    parser: tree_sitter.Parser | None = getattr(_LOCAL, "parser", None)
+    if parser is None:
+        parser = _LOCAL.parser = tree_sitter.Parser(_LANGUAGE)
+    return parser
+
+
+def parse_script(command: str) -> Script:
+    """Parse ``command`` and list every simple command in it (see the module docs)."""
+    if len(command) > MAX_LENGTH:
+        return Script((), error=f"the command is longer than {MAX_LENGTH} characters")
+    source = command.encode("utf-8", "surrogatepass")
+    root = _parser().parse(source).root_node
+    if root.has_error and b"{" in source:
+        # tree-sitter-bash reads a word that starts with "{" ({rm,-rf,/}) as a group and
+        # fails, while bash opens a group only with "{" as a word of its own. To bash,
+        # ""{rm,-rf,/} is the same word, and tree-sitter reads that: parse again with it.
+        quoted = [m.start() for m in _BRACE_WORD.finditer(source) if not _quoted(root, m.start())]
+        for at in reversed(quoted):
+            source = source[:at] + b'""' + source[at:]
+        if quoted:
+            root = _parser().parse(source).root_node
+    if root.has_error:
+        bad = _first_error(root)
+        row, column = bad.start_point if bad is not None else (0, 0)
+        return Script((), error=f"the command cannot be parsed (syntax error at line {row + 1}, column {column + 1})")
+    walker = _Walker()
+    try:
+        walker.walk(root, None, None)
+    except _Unreadable as exc:
+        return Script((), error=str(exc))
+    return Script(tuple(walker.commands), frozenset(walker.functions))
+
+
+_BRACE_WORD = re.compile(rb"(?:^|(?<=[\s;&|()]))\{(?=[^\s}])")
+_QUOTING = frozenset({"string", "raw_string", "ansi_c_string", "translated_string", "heredoc_body", "comment"})
+
+
+def _quoted(root: tree_sitter.Node, at: int) -> bool:
+    node: tree_sitter.Node | None = root.descendant_for_byte_range(at, at + 1)
+    while node is not None:
+        if node.type in _QUOTING:
+            return True
+        node = node.parent
+    return False
+
+
+def _first_error(node: tree_sitter.Node) -> tree_sitter.Node | None:
+    if node.is_error or node.is_missing:
+        return node
+    for child in node.children:
+        if child.has_error:
+            return _first_error(child)
+    return None
+
+
+def _text(node: tree_sitter.Node) -> str:
+    return (node.text or b"").decode("utf-8", "surrogatepass")
+
+
+# Nodes whose children are walked as they are; everything else is handled by name below.
+_CONTAINERS = frozenset(
+    {
+        "program",
+        "list",
+        "compound_statement",
+        "subshell",
+        "do_group",
+        "if_statement",
+        "elif_clause",
+        "else_clause",
+        "while_statement",
+        "for_statement",
+        "c_style_for_statement",
+        "case_statement",
+        "case_item",
+        "negated_command",
+        "test_command",
+        "arithmetic_expansion",
+        "binary_expression",
+        "unary_expression",
+        "ternary_expression",
+        "postfix_expression",
+        "parenthesized_expression",
+        "subscript",
+        "array",
+        "concatenation",
+        "string",
+        "translated_string",
+        "expansion",
+        "heredoc_body",
+    }
+)
+_LEAVES = frozenset(
+    {
+        "word",
+        "raw_string",
+        "ansi_c_string",
+        "string_content",
+        "number",
+        "variable_name",
+        "special_variable_name",
+        "simple_expansion",
+        "comment",
+        "file_descriptor",
+        "regex",
+        "extglob_pattern",
+        "brace_expression",
+        "test_operator",
+        "heredoc_content",
+        "heredoc_start",
+        "heredoc_end",
+    }
+)
+_REDIRECTS = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
+
+
+class _Walker:
+    def __init__(self) -> None:
+        self.commands: list[SimpleCommand] = []
+        self.functions: set[str] = set()
+
+    def walk(self, node: tree_sitter.Node, stdin: str | None, function: str | None) -> None:
+        kind = node.type
+        if not node.is_named:
+            return
+        if kind in _CONTAINERS:
+            for child in node.named_children:
+                self.walk(child, stdin, function)
+        elif kind == "pipeline":
+            for index, child in enumerate(node.named_children):
+                self.walk(child, stdin if index == 0 else "a pipe", function)
+        elif kind == "command":
+            self._command(node, stdin, function, ())
+        elif kind == "redirected_statement":
+            self._redirected(node, stdin, function)
+        elif kind in {"command_substitution", "process_substitution"}:
+            # >(cmd) reads what the outer command writes into it
+            inner = "a pipe" if _text(node).startswith(">(") else None
+            for child in node.named_children:
+                self.walk(child, inner, function)
+        elif kind in {"variable_assignment", "variable_assignments"}:
+            assignments = self._assignments([node], stdin, function)
+            self.commands.append(SimpleCommand((), assignments, (), stdin, function))
+        elif kind in {"declaration_command", "unset_command"}:
+            self._declaration(node, stdin, function)
+        elif kind == "function_definition":
+            name_node = node.child_by_field_name("name")
+            name = _text(name_node) if name_node is not None else ""
+            self.functions.add(name)
+            for child in node.named_children:
+                if child is not name_node:
+                    self.walk(child, stdin, name)
+        elif kind in _REDIRECTS:
+            redirects, _ = self._redirects([node], stdin, function)
+            self.commands.append(SimpleCommand((), (), redirects, stdin, function))
+        elif kind in _LEAVES:
+            self._substitutions(node, function)
+        else:  # a construct this walker does not know: refuse rather than miss a command
+            msg = f"the command uses a shell construct the policy cannot read ({kind})"
+            raise _Unreadable(msg)
+
+    def _substitutions(self, node: tree_sitter.Node, function: str | None) -> None:
+        """Walk the commands inside a word (``$(...)``, ``<(...)``, ``${x:-$(...)}``)."""
+        for child in node.named_children:
+            self.walk(child, None, function)
+
+    def _redirected(self, node: tree_sitter.Node, stdin: str | None, function: str | None) -> None:
+        body = node.child_by_field_name("body")
+        redirect_nodes = [c for c in node.named_children if c.type in _REDIRECTS]
+        redirects, stdin = self._redirects(redirect_nodes, stdin, function)
+        if body is not None and body.type == "command":
+            self._command(body, stdin, function, redirects)
+            return
+        if redirects:  # a group, loop or pipeline: its redirections apply to every command in it
+            self.commands.append(SimpleCommand((), (), redirects, stdin, function))
+        for child in node.named_children:
+            if child.type not in _REDIRECTS:
+                self.walk(child, stdin, function)
+
+    def _command(
+        self, node: tree_sitter.Node, stdin: str | None, function: str | None, outer: tuple[Redirect, ...]
+    ) -> None:
+        assignments_nodes = [c for c in node.named_children if c.type == "variable_assignment"]
+        redirect_nodes = [c for c in node.named_children if c.type in _REDIRECTS]
+        assignments = self._assignments(assignments_nodes, stdin, function)
+        redirects, stdin = self._redirects(redirect_nodes, stdin, function)
+        argv: list[Word] = []
+        for child in node.named_children:
+            if child.type == "variable_assignment" or child.type in _REDIRECTS:
+                continue
+            word = child.named_children[0] if child.type == "command_name" and child.named_children else child
+            self._walk_value(word, function)
+            argv.extend(expand(word))
+        self.commands.append(SimpleCommand(tuple(argv), assignments, outer + redirects, stdin, function))
+
+    def _assignments(
+        self, nodes: list[tree_sitter.Node], stdin: str | None, function: str | None
+    ) -> tuple[tuple[str, Word], ...]:
+        found: list[tuple[str, Word]] = []
+        for node in nodes:
+            if node.type == "variable_assignments":
+                found.extend(self._assignments(node.named_children, stdin, function))
+                continue
+            name_node = node.child_by_field_name("name")
+            value_node = node.child_by_field_name("value")
+            name = _text(name_node) if name_node is not None else ""
+            if name_node is not None and name_node.type == "subscript":  # a[1]=x
+                name = _text(name_node.named_children[0]) if name_node.named_children else name
+            value: Word = ""
+            if value_node is not None:
+                self._walk_value(value_node, function)
+                words = expand(value_node)
+                value = words[0] if len(words) == 1 else Opaque(_text(value_node))
+            found.append((name, value))
+        return tuple(found)
+
+    def _walk_value(self, node: tree_sitter.Node, function: str | None) -> None:
+        if node.type in {"command_substitution", "process_substitution"}:
+            self.walk(node, None, function)
+        else:
+            self._substitutions(node, function)
+
+    def _declaration(self, node: tree_sitter.Node, stdin: str | None, function: str | None) -> None:
+        argv: list[Word] = [_text(node.children[0])] if node.children else []
+        assignments: list[tuple[str, Word]] = []
+        for child in node.named_children:
+            if child.type == "variable_assignment":
+                assignments.extend(self._assignments([child], stdin, function))
+            elif child.type == "variable_name":
+                argv.append(_text(child))
+            else:
+                self._walk_value(child, function)
+                argv.extend(expand(child))
+        self.commands.append(SimpleCommand(tuple(argv), tuple(assignments), (), stdin, function))
+
+    def _redirects(
+        self, nodes: list[tree_sitter.Node], stdin: str | None, function: str | None
+    ) -> tuple[tuple[Redirect, ...], str | None]:
+        found: list[Redirect] = []
+        for node in nodes:
+            if node.type == "heredoc_redirect":
+                stdin = "a here-document"
+                for child in node.named_children:
+                    self.walk(child, None, function)
+                continue
+            if node.type == "herestring_redirect":
+                stdin = "a here-string"
+                for child in node.named_children:
+                    self._walk_value(child, function)
+                continue
+            destination = node.child_by_field_name("destination")
+            operator = next((_text(c) for c in node.children if not c.is_named), "")
+            if destination is None:
+                continue
+            self._walk_value(destination, function)
+            words = expand(destination)
+            target = words[0] if len(words) == 1 else Opaque(_text(destination))
+            if operator in {">&", "<&"} and isinstance(target, str) and (target.isdigit() or target == "-"):
+                continue  # 2>&1, >&-: a file descriptor, not a file
+            if operator == "<" and isinstance(target, Opaque):
+                stdin = "a process substitution"
+            found.append(Redirect(operator, target))
+        return tuple(found), stdin
+
+
+# -- words ------------------------------------------------------------------------------------
+
+_Chars = list[tuple[str, bool]]  # (character, active): only active characters expand braces
+
+_HOME = frozenset({"$HOME", "${HOME}"})
+
+
+def expand(node: tree_sitter.Node) -> list[Word]:
+    """The words ``node`` becomes after brace expansion and quote removal (or one Opaque)."""
+    try:
+        chars = _chars(node)
+    except _OpaqueWord:
+        return [Opaque(_text(node))]
+    words = _braces(chars, [0])
+    if words is None:
+        return [Opaque(_text(node))]
+    return ["".join(c for c, _ in word) for word in words]
+
+
+def _chars(node: tree_sitter.Node) -> _Chars:
+    kind = node.type
+    text = _text(node)
+    if kind == "word":
+        return _unquoted(text)
+    if kind in {"number", "brace_expression", "extglob_pattern", "regex"}:
+        return [(c, True) for c in text]
+    if kind == "raw_string":
+        return [(c, False) for c in text[1:-1]]
+    if kind == "ansi_c_string":
+        return [(c, False) for c in ansi_c(text[2:-1])]
+    if kind == "concatenation":
+        return [c for child in node.children for c in _chars(child)]
+    if kind in {"string", "translated_string"}:
+        found: _Chars = []
+        for child in node.children:
+            if child.type == "string_content":
+                found.extend((c, False) for c in _double_quoted(_text(child)))
+            elif child.is_named:
+                found.extend((c, False) for c, _ in _chars(child))
+        return found
+    if kind in {"simple_expansion", "expansion"} and text in _HOME:
+        return [("~", False)]
+    raise _OpaqueWord
+
+
+def _unquoted(text: str) -> _Chars:
+    found: _Chars = []
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if char == "\\" and index + 1 < len(text):
+            if text[index + 1] != "\n":  # backslash-newline is a line continuation
+                found.append((text[index + 1], False))
+            index += 2
+            continue
+        found.append((char, True))
+        index += 1
+    return found
+
+
+def _double_quoted(text: str) -> str:
+    out: list[str] = []
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if char == "\\" and index + 1 < len(text) and text[index + 1] in '$`"\\\n':
+            if text[index + 1] != "\n":
+                out.append(text[index + 1])
+            index += 2
+            continue
+        out.append(char)
+        index += 1
+    return "".join(out)
+
+
+_SIMPLE_ESCAPES = {
+    "a": "\a",
+    "b": "\b",
+    "e": "\x1b",
+    "E": "\x1b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+    "\\": "\\",
+    "'": "'",
+    '"': '"',
+    "?": "?",
+}
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def ansi_c(body: str) -> str:
+    """Decode the inside of ``$'...'`` as bash does (a NUL ends the string)."""
+    out: list[str] = []
+    index = 0
+    while index < len(body):
+        char = body[index]
+        index += 1
+        if char != "\\" or index >= len(body):
+            out.append(char)
+            continue
+        code = body[index]
+        index += 1
+        if code in _SIMPLE_ESCAPES:
+            out.append(_SIMPLE_ESCAPES[code])
+        elif code in "01234567":
+            digits = code
+            while len(digits) < 3 and index < len(body) and body[index] in "01234567":
+                digits += body[index]
+                index += 1
+            out.append(chr(int(digits, 8) & 0xFF))
+        elif code in "xuU":
+            limit = {"x": 2, "u": 4, "U": 8}[code]
+            digits = ""
+            while len(digits) < limit and index < len(body) and body[index] in _HEX:
+                digits += body[index]
+                index += 1
+            if not digits:
+                out.append("\\" + code)
+            else:
+                value = int(digits, 16)
+                out.append(chr(value) if value <= 0x10FFFF else "\ufffd")
+        elif code == "c" and index < len(body):
+            out.append(chr(ord(body[index]) & 0x1F))
+            index += 1
+        else:
+            out.append("\\" + code)
+    text = "".join(out)
+    return text.split("\x00", 1)[0]
+
+
+def _braces(chars: _Chars, count: list[int]) -> list[_Chars] | None:
+    """Bash brace expansion over the active characters; None past :data:`MAX_WORDS`."""
+    for start, (char, active) in enumerate(chars):
+        if char != "{" or not active:
+            continue
+        parts = _brace_parts(chars, start)
+        if parts is None:
+            continue
+        end, alternatives = parts
+        results: list[_Chars] = []
+        for alternative in alternatives:
+            expanded = _braces(chars[:start] + alternative + chars[end + 1 :], count)
+            if expanded is None:
+                return None
+            results.extend(expanded)
+        return results
+    count[0] += 1
+    return [chars] if count[0] <= MAX_WORDS else None
+
+
+def _brace_parts(chars: _Chars, start: int) -> tuple[int, list[_Chars]] | None:
+    depth = 0
+    commas: list[int] = []
+    for index in range(start, len(chars)):
+        char, active = chars[index]
+        if not active:
+            continue
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                inner = chars[start + 1 : index]
+                if commas:
+                    bounds = [start, *commas, index]
+                    return index, [chars[a + 1 : b] for a, b in zip(bounds, bounds[1:], strict=False)]
+                sequence = _sequence("".join(c for c, _ in inner)) if all(a for _, a in inner) else None
+                return None if sequence is None else (index, [[(c, False) for c in item] for item in sequence])
+        elif char == "," and depth == 1:
+            commas.append(index)
+    return None
+
+
+def _sequence(text: str) -> list[str] | None:
+    """``1..5``, ``a..e``, ``01..10..3`` (bash sequence expressions), or None."""
+    parts = text.split("..")
+    if len(parts) not in {2, 3}:
+        return None
+    step_text = parts[2] if len(parts) == 3 else "1"
+    if not _is_int(step_text):
+        return None
+    step = abs(int(step_text)) or 1
+    first, last = parts[0], parts[1]
+    if _is_int(first) and _is_int(last):
+        a, b = int(first), int(last)
+        if abs(b - a) // step + 1 > MAX_WORDS:
+            return [first] * (MAX_WORDS + 1)  # too many: the caller refuses
+        width = max(len(first), len(last)) if first.lstrip("-").startswith("0") or last.lstrip("-").startswith("0") else 0
+        numbers = range(a, b + (1 if b >= a else -1), step if b >= a else -step)
+        return [str(n).zfill(width) if width else str(n) for n in numbers]
+    if len(first) == 1 and len(last) == 1 and first.isascii() and last.isascii() and first.isalpha() and last.isalpha():
+        a, b = ord(first), ord(last)
+        letters = range(a, b + (1 if b >= a else -1), step if b >= a else -step)
+        return [chr(n) for n in letters]
+    return None
+
+
+def _is_int(text: str) -> bool:
+    return text.lstrip("-").isdigit() and text.count("-") <= 1 and not text.endswith("-")
+
+
+def words_of(script: Script) -> Iterator[Word]:
+    """Every word of every command (for searching deny patterns)."""
+    for command in script.commands:
+        yield from command.argv
