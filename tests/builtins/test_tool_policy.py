@@ -202,7 +202,8 @@ def test_dns_resolution_only_when_configured() -> None:
     assert resolving.check("fetch", {"url": f"http://{name}:8080/"}) == Denial(
         "rules[0] url 'url'", f"the host {name!r} resolves to the internal address {address}"
     )
-    assert resolving.check("fetch", {"url": "http://1.1.1.1/"}) is None  # addresses need no lookup
+    addresses_only = ToolPolicy([{"tool": "fetch", "kind": "url", "resolve_dns": True}])
+    assert addresses_only.check("fetch", {"url": "http://1.1.1.1/"}) is None  # addresses need no lookup
 
 
 # -- paths ----------------------------------------------------------------------------------

@@ -38,7 +38,9 @@ class PathRule:
 
     __slots__ = ("base", "case_sensitive", "deny", "roots")
 
-    def __init__(self, roots: Sequence[str], deny: Sequence[str], base: str | None, case_sensitive: bool = False) -> None:
+    def __init__(
+        self, roots: Sequence[str], deny: Sequence[str], base: str | None, case_sensitive: bool = False
+    ) -> None:
         self.roots = tuple(os.path.realpath(os.path.expanduser(r)) for r in roots)
         self.case_sensitive = case_sensitive
         self.deny = tuple(deny if case_sensitive else (d.lower() for d in deny))

@@ -147,13 +147,20 @@ _WRAPPERS: dict[str, _Wrapper] = {
         long_flags="ignore-environment null debug",
     ),
     "nohup": _w(),
-    "time": _w(short_values="fo", short_flags="pavq", long_values="format output", long_flags="portability append verbose quiet"),
+    "time": _w(
+        short_values="fo",
+        short_flags="pavq",
+        long_values="format output",
+        long_flags="portability append verbose quiet",
+    ),
     "command": _w(short_flags="pvV", no_command="vV"),
     "builtin": _w(),
     "exec": _w(short_values="a", short_flags="cl"),
     "coproc": _w(),
     "nice": _w(short_values="n", long_values="adjustment", numeric=True),
-    "ionice": _w(short_values="cnp", short_flags="t", long_values="class classdata pid", long_flags="ignore", no_command="p"),
+    "ionice": _w(
+        short_values="cnp", short_flags="t", long_values="class classdata pid", long_flags="ignore", no_command="p"
+    ),
     "timeout": _w(
         short_values="sk",
         short_flags="v",
@@ -196,13 +203,38 @@ _WRAPPERS: dict[str, _Wrapper] = {
         positionals=1,
         code="c",
     ),
-    "su": _w(short_values="cgGsw", short_flags="lmpfP", long_values="command group supp-group shell whitelist-environment", long_flags="login preserve-environment pty", code="c"),
-    "runuser": _w(short_values="cgGsuw", short_flags="lmpfP", long_values="command group supp-group shell user", long_flags="login preserve-environment pty", code="c"),
-    "script": _w(short_values="cEtTIOBm", short_flags="aefqr", long_values="command echo timing log-in log-out log-io logging-format", long_flags="append return flush quiet", code="c"),
+    "su": _w(
+        short_values="cgGsw",
+        short_flags="lmpfP",
+        long_values="command group supp-group shell whitelist-environment",
+        long_flags="login preserve-environment pty",
+        code="c",
+    ),
+    "runuser": _w(
+        short_values="cgGsuw",
+        short_flags="lmpfP",
+        long_values="command group supp-group shell user",
+        long_flags="login preserve-environment pty",
+        code="c",
+    ),
+    "script": _w(
+        short_values="cEtTIOBm",
+        short_flags="aefqr",
+        long_values="command echo timing log-in log-out log-io logging-format",
+        long_flags="append return flush quiet",
+        code="c",
+    ),
     "taskset": _w(short_flags="ac", long_flags="all-tasks cpu-list", positionals=1, no_command="p"),
-    "chrt": _w(short_flags="abdfiormRv", long_values="sched-runtime sched-deadline sched-period", positionals=1, no_command="p"),
+    "chrt": _w(
+        short_flags="abdfiormRv", long_values="sched-runtime sched-deadline sched-period", positionals=1, no_command="p"
+    ),
     "caffeinate": _w(short_values="tw", short_flags="dimsu"),
-    "systemd-run": _w(short_values="pEuHMd", short_flags="qtPG", long_values="unit property description slice uid gid nice working-directory setenv", long_flags="user system scope pty pipe wait quiet collect same-dir"),
+    "systemd-run": _w(
+        short_values="pEuHMd",
+        short_flags="qtPG",
+        long_values="unit property description slice uid gid nice working-directory setenv",
+        long_flags="user system scope pty pipe wait quiet collect same-dir",
+    ),
 }
 
 
@@ -211,21 +243,19 @@ def program_name(word: str) -> str:
     name = posixpath.basename(word)
     if name.startswith("python") or name in {"py", "pypy", "pypy3"}:
         return "python"
-    if name.startswith("mkfs") or name.startswith("mke2fs"):
+    if name.startswith(("mkfs", "mke2fs")):
         return "mkfs"
     return name
 
 
 def normalise_path(path: str) -> str:
     """``//dev/./sda`` → ``/dev/sda``: duplicate slashes and ``.`` segments removed, ``..``
-    resolved lexically (a relative path keeps its ``./``)."""
+    resolved lexically (bash does not resolve them for redirections either, but the
+    kernel does, and ``/dev/..`` holds no symlink that changes the answer)."""
     if not path:
         return path
-    if path.startswith("/"):
-        normal = posixpath.normpath(path)
-        return "/" + normal.lstrip("/")
     normal = posixpath.normpath(path)
-    return normal if path.startswith(("./", "../", "~")) or "/" not in path else normal
+    return "/" + normal.lstrip("/") if path.startswith("/") else normal
 
 
 def unwrap(argv: tuple[Word, ...], stdin: str | None, depth: int = 0) -> Iterator[Finding]:
@@ -257,7 +287,12 @@ def unwrap(argv: tuple[Word, ...], stdin: str | None, depth: int = 0) -> Iterato
     elif name in {"rsync"}:
         yield from _option_code(rest, ("-e",), ("--rsh",), "rsync -e")
     elif name in {"tar", "gtar", "bsdtar"}:
-        yield from _option_code(rest, ("-I", "-F"), ("--to-command", "--use-compress-program", "--info-script", "--new-volume-script", "--rsh-command"), "tar")
+        yield from _option_code(
+            rest,
+            ("-I", "-F"),
+            ("--to-command", "--use-compress-program", "--info-script", "--new-volume-script", "--rsh-command"),
+            "tar",
+        )
     elif name == "alias":
         for word in rest:
             if isinstance(word, Opaque):
@@ -327,7 +362,9 @@ def _wrapped(name: str, rest: tuple[Word, ...], stdin: str | None, depth: int) -
                         yield Code(value_word, stdin, f"{name} -{letter}")
                         return
                     if name == "env" and letter == "S":
-                        yield from _split_or_code(name, "split-string", str(value_word), rest[index + 1 :], stdin, depth)
+                        yield from _split_or_code(
+                            name, "split-string", str(value_word), rest[index + 1 :], stdin, depth
+                        )
                         return
                     break
                 if letter in spec.short_flags:
@@ -341,6 +378,11 @@ def _wrapped(name: str, rest: tuple[Word, ...], stdin: str | None, depth: int) -
         break
     if any(f in spec.no_command for f in flags if len(f) == 1):
         return
+    if spec.code:  # flock FILE -c CODE, su USER -c CODE: the option may follow the operands
+        for position in range(index, len(rest) - 1):
+            if rest[position] in {f"-{spec.code}", "--command"}:
+                yield Code(rest[position + 1], stdin, f"{name} -{spec.code}")
+                return
     command = rest[index + spec.positionals :]
     if name == "watch" and "x" not in flags and "exec" not in flags:
         if command:
@@ -397,7 +439,7 @@ def _shell(name: str, rest: tuple[Word, ...], stdin: str | None) -> Iterator[Fin
         reads_stdin = reads_stdin or "s" in word[1:] or "i" in word[1:]
     operands = rest[index:]
     if code:
-        yield Code(operands[0] if operands else "", None, f"{name} -c")
+        yield Code(operands[0] if operands else "", stdin, f"{name} -c")
     elif not operands or reads_stdin:
         yield StdinScript(name, stdin)
     else:
@@ -419,8 +461,10 @@ def _interpreter(name: str, rest: tuple[Word, ...], stdin: str | None) -> Iterat
     found = interpreter_code(name, rest)
     if found is not None:
         option, code = found
-        yield Code(code, None, f"{name} {option}") if isinstance(code, Opaque) else Unknown(
-            f"{name} {option} runs code that the policy cannot read"
+        yield (
+            Code(code, None, f"{name} {option}")
+            if isinstance(code, Opaque)
+            else Unknown(f"{name} {option} runs code that the policy cannot read")
         )
         return
     index = 0
@@ -475,7 +519,8 @@ def _git(rest: tuple[Word, ...]) -> Iterator[Finding]:
             value: Word = word.partition("=")[2] if "=" in word else (rest[index + 1] if index + 1 < len(rest) else "")
             index += 1 if "=" in word else 2
             if word.startswith(("--config-env", "--exec-path")) or isinstance(value, Opaque):
-                yield Unknown(f"git {word} {value} takes a setting from outside the command")
+                shown = word if "=" in word else f"{word} {value}"
+                yield Unknown(f"git {shown} takes a setting from outside the command")
                 return
             key, _, setting = value.partition("=")
             if key.lower().startswith("alias."):
@@ -501,7 +546,9 @@ def _git(rest: tuple[Word, ...]) -> Iterator[Finding]:
             yield Code(arguments[position + 1], None, "git clone -u")
 
 
-_SSH_CODE_OPTIONS = re.compile(r"(proxycommand|localcommand|knownhostscommand|remotecommand)\s*[= ]\s*(.*)", re.I | re.S)
+_SSH_CODE_OPTIONS = re.compile(
+    r"(proxycommand|localcommand|knownhostscommand|remotecommand)\s*[= ]\s*(.*)", re.I | re.S
+)
 
 
 def _ssh(rest: tuple[Word, ...], stdin: str | None) -> Iterator[Finding]:
@@ -576,6 +623,13 @@ def interpreter_code(name: str, rest: tuple[Word, ...]) -> tuple[str, Word] | No
         for option in options:
             if word == option:
                 return option, rest[index + 1] if index + 1 < len(rest) else ""
-            if option.startswith("-") and not option.startswith("--") and len(option) == 2 and word.startswith(option) and len(word) > 2 and not word.startswith("--"):
+            if (
+                option.startswith("-")
+                and not option.startswith("--")
+                and len(option) == 2
+                and word.startswith(option)
+                and len(word) > 2
+                and not word.startswith("--")
+            ):
                 return option, word[2:]
     return None

@@ -19,7 +19,6 @@ from ._shell_programs import (
     Code,
     EnvAssignment,
     StdinScript,
-    Unknown,
     normalise_path,
     program_name,
     unwrap,
@@ -91,9 +90,7 @@ class ShellRule:
         allow_opaque: bool = False,
     ) -> None:
         self.deny = tuple(deny)
-        self.allow_commands = (
-            None if allow_commands is None else frozenset(_program_key(c) for c in allow_commands)
-        )
+        self.allow_commands = None if allow_commands is None else frozenset(_program_key(c) for c in allow_commands)
         self.allow_env = allow_env if allow_env is not None or allow_commands is None else frozenset()
         self.builtin = builtin
         self.allow_opaque = allow_opaque
@@ -172,14 +169,13 @@ class ShellRule:
             self._assign(name, value, found, depth)
 
     def _assign(self, name: str, value: Word, found: _Findings, depth: int) -> None:
-        if True:
-            if _LOADS_CODE.fullmatch(name):
-                found.denied.append(f"the command sets {name}, which loads code into the programs it runs")
-            elif _CODE_VARIABLES.fullmatch(name):
-                self._code(Code(value, None, f"the variable {name}"), found, depth)
-            if self.allow_env is not None and name not in self.allow_env:
-                listed = ", ".join(sorted(self.allow_env)) or "none"
-                found.not_allowed.append(f"the command assigns the variable {name!r}, which is not in allow_env ({listed})")
+        if _LOADS_CODE.fullmatch(name):
+            found.denied.append(f"the command sets {name}, which loads code into the programs it runs")
+        elif _CODE_VARIABLES.fullmatch(name):
+            self._code(Code(value, None, f"the variable {name}"), found, depth)
+        if self.allow_env is not None and name not in self.allow_env:
+            listed = ", ".join(sorted(self.allow_env)) or "none"
+            found.not_allowed.append(f"the command assigns the variable {name!r}, which is not in allow_env ({listed})")
 
     def _redirect(self, redirect: Redirect, found: _Findings) -> None:
         target = redirect.target
@@ -245,12 +241,12 @@ def _builtin(name: str, args: tuple[Word, ...]) -> Iterator[str]:
 
 def _recursive_change(name: str, args: tuple[Word, ...]) -> Iterator[str]:
     recursive = False
-    unknown_options = False
+    maybe_recursive = False  # rm "$OPT" /: the option may be -r
     operands: list[Word] = []
     options = True
     for arg in args:
         if isinstance(arg, Opaque):
-            unknown_options = unknown_options or options  # "rm $FLAGS /" may be "rm -rf /"
+            maybe_recursive = maybe_recursive or options
             operands.append(arg)
         elif options and arg == "--":
             options = False
@@ -259,25 +255,31 @@ def _recursive_change(name: str, args: tuple[Word, ...]) -> Iterator[str]:
             recursive = recursive or arg == "--recursive" or (not long and ("r" in arg or "R" in arg))
         else:
             operands.append(arg)
-    if not recursive and not unknown_options:
-        return
     for target in operands:
         if isinstance(target, Opaque):
-            yield f"?{name} -r runs on {target}, which is only known at run time"
+            # unquoted, $X may split into "-rf /"; quoted, it is one word: harmful only with -r
+            if recursive or not _one_word(target):
+                yield f"?{name}{' -r' if recursive else ''} runs on {target}, which is only known at run time"
         elif _sweeping(target):
             if recursive:
                 yield f"the command runs {name} recursively from / or the home directory"
-            else:
+            elif maybe_recursive:
                 yield f"?{name} runs on {target} with options only known at run time"
+
+
+def _one_word(word: Opaque) -> bool:
+    return len(word.source) >= 2 and word.source[0] == word.source[-1] == '"'
 
 
 _WILDCARD = re.compile(r"[.*?]*\*[.*?]*")
 
 
-def _sweeping(target: str) -> bool:
-    """Whether ``target`` is ``/``, a home directory or the current directory as a whole
-    (after ``//``, ``.`` and ``..`` are resolved), or a glob over one (``/**``, ``~/*``)."""
+def _sweeping(target: str, cwd: bool = True) -> bool:
+    """Whether ``target`` is ``/``, a home directory or (with ``cwd``) the current directory
+    as a whole (after ``//``, ``.`` and ``..`` are resolved), or a glob over one (``/**``)."""
     root = target.startswith("/")
+    if not cwd and not root and not target.startswith("~"):
+        return False
     rest = target.partition("/")[2] if target.startswith("~") else target
     stack: list[str] = []
     for part in rest.split("/"):
@@ -300,7 +302,11 @@ _FIND_ACTIONS = frozenset({"-delete", "-exec", "-execdir", "-ok", "-okdir"})
 
 def _find(args: tuple[Word, ...]) -> Iterator[str]:
     index = 0
-    while index < len(args) and isinstance(args[index], str) and str(args[index]).startswith(("-H", "-L", "-P", "-O", "-D")):
+    while (
+        index < len(args)
+        and isinstance(args[index], str)
+        and str(args[index]).startswith(("-H", "-L", "-P", "-O", "-D"))
+    ):
         index += 2 if args[index] == "-D" else 1
     starts: list[Word] = []
     for arg in args[index:]:
@@ -312,5 +318,5 @@ def _find(args: tuple[Word, ...]) -> Iterator[str]:
     for start in starts or ["."]:
         if isinstance(start, Opaque):
             yield f"?find deletes or runs commands from {start}, which is only known at run time"
-        elif _sweeping(start):
+        elif _sweeping(start, cwd=False):  # find . -name '*.pyc' -delete is everyday work
             yield "the command deletes or runs commands on every file from / or the home directory"

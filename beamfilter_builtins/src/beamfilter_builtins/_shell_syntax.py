@@ -12,6 +12,7 @@ arithmetic substitution) is :class:`Opaque`. Globs stay as written.
 
 from __future__ import annotations
 
+import itertools
 import re
 import threading
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ import attrs
 import tree_sitter
 import tree_sitter_bash
 
-__all__ = ["Opaque", "Redirect", "Script", "SimpleCommand", "Word", "parse_script"]
+__all__ = ["Opaque", "Redirect", "Script", "SimpleCommand", "Word", "expand", "expand_parts", "parse_script"]
 
 _LANGUAGE = tree_sitter.Language(tree_sitter_bash.language())
 _LOCAL = threading.local()  # a tree-sitter parser is not safe to share between threads
@@ -103,10 +104,10 @@ def parse_script(command: str) -> Script:
         # tree-sitter-bash reads a word that starts with "{" ({rm,-rf,/}) as a group and
         # fails, while bash opens a group only with "{" as a word of its own. To bash,
         # ""{rm,-rf,/} is the same word, and tree-sitter reads that: parse again with it.
-        quoted = [m.start() for m in _BRACE_WORD.finditer(source) if not _quoted(root, m.start())]
-        for at in reversed(quoted):
+        starts = [m.start() for m in _BRACE_WORD.finditer(source) if not _quoted(root, m.start())]
+        for at in reversed(starts):
             source = source[:at] + b'""' + source[at:]
-        if quoted:
+        if starts:
             root = _parser().parse(source).root_node
     if root.has_error:
         bad = _first_error(root)
@@ -274,12 +275,19 @@ class _Walker:
         assignments = self._assignments(assignments_nodes, stdin, function)
         redirects, stdin = self._redirects(redirect_nodes, stdin, function)
         argv: list[Word] = []
+        word_nodes: list[list[tree_sitter.Node]] = []
         for child in node.named_children:
             if child.type == "variable_assignment" or child.type in _REDIRECTS:
                 continue
             word = child.named_children[0] if child.type == "command_name" and child.named_children else child
             self._walk_value(word, function)
-            argv.extend(expand(word))
+            # tree-sitter splits "r"\m into two words; bash reads one word when nothing separates them
+            if word_nodes and word_nodes[-1][-1].end_byte == child.start_byte:
+                word_nodes[-1].append(word)
+            else:
+                word_nodes.append([word])
+        for parts in word_nodes:
+            argv.extend(expand(parts[0]) if len(parts) == 1 else expand_parts(parts))
         self.commands.append(SimpleCommand(tuple(argv), assignments, outer + redirects, stdin, function))
 
     def _assignments(
@@ -361,13 +369,19 @@ _HOME = frozenset({"$HOME", "${HOME}"})
 
 def expand(node: tree_sitter.Node) -> list[Word]:
     """The words ``node`` becomes after brace expansion and quote removal (or one Opaque)."""
+    return expand_parts([node])
+
+
+def expand_parts(nodes: list[tree_sitter.Node]) -> list[Word]:
+    """The words adjacent ``nodes`` (one shell word) become."""
+    source = "".join(_text(n) for n in nodes)
     try:
-        chars = _chars(node)
+        chars = [c for node in nodes for c in _chars(node)]
     except _OpaqueWord:
-        return [Opaque(_text(node))]
+        return [Opaque(source)]
     words = _braces(chars, [0])
     if words is None:
-        return [Opaque(_text(node))]
+        return [Opaque(source)]
     return ["".join(c for c, _ in word) for word in words]
 
 
@@ -520,7 +534,7 @@ def _brace_parts(chars: _Chars, start: int) -> tuple[int, list[_Chars]] | None:
                 inner = chars[start + 1 : index]
                 if commas:
                     bounds = [start, *commas, index]
-                    return index, [chars[a + 1 : b] for a, b in zip(bounds, bounds[1:], strict=False)]
+                    return index, [chars[a + 1 : b] for a, b in itertools.pairwise(bounds)]
                 sequence = _sequence("".join(c for c, _ in inner)) if all(a for _, a in inner) else None
                 return None if sequence is None else (index, [[(c, False) for c in item] for item in sequence])
         elif char == "," and depth == 1:
@@ -542,7 +556,9 @@ def _sequence(text: str) -> list[str] | None:
         a, b = int(first), int(last)
         if abs(b - a) // step + 1 > MAX_WORDS:
             return [first] * (MAX_WORDS + 1)  # too many: the caller refuses
-        width = max(len(first), len(last)) if first.lstrip("-").startswith("0") or last.lstrip("-").startswith("0") else 0
+        width = (
+            max(len(first), len(last)) if first.lstrip("-").startswith("0") or last.lstrip("-").startswith("0") else 0
+        )
         numbers = range(a, b + (1 if b >= a else -1), step if b >= a else -step)
         return [str(n).zfill(width) if width else str(n) for n in numbers]
     if len(first) == 1 and len(last) == 1 and first.isascii() and last.isascii() and first.isalpha() and last.isalpha():
