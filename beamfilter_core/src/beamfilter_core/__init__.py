@@ -28,7 +28,7 @@ from ._records import (
     TurnRequest,
     TurnResult,
 )
-from ._specs import BuildContext, FilterSpec, ModelSpec, PresetSpec, StoreSpec
+from ._specs import BuildContext, CommandSpec, FilterSpec, ModelSpec, PresetSpec, SectionSpec, StoreSpec
 from ._streaming import Event, RunFinished, TextDelta, ToolCallFinished, ToolCallStarted
 from ._tools import Tool, tool
 
@@ -47,6 +47,7 @@ __all__ = [
     "ChatModel",
     "ChatRequest",
     "ChatResponse",
+    "CommandSpec",
     "CompiledChain",
     "ContentPart",
     "Decision",
@@ -68,6 +69,7 @@ __all__ = [
     "Registry",
     "RunFinished",
     "ScriptedModel",
+    "SectionSpec",
     "StaticEntryPoint",
     "StoreSpec",
     "TextDelta",

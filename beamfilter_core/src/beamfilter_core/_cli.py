@@ -38,7 +38,10 @@ _TERMINALS = {
 }
 
 
-def _parser() -> argparse.ArgumentParser:
+_BUILTIN_COMMANDS = frozenset({"plugins", "chain", "run", "chat", "memory", "demo"})
+
+
+def _parser(argv: Sequence[str] = (), registry: Any = None) -> argparse.ArgumentParser:
     from . import __version__
 
     parser = argparse.ArgumentParser(
@@ -81,12 +84,46 @@ def _parser() -> argparse.ArgumentParser:
         "demo", help="the README's demo on the embedded local model", description=_cmd_demo.__doc__, add_help=False
     )
     demo.set_defaults(handler=_cmd_demo)
+    _add_plugin_commands(sub, argv, registry)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``beamfilter`` command with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
-    parser = _parser()
+def _add_plugin_commands(sub: Any, argv: Sequence[str], registry: Any) -> None:
+    """Add the commands plugins register (``beamfilter_register_commands``), unless ``argv``
+    names a built-in command: those run without importing any plugin."""
+    first = next((arg for arg in argv if not arg.startswith("-")), None)
+    if first in _BUILTIN_COMMANDS:
+        return
+    if registry is None:
+        from ._registry import Registry
+
+        registry = Registry(strict=False)
+    plugin_log = logging.getLogger("beamfilter_core.plugins")
+    plugin_log.disabled = True  # a failing plugin is listed by `beamfilter plugins`, not here
+    try:
+        commands = registry.commands()
+    finally:
+        plugin_log.disabled = False
+    taken: set[str] = set()
+    for item in commands:
+        name = item.name
+        if name in _BUILTIN_COMMANDS or name in taken:
+            continue  # a built-in command or the first plugin's command of that name wins
+        taken.add(name)
+        parser = sub.add_parser(
+            name, help=item.summary or f"(from the plugin {item.plugin!r})", description=item.summary or None
+        )
+        item.spec.configure(parser)
+        parser.set_defaults(handler=item.spec.run)
+
+
+def main(argv: Sequence[str] | None = None, *, registry: Any = None) -> int:
+    """Run the ``beamfilter`` command with ``argv`` (default ``sys.argv[1:]``); return the exit code.
+
+    ``registry`` is where plugin commands come from (default: the installed plugins).
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _parser(argv, registry)
     try:
         args, extra = parser.parse_known_args(argv)
         if args.command == "demo":
@@ -116,8 +153,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _cmd_plugins(args: argparse.Namespace) -> int:
     """List every plugin of the ``beamfilter`` entry point group: distribution, version,
-    status (loaded, failed with the reason, blocked) and the filters, stores, models and
-    presets it provides. Failing plugins are listed, never fatal."""
+    status (loaded, failed with the reason, blocked) and the filters, stores, models,
+    presets, config sections and commands it provides. Failing plugins are listed, never fatal."""
     from ._registry import Registry, core_version
 
     registry = Registry(strict=False)
@@ -130,6 +167,8 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
         ("store", registry.stores()),
         ("model", registry.models()),
         ("preset", registry.presets()),
+        ("section", registry.sections()),
+        ("command", registry.commands()),
     )
     for kind, items in groups:
         for item in items:
@@ -264,7 +303,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from ._config import build_config
 
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
-    kernel = build_config(args.config).kernel
+    kernel = build_config(args.config).runner()  # the kernel, or e.g. its durable runner ([durable])
     context = {"conversation_id": args.conversation_id} if args.conversation_id else None
     if args.json:
         from ._serde import converter
@@ -290,7 +329,8 @@ def _cmd_chat(args: argparse.Namespace) -> int:
     if not has_memory:
         print("(no memory filter: the history lives in this process only)", file=sys.stderr)
     _memory_warning(built, sys.stderr)
-    asyncio.run(_closing(built.kernel, _chat_loop(built.kernel, conversation_id, keep_history=not has_memory)))
+    runner = built.runner()  # the kernel, or e.g. its durable runner ([durable])
+    asyncio.run(_closing(runner, _chat_loop(runner, conversation_id, keep_history=not has_memory)))
     return OK
 
 

@@ -24,7 +24,7 @@ from ._registry import Registered, Registry, suggest
 from ._serde import converter
 from ._specs import BuildContext
 from ._tools import Tool
-from .errors import ConfigError, PluginError
+from .errors import BeamfilterError, ConfigError, PluginError
 
 __all__ = ["BuiltConfig", "BuiltFilter", "build_config", "kernel_from_config", "read_config"]
 
@@ -57,6 +57,26 @@ class BuiltConfig:
     filters: tuple[BuiltFilter, ...]
     model: str | None
     source: str
+    #: The objects the plugin-registered top-level sections built (``[durable]``...), by name.
+    sections: Mapping[str, Any] = attrs.field(factory=dict)
+
+    def runner(self) -> Any:
+        """What runs this config's turns: the kernel, or the object a section's ``runner(built)``
+        returns (e.g. ``[durable]`` runs each turn as a durable workflow).
+
+        Raises:
+            ConfigError: two sections each want to run the turns.
+        """
+        wanting = [
+            (name, section) for name, section in self.sections.items() if callable(getattr(section, "runner", None))
+        ]
+        if not wanting:
+            return self.kernel
+        if len(wanting) > 1:
+            names = ", ".join(f"[{name}]" for name, _ in wanting)
+            msg = f"{self.source}: the sections {names} each run the turns; keep one of them."
+            raise ConfigError(msg)
+        return wanting[0][1].runner(self)
 
 
 def read_config(config: Any) -> tuple[dict[str, Any], str | None, str]:
@@ -417,10 +437,8 @@ def build_config(
     problems: list[str] = []
     # resolve per section: a top-level "$env" key is an unknown section, not an indirection
     data = {key: _resolve_env(value, key, problems) for key, value in data.items()}
-    for key in data:
-        if key not in _TOP_KEYS:
-            problems.append(f"{key}: unknown section.{suggest(key, _TOP_KEYS)} Known sections: {', '.join(_TOP_KEYS)}.")
     reg = _registry_for(_table(data, "plugins", problems), registry, problems)
+    plugin_sections = _plugin_sections(reg, data, problems)
     kernel_opts = _kernel_options(_table(data, "kernel", problems), problems)
     context = BuildContext(registry=reg, config_dir=config_dir)
 
@@ -466,12 +484,42 @@ def build_config(
         for inner_where, inner_use, inner_options in _expand_preset(reg, use, options, where, problems):
             _add_filter(reg, inner_use, inner_options, (index, inner_where, use), context, built, problems)
 
+    sections: dict[str, Any] = {}
+    for name, (item, table) in plugin_sections.items():
+        options = _check_options(item, "section", table, name, problems)
+        if options is not None:
+            sections[name] = _build(item, options, context, name, problems)
+
     if problems:
         count = f"{len(problems)} problem" + ("s" if len(problems) > 1 else "")
         msg = f"{label} has {count}:\n" + "\n".join(f"  - {p}" for p in problems)
         raise ConfigError(msg, problems)
     kernel = Kernel(model, tools, [b.filter for b in built], **{**kernel_opts, **overrides})
-    return BuiltConfig(kernel, reg, tuple(built), model_use, label)
+    return BuiltConfig(kernel, reg, tuple(built), model_use, label, sections)
+
+
+def _plugin_sections(
+    reg: Registry, data: Mapping[str, Any], problems: list[str]
+) -> dict[str, tuple[Registered[Any], dict[str, Any]]]:
+    """The top-level tables that are not core sections: each must be one a plugin registers."""
+    found: dict[str, tuple[Registered[Any], dict[str, Any]]] = {}
+    unknown = [key for key in data if key not in _TOP_KEYS]
+    if not unknown:
+        return found
+    known = sorted({*_TOP_KEYS, *(item.name for item in reg.sections())})
+    for key in unknown:
+        if key not in known:  # a top-level "$env" key lands here too: never an indirection
+            problems.append(f"{key}: unknown section.{suggest(key, known)} Known sections: {', '.join(known)}.")
+            continue
+        try:
+            item = reg.get_section(key)
+        except BeamfilterError as exc:  # several plugins read a section of that name
+            problems.append(f"{key}: {exc}")
+            continue
+        table = _table(data, key, problems)
+        if table is not None:
+            found[key] = (item, table)
+    return found
 
 
 def kernel_from_config(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pluggy
 
-from ._specs import FilterSpec, ModelSpec, PresetSpec, StoreSpec
+from ._specs import CommandSpec, FilterSpec, ModelSpec, PresetSpec, SectionSpec, StoreSpec
 
 PROJECT = "beamfilter"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -35,3 +35,13 @@ def beamfilter_register_models() -> list[ModelSpec]:  # type: ignore[empty-body]
 @hookspec
 def beamfilter_register_presets() -> list[PresetSpec]:  # type: ignore[empty-body]
     """Return the presets (named bundles of filters) this plugin provides."""
+
+
+@hookspec
+def beamfilter_register_sections() -> list[SectionSpec]:  # type: ignore[empty-body]
+    """Return the top-level config sections this plugin reads (``[durable]``...)."""
+
+
+@hookspec
+def beamfilter_register_commands() -> list[CommandSpec]:  # type: ignore[empty-body]
+    """Return the ``beamfilter`` sub-commands this plugin adds (``beamfilter durable ...``)."""

@@ -24,7 +24,7 @@ import fastjsonschema
 import pluggy
 
 from . import _hookspecs
-from ._specs import FilterSpec, ModelSpec, PresetSpec, StoreSpec
+from ._specs import CommandSpec, FilterSpec, ModelSpec, PresetSpec, SectionSpec, StoreSpec
 from .errors import AmbiguousFilterError, ConfigError, PluginLoadError, UnknownNameError
 
 __all__ = [
@@ -45,9 +45,9 @@ CORE_PLUGIN = "core"
 _CORE_MODULE = "beamfilter_core._core_plugin"
 _CORE_DIST = "beamfilter-core"
 
-Kind = Literal["filter", "store", "model", "preset"]
+Kind = Literal["filter", "store", "model", "preset", "section", "command"]
 Status = Literal["loaded", "failed", "blocked"]
-SpecT = TypeVar("SpecT", FilterSpec, StoreSpec, ModelSpec, PresetSpec)
+SpecT = TypeVar("SpecT", FilterSpec, StoreSpec, ModelSpec, PresetSpec, SectionSpec, CommandSpec)
 
 # hook name -> (kind, record type it must return)
 _HOOKS: dict[str, tuple[Kind, type[Any]]] = {
@@ -55,8 +55,17 @@ _HOOKS: dict[str, tuple[Kind, type[Any]]] = {
     "beamfilter_register_stores": ("store", StoreSpec),
     "beamfilter_register_models": ("model", ModelSpec),
     "beamfilter_register_presets": ("preset", PresetSpec),
+    "beamfilter_register_sections": ("section", SectionSpec),
+    "beamfilter_register_commands": ("command", CommandSpec),
 }
-_PLURAL: dict[Kind, str] = {"filter": "filters", "store": "stores", "model": "models", "preset": "presets"}
+_PLURAL: dict[Kind, str] = {
+    "filter": "filters",
+    "store": "stores",
+    "model": "models",
+    "preset": "presets",
+    "section": "sections",
+    "command": "commands",
+}
 
 
 def core_version() -> str:
@@ -145,6 +154,8 @@ class PluginInfo:
     stores: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
     presets: tuple[str, ...] = ()
+    sections: tuple[str, ...] = ()
+    commands: tuple[str, ...] = ()
     error: str | None = None
     hint: str | None = None
     #: The beamfilter-core version a failure happened with.
@@ -184,7 +195,7 @@ def _no_options(options: Any) -> Any:
 
 
 def _compile_schema(spec: Any, where: str) -> Callable[[Any], Any]:
-    if isinstance(spec, PresetSpec):
+    if isinstance(spec, PresetSpec | CommandSpec):
         return _no_options  # a preset's options are its filters' options, checked when expanded
     schema = spec.options_schema
     if not isinstance(schema, Mapping):
@@ -439,6 +450,8 @@ class Registry:
             stores=tuple(kinds["store"]),
             models=tuple(kinds["model"]),
             presets=tuple(kinds["preset"]),
+            sections=tuple(kinds["section"]),
+            commands=tuple(kinds["command"]),
         )
 
     def _collect(self, obj: Any, name: str, dist: str | None, ver: str | None, contrib: _Loaded) -> None:
@@ -533,6 +546,14 @@ class Registry:
         """Every registered preset, sorted by name then plugin."""
         return self._all("preset")
 
+    def sections(self) -> tuple[Registered[SectionSpec], ...]:
+        """Every registered config section, sorted by name then plugin."""
+        return self._all("section")
+
+    def commands(self) -> tuple[Registered[CommandSpec], ...]:
+        """Every registered ``beamfilter`` sub-command, sorted by name then plugin."""
+        return self._all("command")
+
     def _get(self, kind: Kind, name: str, *, by_scheme: bool = False) -> Registered[Any]:
         self.load()
         if not isinstance(name, str) or not name:
@@ -584,6 +605,14 @@ class Registry:
             AmbiguousFilterError: several plugins provide the unqualified name.
         """
         return self._get("preset", name.removeprefix("preset:") if isinstance(name, str) else name)
+
+    def get_section(self, name: str) -> Registered[SectionSpec]:
+        """The config section named ``name`` (``durable``) or ``plugin:name``.
+
+        Raises:
+            UnknownNameError: no plugin reads such a section.
+        """
+        return self._get("section", name)
 
     def get_model(self, name: str) -> Registered[ModelSpec]:
         """The chat model provider named ``name`` (``openai``) or ``plugin:name``."""

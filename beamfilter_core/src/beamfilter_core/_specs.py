@@ -1,4 +1,5 @@
-"""Records that plugins return from their hooks: filters, stores, models, presets."""
+"""Records that plugins return from their hooks: filters, stores, models, presets, config
+sections and CLI commands."""
 
 from __future__ import annotations
 
@@ -129,4 +130,46 @@ class PresetSpec:
         converter=_as_tuple,
         validator=_check_preset_filters,
     )
+    summary: str = ""
+
+
+@attrs.frozen(slots=True)
+class SectionSpec:
+    """A top-level config section a plugin reads, e.g. ``[durable]``.
+
+    The table is validated against ``options_schema`` (like a filter's options), then
+    ``factory(**options)`` builds the section's object (``factory(options)`` with
+    ``options_type``; a ``build`` keyword parameter receives the :class:`BuildContext`).
+    ``BuiltConfig.sections[name]`` holds it. When the object has a ``runner(built)``
+    method, ``beamfilter run`` and ``beamfilter chat`` run their turns through the object it
+    returns (anything with the :class:`Kernel`'s ``run``, ``run_stream`` and ``aclose``)
+    instead of the kernel itself. A name no plugin registers stays an unknown section.
+    """
+
+    name: str = attrs.field(validator=_check_name)
+    factory: Callable[..., Any] = attrs.field(validator=_check_callable)
+    options_schema: Mapping[str, Any] = attrs.field(factory=lambda: {"type": "object"})
+    summary: str = ""
+    options_type: type | None = None
+
+
+@attrs.frozen(slots=True)
+class CommandSpec:
+    """A ``beamfilter NAME ...`` command a plugin adds to the command line.
+
+    ``configure(parser)`` adds the command's arguments (and sub-commands) to its
+    ``argparse.ArgumentParser``; ``run(args)`` runs it with the parsed
+    ``argparse.Namespace`` and returns the exit code (0 success, 1 failure, 2 usage or
+    config error). A :class:`~beamfilter_core.errors.ConfigError` raised by ``run`` is
+    reported like the built-in commands' (exit code 2). Names of the built-in commands
+    (``run``, ``chat``, ``chain``, ``plugins``, ``memory``, ``demo``) cannot be taken.
+
+    Example::
+
+        CommandSpec("hello", configure=lambda p: p.add_argument("who"), run=lambda a: print(a.who) or 0)
+    """
+
+    name: str = attrs.field(validator=_check_name)
+    configure: Callable[[Any], None] = attrs.field(validator=_check_callable)
+    run: Callable[[Any], int] = attrs.field(validator=_check_callable)
     summary: str = ""

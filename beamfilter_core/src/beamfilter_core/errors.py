@@ -30,6 +30,7 @@ The tree::
         LimitExceeded                    a configured call or token limit
       ResumeError (ValueError)           a pause state or its decisions cannot resume
       StoreError                         a memory store failed
+      DurableError                       a durable turn cannot be started, decided or found
 
 Errors raised *by a filter's own code* are re-raised as :class:`FilterError` with the
 filter's name, unless they already are a :class:`BeamfilterError`, in which case the
@@ -51,6 +52,7 @@ __all__ = [
     "BeamfilterError",
     "ConfigError",
     "ConflictError",
+    "DurableError",
     "FilterError",
     "IncompleteStreamError",
     "InternalServerError",
@@ -260,3 +262,8 @@ class ResumeError(BeamfilterError, ValueError):
 
 class StoreError(BeamfilterError):
     """A memory store failed to load or save."""
+
+
+class DurableError(BeamfilterError):
+    """A durable turn (beamfilter-durable) cannot be started, decided, resumed or found:
+    an unknown turn id, a decision for a turn that is not paused, a cancelled turn."""

@@ -352,9 +352,11 @@ def test_every_hookspec_is_documented_with_its_signature() -> None:
     page = (Path(__file__).resolve().parents[3] / "docs" / "publishing.md").read_text()
     hooks = [n for n in dir(_hookspecs) if n.startswith("beamfilter_")]
     assert hooks == [
+        "beamfilter_register_commands",
         "beamfilter_register_filters",
         "beamfilter_register_models",
         "beamfilter_register_presets",
+        "beamfilter_register_sections",
         "beamfilter_register_stores",
     ]
     for name in hooks:
