@@ -425,11 +425,12 @@ def _shell(name: str, rest: tuple[Word, ...], stdin: str | None) -> Iterator[Fin
     reads_stdin = False
     while index < len(rest):
         word = rest[index]
-        if isinstance(word, Opaque) or not (word.startswith(("-", "+")) and len(word) > 1):
+        if word in {"-", "--"}:  # the end of the options, as "--" (bash - file runs file)
+            index += 1
+            break
+        if isinstance(word, Opaque) or not word.startswith(("-", "+")):
             break
         index += 1
-        if word == "--" or word == "-":
-            break
         if word in {"-o", "+o", "-O", "+O", "--rcfile", "--init-file"}:
             index += 1
             continue

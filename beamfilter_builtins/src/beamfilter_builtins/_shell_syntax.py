@@ -113,7 +113,7 @@ def parse_script(command: str) -> Script:
         bad = _first_error(root)
         row, column = bad.start_point if bad is not None else (0, 0)
         return Script((), error=f"the command cannot be parsed (syntax error at line {row + 1}, column {column + 1})")
-    walker = _Walker()
+    walker = _Walker(source)
     try:
         walker.walk(root, None, None)
     except _Unreadable as exc:
@@ -160,7 +160,6 @@ _CONTAINERS = frozenset(
         "else_clause",
         "while_statement",
         "for_statement",
-        "c_style_for_statement",
         "case_statement",
         "case_item",
         "negated_command",
@@ -205,7 +204,8 @@ _REDIRECTS = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirec
 
 
 class _Walker:
-    def __init__(self) -> None:
+    def __init__(self, source: bytes) -> None:
+        self.source = source
         self.commands: list[SimpleCommand] = []
         self.functions: set[str] = set()
 
@@ -228,6 +228,12 @@ class _Walker:
             inner = "a pipe" if _text(node).startswith(">(") else None
             for child in node.named_children:
                 self.walk(child, inner, function)
+        elif kind == "c_style_for_statement":  # for ((i=0; ...)): arithmetic, not commands
+            for child in node.named_children:
+                if child.type == "variable_assignment":
+                    self._walk_value(child, function)
+                else:
+                    self.walk(child, stdin, function)
         elif kind in {"variable_assignment", "variable_assignments"}:
             assignments = self._assignments([node], stdin, function)
             self.commands.append(SimpleCommand((), assignments, (), stdin, function))
@@ -281,14 +287,19 @@ class _Walker:
                 continue
             word = child.named_children[0] if child.type == "command_name" and child.named_children else child
             self._walk_value(word, function)
-            # tree-sitter splits "r"\m into two words; bash reads one word when nothing separates them
-            if word_nodes and word_nodes[-1][-1].end_byte == child.start_byte:
+            # tree-sitter splits "r"\m (and a\<newline>b) into two words; bash reads one word
+            # when nothing but line continuations separates them
+            if word_nodes and self._touching(word_nodes[-1][-1], child):
                 word_nodes[-1].append(word)
             else:
                 word_nodes.append([word])
         for parts in word_nodes:
             argv.extend(expand(parts[0]) if len(parts) == 1 else expand_parts(parts))
         self.commands.append(SimpleCommand(tuple(argv), assignments, outer + redirects, stdin, function))
+
+    def _touching(self, left: tree_sitter.Node, right: tree_sitter.Node) -> bool:
+        gap = self.source[left.end_byte : right.start_byte]
+        return not gap.replace(b"\\\n", b"")
 
     def _assignments(
         self, nodes: list[tree_sitter.Node], stdin: str | None, function: str | None

@@ -1,0 +1,572 @@
+"""tool_policy's shell analysis, piece by piece: the parser walk, word expansion, the
+wrapper tables and the rule's decisions. Unit tests of the private modules; the attack
+tables through ``ToolPolicy`` are in ``tests/faults/test_policy_attacks.py``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import socket
+
+import pytest
+
+from beamfilter_builtins._policy_rules import UrlRule
+from beamfilter_builtins._shell_programs import (
+    Call,
+    Code,
+    EnvAssignment,
+    StdinScript,
+    Unknown,
+    interpreter_code,
+    normalise_path,
+    program_name,
+    unwrap,
+)
+from beamfilter_builtins._shell_rule import MAX_DEPTH, ShellRule, ShellVerdict
+from beamfilter_builtins._shell_syntax import (
+    MAX_LENGTH,
+    MAX_WORDS,
+    Opaque,
+    Redirect,
+    Script,
+    SimpleCommand,
+    ansi_c,
+    parse_script,
+)
+from beamfilter_builtins._tool_policy import Denial, ToolPolicy
+
+# -- the walk -----------------------------------------------------------------------------------
+
+
+def argvs(command: str) -> list[tuple[object, ...]]:
+    script = parse_script(command)
+    assert script.error is None, script.error
+    return [c.argv for c in script.commands]
+
+
+WALKS = [
+    ("ls -la", [("ls", "-la")]),
+    ("a; b && c || d & e", [("a",), ("b",), ("c",), ("d",), ("e",)]),
+    ("a\nb", [("a",), ("b",)]),
+    ("a | b |& c", [("a",), ("b",), ("c",)]),
+    ("(a; b)", [("a",), ("b",)]),
+    ("{ a; }", [("a",)]),
+    ("! a", [("a",)]),
+    ("if a; then b; elif c; then d; else e; fi", [("a",), ("b",), ("c",), ("d",), ("e",)]),
+    ("while a; do b; done", [("a",), ("b",)]),
+    ("until a; do b; done", [("a",), ("b",)]),
+    ("for x in $(a); do b; done", [("a",), ("b",)]),
+    ("for ((i=0; i<$(a); i++)); do b; done", [("a",), ("b",)]),
+    ("case $(a) in x) b;; y|z) c;; esac", [("a",), ("b",), ("c",)]),
+    ("[[ $(a) == x ]]", [("a",)]),
+    ("echo $(( 1 + $(a) ))", [("a",), ("echo", Opaque("$(( 1 + $(a) ))"))]),
+    ("f() { a; }", [("a",)]),
+    ("function f { a; }", [("a",)]),
+    ("echo `a`", [("a",), ("echo", Opaque("`a`"))]),
+    ('echo "x $(a) y"', [("a",), ("echo", Opaque('"x $(a) y"'))]),
+    ("echo ${x:-$(a)}", [("a",), ("echo", Opaque("${x:-$(a)}"))]),
+    ("x=$(a)", [("a",), ()]),
+    ("x=$(a) b", [("a",), ("b",)]),
+    ("export x=$(a)", [("a",), ("export",)]),
+    ("local -r y=1 z", [("local", "-r", "z")]),
+    ("unset x", [("unset", "x")]),
+    ("b > $(a)", [("a",), ("b",)]),
+    ("b <<< $(a)", [("a",), ("b",)]),
+    ("cat <<EOF\n$(a)\nEOF", [("a",), ("cat",)]),
+    ("cat <<'EOF'\n$(a)\nEOF", [("cat",)]),
+    ("{ a; } > f", [(), ("a",)]),
+    ("cat <(a) >(b)", [("a",), ("b",), ("cat", Opaque("<(a)"), Opaque(">(b)"))]),
+    ("echo # comment; rm -rf /", [("echo",)]),
+    ('"r"\\m -rf /', [("rm", "-rf", "/")]),
+    ("x'y'\"z\"$'w' v", [("xyzw", "v")]),
+    ("a\\\nb", [("ab",)]),
+]
+
+
+@pytest.mark.parametrize(("command", "expected"), WALKS)
+def test_every_command_in_the_tree_is_found(command: str, expected: list[tuple[object, ...]]) -> None:
+    assert argvs(command) == expected
+
+
+def test_standard_input_is_tracked() -> None:
+    stdin = [(c.argv, c.stdin) for c in parse_script("a | (b; c) | { d; }").commands]
+    assert stdin == [(("a",), None), (("b",), "a pipe"), (("c",), "a pipe"), (("d",), "a pipe")]
+    assert [c.stdin for c in parse_script("sh <<< x").commands] == ["a here-string"]
+    assert [c.stdin for c in parse_script("sh <<E\nx\nE").commands] == ["a here-document"]
+    assert [c.stdin for c in parse_script("sh < <(a)").commands] == [None, "a process substitution"]
+    assert [c.stdin for c in parse_script("sh < file").commands] == [None]
+    assert [(c.argv, c.stdin) for c in parse_script("a > >(b)").commands] == [(("b",), "a pipe"), (("a",), None)]
+
+
+def test_redirections_assignments_and_functions_are_recorded() -> None:
+    script = parse_script("f() { f | f & }; A=1 B=$x g >> out 2>&1 <in >&- 2>/dev/null")
+    assert script.functions == frozenset({"f"})
+    assert script.commands == (
+        SimpleCommand(("f",), function="f"),
+        SimpleCommand(("f",), stdin="a pipe", function="f"),
+        SimpleCommand(
+            ("g",),
+            assignments=(("A", "1"), ("B", Opaque("$x"))),
+            redirects=(Redirect(">>", "out"), Redirect("<", "in"), Redirect(">", "/dev/null")),
+        ),
+    )
+    assert [r.writes for r in script.commands[2].redirects] == [True, False, True]
+    assert parse_script("a[1]=x").commands == (SimpleCommand((), (("a", "x"),)),)
+    assert parse_script("x=").commands == (SimpleCommand((), (("x", ""),)),)
+
+
+def test_unreadable_commands_are_refused() -> None:
+    assert parse_script("echo 'x").error == "the command cannot be parsed (syntax error at line 1, column 5)"
+    assert parse_script("a &&").error is not None
+    assert parse_script("a" * (MAX_LENGTH + 1)).error == f"the command is longer than {MAX_LENGTH} characters"
+    assert parse_script("a" * MAX_LENGTH).error is None
+    assert parse_script("") == Script(())
+
+
+# -- words ----------------------------------------------------------------------------------------
+
+EXPANSIONS = [
+    ("echo {a,b}", ("echo", "a", "b")),
+    ("echo x{,.bak}", ("echo", "x", "x.bak")),
+    ("echo {a,{b,c}}d", ("echo", "ad", "bd", "cd")),
+    ("echo {a,b}{1,2}", ("echo", "a1", "a2", "b1", "b2")),
+    ("echo {1..3}", ("echo", "1", "2", "3")),
+    ("echo {3..1}", ("echo", "3", "2", "1")),
+    ("echo {-1..1}", ("echo", "-1", "0", "1")),
+    ("echo {01..03}", ("echo", "01", "02", "03")),
+    ("echo {1..10..4}", ("echo", "1", "5", "9")),
+    ("echo {10..1..4}", ("echo", "10", "6", "2")),
+    ("echo {a..c}", ("echo", "a", "b", "c")),
+    ("echo {c..a..2}", ("echo", "c", "a")),
+    ("echo {a}", ("echo", "{a}")),
+    ("echo {}", ("echo", "{}")),
+    ("echo {1..a}", ("echo", "{1..a}")),
+    ("echo {1..2..x}", ("echo", "{1..2..x}")),
+    ("echo {1..2..3..4}", ("echo", "{1..2..3..4}")),
+    ("echo {ab..c}", ("echo", "{ab..c}")),
+    ("echo {a,b", ("echo", "{a,b")),
+    ("echo '{a,b}' \"{a,b}\" \\{a,b}", ("echo", "{a,b}", "{a,b}", "{a,b}")),
+    ('echo "a\\"b\\$c\\`d\\\\e\\f"', ("echo", 'a"b$c`d\\e\\f')),
+    ('echo $HOME ${HOME}/x "$HOME"', ("echo", "~", "~/x", "~")),
+    ("echo ~ ~root", ("echo", "~", "~root")),
+    ("echo $'a\\tb'", ("echo", "a\tb")),
+    ('echo $"x"', ("echo", "x")),
+]
+
+
+@pytest.mark.parametrize(("command", "expected"), EXPANSIONS)
+def test_words_are_expanded_as_bash_would(command: str, expected: tuple[str, ...]) -> None:
+    assert argvs(command) == [expected]
+
+
+def test_brace_expansion_is_capped() -> None:
+    assert argvs("echo {1..256}")[0][-1] == "256"
+    assert argvs("echo {1..257}") == [("echo", Opaque("{1..257}"))]
+    assert len(argvs("echo {a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}")[0]) == MAX_WORDS + 1
+    assert argvs("echo {a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}x{a,b}") == [
+        ("echo", Opaque("{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}x{a,b}"))
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "decoded"),
+    [
+        ("\\x72m", "rm"),
+        ("\\162\\155", "rm"),
+        ("\\0162", "\x0e2"),  # three octal digits at most
+        ("\\u0072\\U0000006d", "rm"),
+        ("\\a\\b\\e\\E\\f\\n\\r\\t\\v\\\\\\'\\\"\\?", "\a\b\x1b\x1b\f\n\r\t\v\\'\"?"),
+        ("\\cA\\c[", "\x01\x1b"),
+        ("\\q", "\\q"),
+        ("\\x", "\\x"),
+        ("\\xZ", "\\xZ"),
+        ("a\\x00b", "a"),  # NUL ends the string
+        ("\\U00110000", "\ufffd"),
+        ("end\\", "end\\"),
+        ("\\xfff", "\xfff"),
+    ],
+)
+def test_ansi_c_strings_are_decoded(body: str, decoded: str) -> None:
+    assert ansi_c(body) == decoded
+
+
+# -- what runs ------------------------------------------------------------------------------------
+
+
+def findings(command: str) -> list[object]:
+    (simple,) = parse_script(command).commands
+    return list(unwrap(simple.argv, simple.stdin))[1:]  # the program itself is always first
+
+
+UNWRAPS = [
+    ("sudo -u root -- ls -l", [Call(("ls", "-l"), None)]),
+    ("sudo -uroot -E ls", [Call(("ls",), None)]),
+    ("sudo --user=root ls", [Call(("ls",), None)]),
+    ("sudo --user root ls", [Call(("ls",), None)]),
+    ("sudo -l", []),
+    ("sudo -s", [Call(("sh",), None)]),
+    ("sudo -s ls -l", [Code("ls -l", None, "sudo -s")]),
+    ("sudo --login", [Call(("sh",), None)]),
+    ("sudo -Z ls", [Unknown("'sudo' has the option '-Z', so which program it runs is unknown")]),
+    ("sudo --frob ls", [Unknown("'sudo' has the option '--frob', so which program it runs is unknown")]),
+    ("sudo -u $U ls", [Call(("ls",), None)]),  # who runs it is unknown, what runs is not
+    ("sudo -E $X ls", [Unknown("the option $X of 'sudo' is only known at run time")]),
+    ("timeout -k 5 10 ls", [Call(("ls",), None)]),
+    ("timeout --signal=KILL 10 ls", [Call(("ls",), None)]),
+    ("nice -n5 ls", [Call(("ls",), None)]),
+    ("nice -5 ls", [Call(("ls",), None)]),
+    ("env -i A=1 ls", [EnvAssignment("A", "1"), Call(("ls",), None)]),
+    ("env -u X ls", [Call(("ls",), None)]),
+    ("env -S 'ls -l' x", [Call(("ls", "-l", "x"), None)]),
+    ("env --split-string='ls -l'", [Call(("ls", "-l"), None)]),
+    ("env -S 'ls \"x'", [Unknown("env -S 'ls \"x' cannot be split")]),
+    ("xargs -I{} -n 1 ls", [Call(("ls", Opaque("<arguments read from standard input>")), None)]),
+    ("xargs", [Call(("echo", Opaque("<arguments read from standard input>")), None)]),
+    ("watch -n 1 ls -l", [Code("ls -l", None, "watch")]),
+    ("watch -x ls -l", [Call(("ls", "-l"), None)]),
+    ("watch --exec ls", [Call(("ls",), None)]),
+    ("watch -n 1", []),
+    ("chroot /x", [Call(("sh", "-i"), None), StdinScript("sh", None)]),
+    ("chroot --userspec=a /x ls", [Call(("ls",), None)]),
+    ("command -v ls", []),
+    ("command -p ls", [Call(("ls",), None)]),
+    ("ionice -p 12", []),
+    ("su", [Call(("sh",), None)]),
+    ("su root", []),
+    ("su -c ls root", [Code("ls", None, "su -c")]),
+    ("su root -c ls", [Code("ls", None, "su -c")]),
+    ("su root --command ls", [Code("ls", None, "su -c")]),
+    ("runuser -u eve --command=ls", [Code("ls", None, "runuser --command")]),
+    ("flock /l ls", [Call(("ls",), None)]),
+    ("busybox ls", [Call(("ls",), None)]),
+    ("time -p ls", [Call(("ls",), None)]),
+    ("exec -a name ls", [Call(("ls",), None)]),
+    ("stdbuf -oL ls", [Call(("ls",), None)]),
+    ("strace -f -e trace=open -o log ls", [Call(("ls",), None)]),
+    ("bash -c 'ls' name", [Code("ls", None, "bash -c")]),
+    ("bash -xc 'ls'", [Code("ls", None, "bash -c")]),
+    ("bash -o pipefail -c ls", [Code("ls", None, "bash -c")]),
+    ("bash --norc -c ls", [Code("ls", None, "bash -c")]),
+    ("bash -c", [Code("", None, "bash -c")]),
+    ("bash", [StdinScript("bash", None)]),
+    ("bash -s x", [StdinScript("bash", None)]),
+    ("bash - x", []),  # "-" ends the options: x is the script
+    ("bash -", [StdinScript("bash", None)]),
+    ("bash -- /dev/stdin", [StdinScript("bash", None)]),
+    ("bash script.sh", []),
+    ("bash /dev/stdin", [StdinScript("bash", None)]),
+    ("bash $S", [Code(Opaque("$S"), None, "bash $S")]),
+    ("python3 x.py", []),
+    ("python3", [StdinScript("python", None)]),
+    ("python3 -", [StdinScript("python", None)]),
+    ("python3 -u -W ignore x.py", []),
+    ("python3 -m http.server", []),
+    ("python3 -c 'x'", [Unknown("python -c runs code that the policy cannot read")]),
+    ("python3 -cx", [Unknown("python -c runs code that the policy cannot read")]),
+    ('python3 -c "$X"', [Code(Opaque('"$X"'), None, "python -c")]),
+    ("node --eval x", [Unknown("node --eval runs code that the policy cannot read")]),
+    ("source x.sh", []),
+    ("source", []),
+    (". /dev/stdin", [StdinScript(".", None)]),
+    ("eval ls -l", [Code("ls -l", None, "eval")]),
+    ("eval ls $x", [Code(Opaque("$x"), None, "eval")]),
+    ("find . -name x -exec rm {} \\; -print", [Call(("rm", Opaque("{}")), None)]),
+    ("find . -exec rm {} ';' -exec ls \\;", [Call(("rm", Opaque("{}")), None), Call(("ls",), None)]),
+    ("find . -execdir ls +", [Call(("ls",), None)]),
+    ("find . -exec", []),
+    ("git -c core.sshCommand=ls fetch", [Code("ls", None, "git -c core.sshCommand")]),
+    ("git -c CORE.PAGER=ls log", [Code("ls", None, "git -c CORE.PAGER")]),
+    ("git -c filter.x.clean=ls add .", [Code("ls", None, "git -c filter.x.clean")]),
+    ("git -c alias.x='!ls' x", [Code("ls", None, "git -c alias.x")]),
+    ("git -c alias.x=log x", []),
+    ("git -c user.name=x commit", []),
+    ("git -C /x --git-dir=/y status", []),
+    (
+        "git --config-env=core.pager=P log",
+        [Unknown("git --config-env=core.pager=P takes a setting from outside the command")],
+    ),
+    ("git -c $X log", [Unknown("git -c $X takes a setting from outside the command")]),
+    ("git $X", [Unknown("git has the argument $X, which is only known at run time")]),
+    ("git push --receive-pack=ls", [Code("ls", None, "git --receive-pack")]),
+    ("git clone -u ls url", [Code("ls", None, "git clone -u")]),
+    ("git fetch -u", []),
+    ("ssh -p 22 -i key host ls -l", [Code("ls -l", None, "ssh")]),
+    ("ssh host", []),
+    ("ssh -oProxyCommand=ls host", [Code("ls", None, "ssh -o ProxyCommand")]),
+    ("ssh -o 'LocalCommand ls' host", [Code("ls", None, "ssh -o LocalCommand")]),
+    ("ssh -o Port=2 host", []),
+    ("ssh -o $O host", [Unknown("ssh -o $O is only known at run time")]),
+    ("rsync -e ls a b", [Code("ls", None, "rsync -e -e")]),
+    ("rsync --rsh=ls a b", [Code("ls", None, "rsync -e --rsh")]),
+    ("tar --checkpoint-action=exec=ls -cf a .", [Code("ls", None, "tar --checkpoint-action")]),
+    ("tar -I ls -xf a", [Code("ls", None, "tar -I")]),
+    ("alias a='ls -l'", [Code("ls -l", None, "alias")]),
+    ("alias $A", [Unknown("the alias $A is only known at run time")]),
+    ("alias", []),
+    ("trap 'ls' EXIT", [Code("ls", None, "trap")]),
+    ("trap -p", []),
+    ("awk '{print $1}' f", []),
+    (
+        "awk -F: -v x=1 '{print | \"sh\"}'",
+        [Unknown("the awk program runs commands (system() or a pipe), which the policy does not read")],
+    ),
+    ("awk -f prog.awk", []),
+    ("awk $P", [Unknown("the awk program $P is only known at run time")]),
+]
+
+
+@pytest.mark.parametrize(("command", "expected"), UNWRAPS)
+def test_what_a_command_runs(command: str, expected: list[object]) -> None:
+    assert findings(command) == expected
+
+
+def test_wrappers_nest_and_keep_standard_input() -> None:
+    (simple,) = parse_script("sudo timeout 5 nice -n 1 sh").commands
+    found = list(unwrap(simple.argv, "a pipe"))
+    assert found == [
+        Call(("sudo", "timeout", "5", "nice", "-n", "1", "sh"), "a pipe"),
+        Call(("timeout", "5", "nice", "-n", "1", "sh"), "a pipe"),
+        Call(("nice", "-n", "1", "sh"), "a pipe"),
+        Call(("sh",), "a pipe"),
+        StdinScript("sh", "a pipe"),
+    ]
+    assert list(unwrap((), None)) == []
+    assert list(unwrap((Opaque("$X"), "a"), None)) == [Call((Opaque("$X"), "a"), None)]
+
+
+def test_program_names_and_paths() -> None:
+    assert [program_name(p) for p in ["/usr/bin/python3.12", "py", "pypy3", "mkfs.ext4", "mke2fs", "/bin/rm"]] == [
+        "python",
+        "python",
+        "python",
+        "mkfs",
+        "mkfs",
+        "rm",
+    ]
+    assert [normalise_path(p) for p in ["//dev/./sda", "/a/../b", "a//b/./c", "", "///"]] == [
+        "/dev/sda",
+        "/b",
+        "a/b/c",
+        "",
+        "/",
+    ]
+    assert interpreter_code("perl", ("-e", "x")) == ("-e", "x")
+    assert interpreter_code("perl", ("-ex",)) == ("-e", "x")
+    assert interpreter_code("perl", ("-e",)) == ("-e", "")
+    assert interpreter_code("node", ("--evalx",)) is None
+    assert interpreter_code("ruby", ("x.rb",)) is None
+
+
+# -- the rule ------------------------------------------------------------------------------------
+
+
+def test_opaque_and_allow_lists_are_options() -> None:
+    strict = ShellRule([], None, True)
+    lenient = ShellRule([], None, True, allow_opaque=True)
+    assert strict.check("$X") == "the program $X is only known at run time (allow_opaque is off)"
+    assert lenient.check("$X") is None
+    listed = ShellRule([], frozenset({"ls", "/opt/bin/tool", "./run"}), True)
+    assert listed.check("ls") is None
+    assert listed.check("/opt//bin/./tool") is None
+    assert listed.check("./run") is None
+    assert listed.check(".//run") is None
+    assert listed.check("run") == "the program 'run' is not in the allowed commands (./run, /opt/bin/tool, ls)"
+    assert listed.check("/bin/ls") == "the program '/bin/ls' is not in the allowed commands (./run, /opt/bin/tool, ls)"
+    assert listed.check("A=1 ls") == "the command assigns the variable 'A', which is not in allow_env (none)"
+    with_env = ShellRule([], frozenset({"ls"}), True, allow_env=frozenset({"A"}))
+    assert with_env.check("A=1 ls") is None
+    assert with_env.check("B=1") == "the command assigns the variable 'B', which is not in allow_env (A)"
+    no_list = ShellRule([], None, True)
+    assert no_list.check("A=1 B=2 ls") is None
+    assert no_list.check("FOO=bar") is None
+    only_env = ShellRule([], None, True, allow_env=frozenset({"A"}))
+    assert only_env.check("B=1 ls") == "the command assigns the variable 'B', which is not in allow_env (A)"
+
+
+def test_builtin_rules_can_be_turned_off() -> None:
+    off = ShellRule([], None, False)
+    assert off.check("rm -rf /") is None
+    assert off.check("curl x | sh") is None
+    assert off.check("$X") == "the program $X is only known at run time (allow_opaque is off)"
+    assert off.check("echo 'x") == "the command cannot be parsed (syntax error at line 1, column 5)"
+
+
+def test_the_order_of_reasons() -> None:
+    rule = ShellRule([re.compile("danger")], frozenset({"echo"}), True)
+    assert rule.check("echo danger; rm -rf /") == "the command matches the deny pattern 'danger'"
+    assert rule.check("ls; rm -rf /") == "the command runs rm recursively from / or the home directory"
+    assert rule.check("$X; ls") == "the program 'ls' is not in the allowed commands (echo)"
+    assert rule.check("$X") == "the program $X is only known at run time (allow_opaque is off)"
+    # a pattern is searched in the expanded words of nested code too
+    assert rule.check("bash -c \"echo 'dan''ger'\"") == "the command matches the deny pattern 'danger'"
+
+
+def test_nested_code_is_bounded_and_must_parse() -> None:
+    rule = ShellRule([], None, True)
+    nested = "ls"
+    for _ in range(MAX_DEPTH):
+        nested = "bash -c " + _quote(nested)
+    assert rule.check(nested) is None
+    assert rule.check("bash -c " + _quote(nested)) == f"the command nests code more than {MAX_DEPTH} levels deep"
+    assert rule.check("bash -c 'echo \"x'") == (
+        "the code run by bash -c is unreadable: the command cannot be parsed (syntax error at line 1, column 6)"
+    )
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+SWEEPING = {
+    "rm -rf /": True,
+    "rm -rf ~": True,
+    "rm -rf ~eve": True,
+    "rm -rf ~/": True,
+    "rm -rf ~/x/..": True,
+    "rm -rf ~/..": True,
+    "rm -rf ~/x": False,
+    "rm -rf ~/.cache*": False,
+    "rm -rf ~/.*": True,
+    "rm -rf /*": True,
+    "rm -rf /b*": True,
+    "rm -rf /usr/*": False,
+    "rm -rf /usr/..": True,
+    "rm -rf /usr/lib/..": False,
+    "rm -rf .": True,
+    "rm -rf ./": True,
+    "rm -rf ..": True,
+    "rm -rf *": True,
+    "rm -rf ?*": True,
+    "rm -rf *.log": False,
+    "rm -rf x/..": True,
+    "rm -rf x/../y": False,
+    "rm -rf -- /": True,
+    "rm -rf -- -x": False,
+    "rm -r /": True,
+    "rm -R /": True,
+    "rm --recursive /": True,
+    "rm --force /": False,
+    "rm -f /": False,
+    "rm / -r": True,
+    "rm -- -r /": False,
+    "chgrp -R x /": True,
+    "find / -name x": False,
+    "find / -delete": True,
+    "find ~ -exec ls ;": True,
+    "find . -delete": False,
+    "find -H / -delete": True,
+    "find -D tree / -delete": True,
+    "find -O3 / -okdir ls ;": True,
+    "find -delete": False,
+    "find src ( -name x ) -delete": False,
+    "find /tmp / -delete": True,
+}
+
+
+@pytest.mark.parametrize(("command", "denied"), SWEEPING.items())
+def test_which_targets_sweep_everything(command: str, denied: bool) -> None:
+    reason = ShellRule([], None, True).check(command)
+    assert (reason is not None and "from / or the home directory" in reason) is denied, reason
+
+
+def test_devices_and_harmless_redirections() -> None:
+    rule = ShellRule([], None, True)
+    for command in [
+        "echo x > /dev/sda",
+        "echo x >> /dev/nvme0n1p1",
+        "cat x &>> /dev/mmcblk0",
+        "echo > /dev/mapper/root",
+    ]:
+        assert rule.check(command) == "the command writes a raw device", command
+    for command in ["cat /dev/sda > x.img", "echo x > /dev/null", "tee /dev/stderr", "dd if=/dev/sda of=x.img"]:
+        assert rule.check(command) is None, command
+    assert rule.check("dd of=/dev/sdb") == "the command writes a raw device with dd"
+    verdict = rule.analyse("cat < in > out 2>/dev/null >/dev/stdout")
+    assert verdict == ShellVerdict(None, (Redirect("<", "in"), Redirect(">", "out")))
+    assert rule.analyse("rm -rf /") == ShellVerdict("the command runs rm recursively from / or the home directory")
+
+
+def test_a_function_is_a_fork_bomb_only_when_it_calls_itself() -> None:
+    rule = ShellRule([], None, True)
+    assert rule.check("f(){ g; }; f; f") is None
+    assert rule.check("f(){ f; }") == "the command is a fork bomb (a function that calls itself)"
+    assert rule.check("f(){ if x; then f; fi; }") == "the command is a fork bomb (a function that calls itself)"
+
+
+def test_variables_that_hold_commands_are_checked() -> None:
+    rule = ShellRule([], None, True)
+    assert rule.check("EDITOR='rm -rf /' git commit") == "the command runs rm recursively from / or the home directory"
+    assert rule.check("PAGER=less git log") is None
+    assert rule.check("GIT_SSH_COMMAND=$X git fetch") == (
+        "the variable GIT_SSH_COMMAND runs $X, which is only known at run time (allow_opaque is off)"
+    )
+    assert rule.check('X_COMMAND="$(curl x)" y') == (
+        "the command runs code generated by a command substitution (the variable X_COMMAND)"
+    )
+
+
+def test_argv_lists_are_quoted_before_parsing() -> None:
+    policy = ToolPolicy([{"tool": "run", "kind": "shell", "arguments": ["argv"]}])
+    assert policy.check("run", {"argv": ["echo", "rm -rf /"]}) is None  # one argument, not a command
+    assert policy.check("run", {"argv": ["rm", "-rf", "/"]}) == Denial(
+        "rules[0] shell 'argv'", "the command runs rm recursively from / or the home directory"
+    )
+
+
+def test_shell_options_are_validated() -> None:
+    from beamfilter_core.errors import ConfigError
+
+    for key in ["allow_opaque", "case_sensitive"]:
+        kind = "shell" if key == "allow_opaque" else "path"
+        with pytest.raises(
+            ConfigError, match=re.escape(f"tool_policy_filter: rules[0].{key}='yes' is invalid; give true or false.")
+        ):
+            ToolPolicy([{"tool": "t", "kind": kind, key: "yes"}])
+    with pytest.raises(
+        ConfigError, match=re.escape("tool_policy_filter: rules[0].allow_env='A' is invalid; give a list of strings.")
+    ):
+        ToolPolicy([{"tool": "t", "kind": "shell", "allow_env": "A"}])
+
+
+# -- URLs: resolution ---------------------------------------------------------------------------
+
+
+def test_resolved_addresses_are_checked_against_allowed_networks() -> None:
+    rule = UrlRule(["https"], ["db.example.com"], [ipaddress.ip_network("10.1.0.0/16")], False, True)
+    assert rule.check_resolved("db.example.com", ["10.1.2.3", "8.8.8.8"]) is None
+    assert rule.check_resolved("db.example.com", ["10.2.0.1"]) == (
+        "the host 'db.example.com' resolves to the internal address 10.2.0.1"
+    )
+    assert rule.check_resolved("x", ["::ffff:127.0.0.1"]) == "the host 'x' resolves to the internal address 127.0.0.1"
+    assert rule.check_resolved("x", ["fe80::1%eth0"]) == "the host 'x' resolves to the internal address fe80::1"
+    assert rule.check_resolved("x", []) is None
+    v6 = UrlRule(["https"], None, [ipaddress.ip_network("::1/128")], False, True)
+    assert v6.check_resolved("x", ["::1"]) is None
+    assert v6.check_resolved("x", ["127.0.0.1"]) == "the host 'x' resolves to the internal address 127.0.0.1"
+
+
+def test_resolve_dns_with_hosts_and_allowed_networks() -> None:
+    name = socket.gethostname().lower()
+    addresses = [str(info[4][0]) for info in socket.getaddrinfo(name, 443, proto=socket.IPPROTO_TCP)]
+    if not all(ipaddress_is_loopback(a) for a in addresses):
+        pytest.skip(f"this machine's name {name!r} does not resolve to loopback only ({addresses})")
+    rules = {"tool": "fetch", "kind": "url", "hosts": [name], "resolve_dns": True}
+    allowed = ToolPolicy([{**rules, "allow_networks": ["127.0.0.0/8", "::1/128"]}])
+    denied = ToolPolicy([rules])
+    other = ToolPolicy([{**rules, "hosts": ["example.com"], "allow_networks": ["127.0.0.0/8", "::1/128"]}])
+    assert allowed.check("fetch", {"url": f"http://{name}/"}) is None
+    first = ipaddress.ip_address(addresses[0].split("%", 1)[0])
+    assert denied.check("fetch", {"url": f"http://{name}/"}) == Denial(
+        "rules[0] url 'url'", f"the host {name!r} resolves to the internal address {first}"
+    )
+    assert other.check("fetch", {"url": f"http://{name}.example.org/"}) == Denial(
+        "rules[0] url 'url'", f"the host '{name}.example.org' is not in the allowed hosts (example.com)"
+    )
+    assert denied.check("fetch", {"url": "http://nonexistent.invalid/"}) == Denial(
+        "rules[0] url 'url'", "the host 'nonexistent.invalid' is not in the allowed hosts (" + name + ")"
+    )
+
+
+def ipaddress_is_loopback(text: str) -> bool:
+    return ipaddress.ip_address(text.split("%", 1)[0]).is_loopback
