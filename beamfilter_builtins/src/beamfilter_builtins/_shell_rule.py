@@ -10,6 +10,7 @@ before the command runs is *opaque*: denied unless ``allow_opaque``.
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 
 import attrs
@@ -28,6 +29,8 @@ from ._shell_syntax import Opaque, Redirect, Script, SimpleCommand, Word, parse_
 __all__ = ["ShellRule", "ShellVerdict"]
 
 MAX_DEPTH = 8  # bash -c "bash -c '…'": nesting deeper than this is refused
+CACHE_SIZE = 256  # verdicts remembered per rule
+CACHED_LENGTH = 4096  # longer commands are not remembered (bounds the cache's memory)
 
 _DESTRUCTIVE = frozenset(
     {"mkfs", "mkswap", "mkdosfs", "mkntfs", "shutdown", "reboot", "halt", "poweroff", "init", "telinit"}
@@ -78,7 +81,7 @@ class ShellRule:
             wrapper option). Off: such commands are denied.
     """
 
-    __slots__ = ("allow_commands", "allow_env", "allow_opaque", "builtin", "deny")
+    __slots__ = ("_cache", "allow_commands", "allow_env", "allow_opaque", "builtin", "deny")
 
     def __init__(
         self,
@@ -94,6 +97,9 @@ class ShellRule:
         self.allow_env = allow_env if allow_env is not None or allow_commands is None else frozenset()
         self.builtin = builtin
         self.allow_opaque = allow_opaque
+        # A verdict depends on the command text alone: models repeat commands, and parsing a
+        # pipeline of three or more commands costs tree-sitter-bash about 0.1 ms.
+        self._cache: OrderedDict[str, ShellVerdict] = OrderedDict()
 
     def check(self, command: str) -> str | None:
         """Why ``command`` is denied, or None."""
@@ -101,6 +107,18 @@ class ShellRule:
 
     def analyse(self, command: str) -> ShellVerdict:
         """Decide on ``command`` and list its redirections (for the path rules)."""
+        verdict = self._cache.get(command)
+        if verdict is not None:
+            self._cache.move_to_end(command)
+            return verdict
+        verdict = self._analyse(command)
+        if len(command) <= CACHED_LENGTH:
+            self._cache[command] = verdict
+            if len(self._cache) > CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return verdict
+
+    def _analyse(self, command: str) -> ShellVerdict:
         if "\x00" in command:
             return ShellVerdict("the command contains a NUL byte")
         script = parse_script(command)

@@ -276,16 +276,18 @@ class _Walker:
     def _command(
         self, node: tree_sitter.Node, stdin: str | None, function: str | None, outer: tuple[Redirect, ...]
     ) -> None:
-        assignments_nodes = [c for c in node.named_children if c.type == "variable_assignment"]
-        redirect_nodes = [c for c in node.named_children if c.type in _REDIRECTS]
-        assignments = self._assignments(assignments_nodes, stdin, function)
-        redirects, stdin = self._redirects(redirect_nodes, stdin, function)
-        argv: list[Word] = []
+        assignment_nodes: list[tree_sitter.Node] = []
+        redirect_nodes: list[tree_sitter.Node] = []
         word_nodes: list[list[tree_sitter.Node]] = []
         for child in node.named_children:
-            if child.type == "variable_assignment" or child.type in _REDIRECTS:
+            kind = child.type
+            if kind == "variable_assignment":
+                assignment_nodes.append(child)
                 continue
-            word = child.named_children[0] if child.type == "command_name" and child.named_children else child
+            if kind in _REDIRECTS:
+                redirect_nodes.append(child)
+                continue
+            word = child.named_children[0] if kind == "command_name" and child.named_child_count else child
             self._walk_value(word, function)
             # tree-sitter splits "r"\m (and a\<newline>b) into two words; bash reads one word
             # when nothing but line continuations separates them
@@ -293,8 +295,11 @@ class _Walker:
                 word_nodes[-1].append(word)
             else:
                 word_nodes.append([word])
+        assignments = self._assignments(assignment_nodes, stdin, function)
+        redirects, stdin = self._redirects(redirect_nodes, stdin, function)
+        argv: list[Word] = []
         for parts in word_nodes:
-            argv.extend(expand(parts[0]) if len(parts) == 1 else expand_parts(parts))
+            argv.extend(expand_parts(parts))
         self.commands.append(SimpleCommand(tuple(argv), assignments, outer + redirects, stdin, function))
 
     def _touching(self, left: tree_sitter.Node, right: tree_sitter.Node) -> bool:
@@ -323,6 +328,8 @@ class _Walker:
         return tuple(found)
 
     def _walk_value(self, node: tree_sitter.Node, function: str | None) -> None:
+        if not node.named_child_count:  # a plain word: nothing inside to walk
+            return
         if node.type in {"command_substitution", "process_substitution"}:
             self.walk(node, None, function)
         else:
