@@ -40,7 +40,9 @@ _RECURSIVE_PROGRAMS = frozenset({"rm", "chmod", "chown", "chgrp"})
 _DEVICE = re.compile(r"/dev/(sd|hd|nvme|xvd|vd|disk|mmcblk|dm-|md|loop|nbd|sr|zram|mapper/|mem$|kmem$|port$)")
 _GLOB = re.compile(r"[*?\[]")
 # Environment variables that load code into whatever runs next.
-_LOADS_CODE = re.compile(r"LD_[A-Z_]+|BASH_ENV|ENV|BASH_FUNC_.*|PROMPT_COMMAND|PS4|SHELLOPTS|BASHOPTS|GLOBIGNORE|IFS")
+_LOADS_CODE = re.compile(r"LD_[A-Z_]+|BASH_ENV|ENV|BASH_FUNC_.*|PROMPT_COMMAND|PS4")
+# Shell variables that change how later words are split, globbed or run.
+_CHANGES_PARSING = re.compile(r"IFS|SHELLOPTS|BASHOPTS|GLOBIGNORE")
 # Environment variables whose value is a command line that programs run.
 _CODE_VARIABLES = re.compile(
     r".+_COMMAND|GIT_SSH|GIT_EDITOR|GIT_PAGER|GIT_EXTERNAL_DIFF|GIT_ASKPASS|SSH_ASKPASS|EDITOR|VISUAL|PAGER|MANPAGER"
@@ -189,6 +191,8 @@ class ShellRule:
     def _assign(self, name: str, value: Word, found: _Findings, depth: int) -> None:
         if _LOADS_CODE.fullmatch(name):
             found.denied.append(f"the command sets {name}, which loads code into the programs it runs")
+        elif _CHANGES_PARSING.fullmatch(name):
+            found.denied.append(f"the command sets {name}, which changes how the shell reads later commands")
         elif _CODE_VARIABLES.fullmatch(name):
             self._code(Code(value, None, f"the variable {name}"), found, depth)
         if self.allow_env is not None and name not in self.allow_env:
