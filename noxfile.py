@@ -7,6 +7,7 @@
 - ``plugin``: installs the example plugins from ``examples/`` for real and runs the
   example's own tests plus the real-install tests.
 - ``bench``, ``docs``, ``demo``.
+- ``mutants``: mutation testing (``nox -s mutants -- MODULE...``; see CONTRIBUTING.md).
 
 Sessions use the interpreter nox runs with, so they work wherever Python 3.11+ is.
 """
@@ -112,3 +113,16 @@ def demo(session: nox.Session) -> None:
     session.install("./beamfilter_core[local]", "./beamfilter_builtins", "./beamfilter_memory")
     _install_local_model(session)
     session.run("beamfilter", "demo", *session.posargs)
+
+
+@nox.session
+def mutants(session: nox.Session) -> None:
+    """Mutation testing with cosmic-ray: ``nox -s mutants -- beamfilter_core._chain``.
+
+    With no module named, the source modules changed since main; each mutant runs only
+    the tests that execute the mutated line (tools/mutants.py, CONTRIBUTING.md).
+    """
+    session.install("./beamfilter_core[local]", "./beamfilter_builtins[otel]", "./beamfilter_memory[postgres,redis]")
+    session.install(*TEST_TOOLS)
+    _install_local_model(session)
+    session.run("python", "tools/mutants.py", *session.posargs)
