@@ -95,6 +95,32 @@ async def test_bad_verdict_and_options() -> None:
         approval_filter("json:nope")
     with pytest.raises(ConfigError, match="not callable"):
         approval_filter("json:__doc__")
-    assert approval_filter("json:dumps").scopes == ("tool",)
+    assert approval_filter("json:dumps").scopes == ("gate",)
     assert SPEC.name == "approval"
     assert FilterError is not None
+
+
+async def test_the_approver_can_pause_and_a_human_decides() -> None:
+    ran: list[str] = []
+    kernel, _model = make(lambda n, a: Decision.pause("ask Ann"), ran)
+    paused = await kernel.run("go")
+    assert (paused.status, paused.pause.awaiting, paused.pause.reason, ran) == ("paused", ("c1",), "ask Ann", [])
+    done = await kernel.resume(paused.pause, {"c1": "approve"})
+    assert done.text == "done"
+    assert sorted(ran) == ["delete /a", "read /b"]
+
+
+async def test_an_approval_still_reaches_the_kernel_gate() -> None:
+    ran: list[str] = []
+    kernel, _ = make(lambda n, a: Decision.approve({"path": "/tmp/x"}), ran)
+    seen: list[dict[str, Any]] = []
+
+    def gate(call: ToolCall, tool: Any, context: Any) -> Decision:
+        seen.append(dict(call.arguments))
+        return Decision.reject("the kernel says no")
+
+    kernel = Kernel(kernel.model, tools=kernel.tools, filters=kernel.filters, gate=gate)
+    result = await kernel.run("go")
+    assert seen == [{"path": "/tmp/x"}]
+    assert ran == ["read /b"]
+    assert result.messages[2].text == "The call to 'delete' was rejected: the kernel says no"

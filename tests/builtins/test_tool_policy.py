@@ -17,7 +17,7 @@ import pytest
 
 from beamfilter_builtins import tool_policy_filter
 from beamfilter_builtins._tool_policy import SPEC, Denial, ToolPolicy
-from beamfilter_core import ChatResponse, Filter, Kernel, ScriptedModel, ToolCall, TurnResult, tool
+from beamfilter_core import ChatResponse, Decision, Filter, Kernel, ScriptedModel, ToolCall, TurnResult, tool
 from beamfilter_core.errors import ConfigError
 from beamfilter_core.testing import run_turn
 
@@ -416,7 +416,7 @@ async def test_denial_is_a_permission_failure() -> None:
 async def test_pause_hands_a_denied_call_to_a_human(stream: bool) -> None:
     ran: list[str] = []
     policy = tool_policy_filter([{"tool": "shell", "kind": "shell"}], action="pause")
-    kernel, _ = shell_kernel([policy], ["ls", "rm -rf /"], ran, gate=policy.extras["gate"])
+    kernel, _ = shell_kernel([policy], ["ls", "rm -rf /"], ran)
     result = await run(kernel, "go", stream)
     assert result.status == "paused"
     assert result.pause is not None
@@ -432,38 +432,71 @@ async def test_pause_hands_a_denied_call_to_a_human(stream: bool) -> None:
     assert sorted(ran) == ["ls", "rm -rf /", "search x"]  # the human approved exactly that call
 
 
-async def test_pause_then_reject_and_no_approval_without_the_gate() -> None:
+async def test_pause_then_reject_and_an_approval_with_other_arguments_is_checked_again() -> None:
     ran: list[str] = []
     policy = tool_policy_filter([{"tool": "shell", "kind": "shell"}], action="pause")
-    kernel, model = shell_kernel([policy], ["rm -rf /"], ran, gate=policy.extras["gate"])
+    kernel, model = shell_kernel([policy], ["rm -rf /"], ran)
     paused = await kernel.run("go")
     resumed = await kernel.resume(paused.pause, {"c0": "reject"})
     assert resumed.text == "done"
     assert ran == ["search x"]
     assert model.requests[1].messages[-2].text == "The call to 'shell' was rejected."
-    # a state restored elsewhere (this policy never paused that call) fails closed
-    other = tool_policy_filter([{"tool": "shell", "kind": "shell"}], action="pause")
-    kernel2, _ = shell_kernel([other], ["rm -rf /"], ran := [], gate=other.extras["gate"])
-    assert paused.pause is not None
-    resumed = await kernel2.resume(paused.pause.to_json(), {"c0": "approve"})
+    # the human edits the arguments: the policy checks them like a model's call
+    kernel, model = shell_kernel([policy], ["rm -rf /"], ran := [])
+    paused = await kernel.run("go")
+    resumed = await kernel.resume(paused.pause, {"c0": Decision.approve({"command": "rm -rf ~"})})
     assert ran == ["search x"]
     assert next(m.text for m in resumed.messages if m.role == "tool").startswith(
         "The call to 'shell' was denied by the tool policy (rules[0] shell 'command')"
     )
+    kernel, model = shell_kernel([policy], ["rm -rf /"], ran := [])
+    paused = await kernel.run("go")
+    await kernel.resume(paused.pause, {"c0": Decision.approve({"command": "ls /tmp"})})
+    assert sorted(ran) == ["ls /tmp", "search x"]
 
 
-async def test_pause_on_a_tool_the_gate_never_sees_denies() -> None:
-    # the kernel consults gates for sensitive tools only: a denied call of another tool is denied
+async def test_pause_applies_to_every_tool_and_a_resume_in_another_kernel_runs_the_approved_call() -> None:
+    # finding 7: the gate scope sees every call, sensitive or not; no Python wiring needed
     ran: list[str] = []
     policy = tool_policy_filter([{"tool": "search", "kind": "deny"}], action="pause")
-    kernel, model = shell_kernel([policy], ["ls"], ran, gate=policy.extras["gate"])
+    kernel, _model = shell_kernel([policy], ["ls"], ran)
     result = await kernel.run("go")
-    assert result.status == "completed"
-    assert ran == ["ls"]
-    assert [m.text for m in model.requests[1].messages if m.role == "tool"][1] == (
+    assert result.status == "paused"
+    assert result.pause.awaiting == ("s1",)
+    assert result.pause.reason == (
         "The call to 'search' was denied by the tool policy (rules[0] deny): the tool 'search' is not allowed. "
         "Do not retry it with the same arguments; choose another way or ask the user."
     )
+    assert ran == []
+    other = Kernel(
+        ScriptedModel(["done"]),
+        kernel.tools,
+        [tool_policy_filter([{"tool": "search", "kind": "deny"}], action="pause")],
+    )
+    done = await other.resume(result.pause.to_json(), {"s1": "approve"})
+    assert done.status == "completed"
+    assert sorted(ran) == ["ls", "search x"]
+
+
+async def test_pause_from_config_pauses_with_no_python() -> None:
+    ran: list[str] = []
+
+    @tool
+    def search(q: str) -> str:
+        """Search."""
+        ran.append(q)
+        return q
+
+    kernel = Kernel.from_config(
+        {"filters": [{"use": "tool_policy", "action": "pause", "rules": [{"tool": "search", "kind": "deny"}]}]},
+        tools=[search],
+        model=ScriptedModel([ChatResponse.tool_calls(ToolCall("search", {"q": "x"}, "s1")), "done"]),
+    )
+    assert kernel.gate is None
+    result = await kernel.run("go")
+    assert (result.status, result.pause.awaiting, ran) == ("paused", ("s1",), [])
+    done = await kernel.resume(result.pause, {"s1": "approve"})
+    assert (done.text, ran) == ("done", ["x"])
 
 
 async def test_rules_from_config() -> None:
@@ -520,4 +553,4 @@ def test_bad_rules_name_the_problem() -> None:
     with pytest.raises(ConfigError, match=r"default='maybe'\) is invalid"):
         tool_policy_filter([], default="maybe")
     assert SPEC.name == "tool_policy"
-    assert SPEC.scopes == ("tool",)
+    assert SPEC.scopes == ("tool", "gate")

@@ -231,6 +231,7 @@ def test_chain_draws_the_onion_and_warns_about_memory(site: Path, tmp_path: Path
         "\niteration\n  └─ [one model call and its tool calls]\n"
         "\nchat\n  └─ upper (clifix:upper)\n     └─ [the model: core:scripted]\n"
         "\ntool\n  └─ [the tool]\n"
+        "\ngate\n  └─ [the kernel's gate, then approve]\n"
         "\ntoken (the streamed text, in this order)\n  [model tokens] → upper (clifix:upper, answer) → [output]\n"
     )
     assert done.stderr == (

@@ -110,7 +110,7 @@ def test_resume_rejects_missing_unknown_and_pause_decisions() -> None:
     assert pause is not None
     with pytest.raises(ResumeError, match=r"no decision for awaited calls: c1\. Awaited calls: c1\."):
         kernel.resume_sync(pause, {})
-    with pytest.raises(ResumeError, match=r"decisions name calls that are not in this pause: zz"):
+    with pytest.raises(ResumeError, match=r"call 'zz' is not in this pause"):
         kernel.resume_sync(pause, {"c1": "approve", "zz": "approve"})
     with pytest.raises(ResumeError, match=r"decisions\['c1'\] is 'pause'"):
         kernel.resume_sync(pause, {"c1": "pause"})

@@ -1,11 +1,11 @@
-"""``approval``: ask ``approve(name, arguments)`` before any tool marked ``sensitive`` runs."""
+"""``approval``: ask ``approve(name, arguments)`` at the gate before any ``sensitive`` tool runs."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from beamfilter_core import Decision, Filter, FilterSpec, ToolRequest, ToolResult
+from beamfilter_core import Decision, Filter, FilterSpec, GateRequest, ToolCall
 from beamfilter_core.errors import ConfigError
 
 from ._callables import call_maybe_async, resolve_callable
@@ -22,17 +22,16 @@ def approval_filter(
     rejection: str = DEFAULT_REJECTION,
     name: str = "approval",
 ) -> Filter:
-    """A tool filter that asks ``approve`` before each call of a ``sensitive`` tool.
+    """A gate filter that asks ``approve`` before each call of a ``sensitive`` tool.
 
     ``approve(name, arguments)`` (sync or async) returns ``True``/``False`` or a
     :class:`~beamfilter_core.Decision`: ``Decision.approve(arguments)`` may change the
     arguments, ``Decision.reject(reason)`` names a reason, ``Decision.reply(text)``
-    answers in place of the tool. A rejection is an ordinary tool result (a
-    ``permission`` failure) that the model reads; the tool never runs and writes
-    nothing. Tools not marked sensitive never reach the approver.
-
-    For a human in the loop use the kernel's ``gate`` (pause and resume) instead: tool
-    filters run concurrently for parallel calls and cannot pause the run.
+    answers in place of the tool, ``Decision.pause(reason)`` stops the run until a human
+    decides (see docs/approvals.md). A rejection is an ordinary tool result (a
+    ``permission`` failure) that the model reads; the tool never runs and writes nothing.
+    Tools not marked sensitive never reach the approver. An approved call still goes to
+    the inner gate layers (later filters, then ``Kernel(gate=...)``).
 
     Args:
         approve: the approver, or an import path ``"package.module:function"``.
@@ -44,37 +43,38 @@ def approval_filter(
         msg = f"approval_filter(rejection={rejection!r}): give a string."
         raise ConfigError(msg)
 
-    def rejected(tool: str, reason: str | None) -> ToolResult:
-        text = rejection.format(tool=tool, reason=f": {reason}" if reason else "")
-        return ToolResult.failure("permission", text)
+    def rejected(tool: str, reason: str | None) -> Decision:
+        return Decision.reject(reason, result=rejection.format(tool=tool, reason=f": {reason}" if reason else ""))
 
-    async def around_tool(
-        request: ToolRequest, state: dict[str, Any], call_next: Callable[[ToolRequest], Awaitable[ToolResult]]
-    ) -> ToolResult:
+    async def around_gate(
+        request: GateRequest, state: dict[str, Any], call_next: Callable[[GateRequest], Awaitable[Decision]]
+    ) -> Decision:
         tool = request.tool
         if not tool.sensitive:
             return await call_next(request)
-        verdict = await call_maybe_async(approver, tool.name, dict(request.arguments))
+        call = request.call
+        verdict = await call_maybe_async(approver, tool.name, dict(call.arguments))
         if verdict is True:
             return await call_next(request)
         if verdict is False or verdict is None:
             return rejected(tool.name, None)
         if isinstance(verdict, Decision):
-            if verdict.kind == "approve":
+            kind = verdict.kind
+            if kind == "approve":
                 if verdict.arguments is not None:
-                    request = request.replace(arguments=verdict.arguments, raw_arguments=None)
+                    request = request.replace(call=ToolCall(call.name, dict(verdict.arguments), call.id))
                 return await call_next(request)
-            if verdict.kind == "reject":
+            if kind == "reject":
                 return rejected(tool.name, verdict.message)
-            if verdict.kind == "reply":
-                return ToolResult(verdict.message or "")
+            if kind in ("reply", "pause"):
+                return verdict
         msg = (
             f"approval_filter: approve({tool.name!r}, ...) returned {verdict!r}; return True, False, "
-            "Decision.approve(), Decision.reject(reason) or Decision.reply(text) (pausing needs the kernel gate)."
+            "Decision.approve(), Decision.reject(reason), Decision.reply(text) or Decision.pause(reason)."
         )
         raise ConfigError(msg)
 
-    return Filter(name, around_tool=around_tool)
+    return Filter(name, around_gate=around_gate)
 
 
 SPEC = FilterSpec(
@@ -90,6 +90,6 @@ SPEC = FilterSpec(
         "required": ["approve"],
         "additionalProperties": False,
     },
-    "Asks approve(name, arguments) before a sensitive tool runs; a rejection is a tool result.",
-    ("tool",),
+    "Asks approve(name, arguments) at the gate before a sensitive tool runs; may reject, reply or pause.",
+    ("gate",),
 )

@@ -4,29 +4,26 @@ Rules check shell commands, file paths and URLs found in a call's arguments (see
 :mod:`._policy_rules` for how each value is normalised before deciding). A denied call
 is an ordinary ``permission`` tool result explaining the rule; the tool never runs.
 
-``action="pause"`` hands denied calls to a human instead. The kernel's gate runs
-*before* the tool chain, so the filter exposes its own gate in ``extras["gate"]``: give
-it to ``Kernel(gate=...)``. It pauses the run on a denied call of a ``sensitive`` tool
-(the kernel consults gates for sensitive tools only); when the human approves, the
-resumed call reaches this filter, which lets exactly that call (same id and arguments)
-through once. Denied calls of other tools, and resumed calls this process did not
-pause (e.g. a resume in another process), are denied as usual: the policy fails closed.
+``action="pause"`` hands denied calls to a human instead: the filter's gate hook (the
+gate scope runs *before* the batch) pauses the run on any denied call. When a human
+approves exactly that call at resume, the tool request arrives with
+``request.approved`` set and the filter lets it through; a call the human approved with
+other arguments is checked again like a model's call, and every other denied call is
+denied as usual: the policy fails closed. See docs/approvals.md.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import ipaddress
-import json
 import re
 import shlex
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
-from beamfilter_core import Decision, Filter, FilterSpec, Tool, ToolCall, ToolRequest, ToolResult
+from beamfilter_core import Decision, Filter, FilterSpec, GateRequest, ToolRequest, ToolResult
 from beamfilter_core.errors import ConfigError
 
 from ._options import check_choice
@@ -36,7 +33,6 @@ __all__ = ["DEFAULT_ARGUMENTS", "DEFAULT_DENIAL", "SPEC", "Denial", "ToolPolicy"
 
 _WHERE = "tool_policy_filter"
 _KINDS = ("allow", "deny", "shell", "path", "url")
-_PENDING_MAX = 1024  # paused calls remembered for their resume
 
 #: The arguments each kind of rule checks when the rule names none.
 DEFAULT_ARGUMENTS: Mapping[str, tuple[str, ...]] = {
@@ -263,10 +259,6 @@ class ToolPolicy:
         return None
 
 
-def _key(call_id: str, arguments: Mapping[str, Any]) -> str:
-    return call_id + "\x00" + json.dumps(arguments, sort_keys=True, default=repr)
-
-
 def tool_policy_filter(
     rules: Sequence[Mapping[str, Any]] = (),
     *,
@@ -287,32 +279,32 @@ def tool_policy_filter(
             ``schemes``, ``hosts``, ``allow_networks``, ``allow_userinfo``, ``resolve_dns``;
             deny ``reason``.
         default: ``"allow"`` or ``"deny"`` for tools no rule names.
-        action: ``"deny"`` (a ``permission`` tool result) or ``"pause"`` (give
-            ``extras["gate"]`` to ``Kernel(gate=...)``; see the module docs).
+        action: ``"deny"`` (a ``permission`` tool result) or ``"pause"`` (a human
+            decides each denied call; see the module docs).
         message: The denial text (``{tool}``, ``{rule}``, ``{reason}``).
         name: The filter's name.
 
     Returns:
-        A tool-scope filter; ``extras``: ``policy`` (the :class:`ToolPolicy`), ``gate``.
+        A tool-scope filter (and a gate one with ``action="pause"``); ``extras``:
+        ``policy`` (the :class:`ToolPolicy`).
     """
     policy = ToolPolicy(rules, default)
     mode = check_choice(_WHERE, "action", action, ("deny", "pause"))
     if not isinstance(message, str):
         msg = f"{_WHERE}(message={message!r}) is invalid; give a string."
         raise ConfigError(msg)
-    # calls the gate paused, by id and arguments: an approved resume runs them once
-    pending: OrderedDict[str, str] = OrderedDict()
+    pausing = mode == "pause"
 
     def text(tool: str, denial: Denial) -> str:
         return message.format(tool=tool, rule=denial.rule, reason=denial.reason)
 
-    def gate(call: ToolCall, tool: Tool, context: Mapping[str, Any]) -> Decision:
+    async def around_gate(
+        request: GateRequest, state: dict[str, Any], call_next: Callable[[GateRequest], Awaitable[Decision]]
+    ) -> Decision:
+        call = request.call
         denial = policy.check(call.name, call.arguments)
-        if denial is None or mode != "pause":
-            return Decision.approve()
-        pending[_key(call.id, call.arguments)] = call.name
-        while len(pending) > _PENDING_MAX:
-            pending.popitem(last=False)
+        if denial is None:
+            return await call_next(request)
         return Decision.pause(text(call.name, denial))
 
     async def around_tool(
@@ -322,11 +314,13 @@ def tool_policy_filter(
         denial = policy.check(tool, request.arguments)
         if denial is None:
             return await call_next(request)
-        if pending and pending.pop(_key(request.call_id, request.arguments), None) == tool:
-            return await call_next(request)  # a human approved this paused call
+        if pausing and request.approved:
+            return await call_next(request)  # a human approved exactly this paused call
         return ToolResult.failure("permission", text(tool, denial))
 
-    return Filter(name, around_tool=around_tool, extras={"policy": policy, "gate": gate})
+    return Filter(
+        name, around_tool=around_tool, around_gate=around_gate if pausing else None, extras={"policy": policy}
+    )
 
 
 _STRINGS = {"type": "array", "items": {"type": "string"}}
@@ -372,6 +366,6 @@ SPEC = FilterSpec(
         },
         "additionalProperties": False,
     },
-    "Declarative allow/deny rules for shell commands, file paths and URLs in tool arguments; pause via its gate.",
-    ("tool",),
+    "Declarative allow/deny rules for shell commands, file paths and URLs in tool arguments; or pause for a human.",
+    ("tool", "gate"),
 )

@@ -10,7 +10,7 @@ import typing as _typing
 
 from . import errors
 from ._chain import CompiledChain
-from ._filter import Filter, FilterLike, TokenTransform
+from ._filter import Filter, FilterLike, PersistHook, TokenTransform
 from ._kernel import CancelToken, Kernel
 from ._messages import ContentPart, Message, ToolCall, Usage
 from ._models._base import ChatModel
@@ -19,6 +19,7 @@ from ._records import (
     ChatRequest,
     ChatResponse,
     Decision,
+    GateRequest,
     IterationRequest,
     IterationResult,
     PauseState,
@@ -55,6 +56,7 @@ __all__ = [
     "Filter",
     "FilterLike",
     "FilterSpec",
+    "GateRequest",
     "IterationRequest",
     "IterationResult",
     "Kernel",
@@ -63,6 +65,7 @@ __all__ = [
     "ModelSpec",
     "OpenAIChatModel",
     "PauseState",
+    "PersistHook",
     "PluginInfo",
     "PresetSpec",
     "Registered",

@@ -103,7 +103,7 @@ def hook_codes(filters: Sequence[CompiledFilter]) -> CodeMap:
     codes: CodeMap = {}
     for item in filters:
         flt = item.filter
-        for hook in (flt.around_turn, flt.around_iteration, flt.around_chat, flt.around_tool):
+        for hook in (flt.around_turn, flt.around_iteration, flt.around_chat, flt.around_tool, flt.around_gate):
             code, position = _code_of(hook) if hook is not None else (None, 0)
             if code is not None:
                 varnames = code.co_varnames

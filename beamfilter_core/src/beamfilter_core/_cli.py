@@ -35,6 +35,7 @@ _TERMINALS = {
     "iteration": "[one model call and its tool calls]",
     "chat": "[the model]",
     "tool": "[the tool]",
+    "gate": "[the kernel's gate, then approve]",
 }
 
 

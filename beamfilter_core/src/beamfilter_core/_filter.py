@@ -19,8 +19,9 @@ else:
 
 #: ``async def hook(request, state, call_next) -> response``
 Hook = Callable[[Any, dict[str, Any], Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
-Scope = Literal["turn", "iteration", "chat", "tool"]
-SCOPES: tuple[Scope, ...] = ("turn", "iteration", "chat", "tool")
+Scope = Literal["turn", "iteration", "chat", "tool", "gate"]
+#: ``gate`` decides each tool call before its batch runs (``GateRequest`` -> ``Decision``).
+SCOPES: tuple[Scope, ...] = ("turn", "iteration", "chat", "tool", "gate")
 HOOK_NAMES: dict[Scope, str] = {scope: f"around_{scope}" for scope in SCOPES}
 
 _FILTER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]*$")
@@ -51,6 +52,24 @@ class TokenTransform:
         if callable(init):
             return init()
         return copy.copy(init)
+
+
+@attrs.frozen(slots=True)
+class PersistHook:
+    """How a filter carries its per-run state across a pause (e.g. pii's vault).
+
+    When the run pauses, ``save(state)`` returns JSON data (or None: nothing to keep);
+    the kernel seals it into the :class:`PauseState` (encrypted and authenticated with a
+    key derived from the pause key, never in clear). On resume, ``restore(state, data)``
+    puts it back into the resumed run's fresh state of the same filter.
+    """
+
+    save: Callable[[dict[str, Any]], Any]
+    restore: Callable[[dict[str, Any], Any], None]
+
+
+#: ``async def load_pause(conversation_id) -> PauseState | None``
+PauseLoader = Callable[[str], Awaitable[Any]]
 
 
 def _new_state_factory(init: Any) -> Callable[[], dict[str, Any]]:
@@ -90,11 +109,16 @@ class Filter:
     around_iteration: Hook | None = attrs.field(default=None, kw_only=True)
     around_chat: Hook | None = attrs.field(default=None, kw_only=True)
     around_tool: Hook | None = attrs.field(default=None, kw_only=True)
+    #: ``async def gate(request: GateRequest, state, call_next) -> Decision``: decides each
+    #: call of a known tool before its batch runs (approve, reject, reply or pause).
+    around_gate: Hook | None = attrs.field(default=None, kw_only=True)
     token: TokenTransform | None = attrs.field(default=None, kw_only=True)
     init: Mapping[str, Any] | Callable[[], dict[str, Any]] | None = attrs.field(default=None, kw_only=True)
-    #: What a filter exposes to the kernel and to users, e.g. ``{"store": store}``. A
-    #: callable ``extras["load_pause"](conversation_id)`` lets ``Kernel.resume`` find a
-    #: paused run by conversation id.
+    #: Lets ``Kernel.resume(conversation_id=...)`` find a paused run (the memory filter's).
+    load_pause: PauseLoader | None = attrs.field(default=None, kw_only=True)
+    #: Carries this filter's per-run state across a pause (see :class:`PersistHook`).
+    persist: PersistHook | None = attrs.field(default=None, kw_only=True)
+    #: What a filter exposes to the kernel and to users, e.g. ``{"store": store}``.
     extras: Mapping[str, Any] = attrs.field(factory=dict, kw_only=True)
 
     def hook(self, scope: Scope) -> Hook | None:
@@ -113,7 +137,8 @@ class Filter:
 @runtime_checkable
 class FilterLike(Protocol):
     """Any object with a ``name`` and some of ``around_turn``, ``around_iteration``,
-    ``around_chat``, ``around_tool``, ``token`` and ``init``; normalised at assembly."""
+    ``around_chat``, ``around_tool``, ``around_gate``, ``token``, ``init``, ``load_pause``
+    and ``persist``; normalised at assembly."""
 
     name: str
 
@@ -151,7 +176,7 @@ def normalise(item: Any, index: int) -> CompiledFilter:
         if not isinstance(name, str):
             msg = (
                 f"{where} is {item!r} (a {type(item).__name__}); a filter needs a 'name' "
-                "and at least one of around_turn, around_iteration, around_chat, around_tool, token."
+                "and at least one of around_turn, around_iteration, around_chat, around_tool, around_gate, token."
             )
             raise ConfigError(msg)
         flt = Filter(
@@ -160,8 +185,11 @@ def normalise(item: Any, index: int) -> CompiledFilter:
             around_iteration=getattr(item, "around_iteration", None),
             around_chat=getattr(item, "around_chat", None),
             around_tool=getattr(item, "around_tool", None),
+            around_gate=getattr(item, "around_gate", None),
             token=getattr(item, "token", None),
             init=getattr(item, "init", None),
+            load_pause=getattr(item, "load_pause", None),
+            persist=getattr(item, "persist", None),
             extras=getattr(item, "extras", None) or {},
         )
     if not _FILTER_NAME.match(flt.name):
@@ -173,6 +201,12 @@ def normalise(item: Any, index: int) -> CompiledFilter:
             _check_hook(flt.name, scope, hook, where)
     if flt.token is not None and not isinstance(flt.token, TokenTransform):
         msg = f"{where}: filter {flt.name!r} has token={flt.token!r}; it must be a TokenTransform."
+        raise ConfigError(msg)
+    if flt.load_pause is not None and not callable(flt.load_pause):
+        msg = f"{where}: filter {flt.name!r} has load_pause={flt.load_pause!r}; give an async callable."
+        raise ConfigError(msg)
+    if flt.persist is not None and not isinstance(flt.persist, PersistHook):
+        msg = f"{where}: filter {flt.name!r} has persist={flt.persist!r}; give a PersistHook(save, restore)."
         raise ConfigError(msg)
     return CompiledFilter(flt, _new_state_factory(flt.init))
 

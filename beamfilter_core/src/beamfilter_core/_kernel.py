@@ -10,8 +10,9 @@ from ._chain import CompiledChain, attribute, hook_codes
 from ._filter import SCOPES, CompiledFilter, Scope, TokenTransform, normalise_all
 from ._lazy import lazy_module
 from ._messages import Message, ToolCall, as_messages
+from ._pause import check_decisions, check_pause
 from ._records import Decision, PauseState, TurnRequest, TurnResult
-from ._run import _Run, check_decisions
+from ._run import _approve, _Run
 from ._streaming import Channel, Event, RunFinished, TextDelta, pipeline
 from ._tools import Tool, make_tool
 from .errors import ConfigError, ResumeError, ToolDefinitionError
@@ -175,9 +176,9 @@ class Kernel:
         self._stream_transforms: tuple[TokenTransform, ...] = tuple(
             t for t, _ in transforms if t is not None and t.applies_to != "answer"
         )
-        self._pause_loaders = tuple(
-            item.filter.extras["load_pause"] for item in compiled if callable(item.filter.extras.get("load_pause"))
-        )
+        self._pause_loaders = tuple(item.filter.load_pause for item in compiled if item.filter.load_pause is not None)
+        # the gate scope: filters' around_gate layers, then Kernel(gate=...) as the innermost
+        self._gated = bool(self._chains["gate"].layers) or self.gate is not None
         self._codes = hook_codes(compiled)
         self._boundaries = frozenset(
             fn.__code__
@@ -187,6 +188,8 @@ class Kernel:
                 _Run._tool_terminal,
                 _Run._iteration_terminal,
                 _Run._turn_terminal,
+                _Run._kernel_gate,
+                _approve,
             )
         )
 
@@ -346,6 +349,23 @@ class Kernel:
         )
         raise ResumeError(msg)
 
+    async def _prepare_resume(
+        self,
+        pause: PauseState | str | None,
+        decisions: Mapping[str, Decision | str] | None,
+        conversation_id: str | None,
+        context: Mapping[str, Any] | None,
+    ) -> tuple[PauseState, dict[str, Decision], dict[str, Any]]:
+        """Load, verify and check everything a resume needs, before anything runs."""
+        state = await self._pause_for(pause, conversation_id)
+        check_pause(state)
+        checked = check_decisions(state, {} if decisions is None else decisions, self._tools_by_name)
+        merged = dict(state.context)
+        if conversation_id is not None:
+            merged["conversation_id"] = conversation_id
+        merged.update(context or {})
+        return state, checked, merged
+
     async def resume(
         self,
         pause: PauseState | str | None = None,
@@ -355,20 +375,16 @@ class Kernel:
         context: Mapping[str, Any] | None = None,
         cancel: CancelToken | None = None,
     ) -> TurnResult:
-        """Continue a paused run with a decision for each awaited call.
+        """Continue a paused run with exactly one decision for each awaited call.
 
-        Goes through the turn chain with ``request.resume == True`` on the first entry.
-        ``pause`` may be a :class:`PauseState` or its JSON text; or give
-        ``conversation_id=`` to resume the pause a memory filter stored for it.
+        Goes through the turn chain with ``request.resume == True`` (and ``request.pause``)
+        on the first entry. ``pause`` may be a :class:`PauseState` or its JSON text; or
+        give ``conversation_id=`` to resume the pause a memory filter stored for it. See
+        docs/approvals.md for what is checked before anything runs.
         """
-        state = await self._pause_for(pause, conversation_id)
-        checked = check_decisions(state, decisions or {})
-        merged = dict(state.context)
-        if conversation_id is not None:
-            merged["conversation_id"] = conversation_id
-        merged.update(context or {})
+        state, checked, merged = await self._prepare_resume(pause, decisions, conversation_id, context)
         run = _Run(self, merged, cancel=cancel, resume=(state, checked))
-        return await self._execute(run, TurnRequest((), run.view, True))
+        return await self._execute(run, TurnRequest((), run.view, True, pause=state))
 
     def resume_sync(
         self,
@@ -401,15 +417,10 @@ class Kernel:
         context: Mapping[str, Any] | None,
         cancel: CancelToken | None,
     ) -> AsyncIterator[Event]:
-        state = await self._pause_for(pause, conversation_id)
-        checked = check_decisions(state, decisions or {})
-        merged = dict(state.context)
-        if conversation_id is not None:
-            merged["conversation_id"] = conversation_id
-        merged.update(context or {})
+        state, checked, merged = await self._prepare_resume(pause, decisions, conversation_id, context)
         channel = Channel()
         run = _Run(self, merged, sink=channel.push_text, emit=channel.push, cancel=cancel, resume=(state, checked))
-        pump = self._pump(channel, run, TurnRequest((), run.view, True))
+        pump = self._pump(channel, run, TurnRequest((), run.view, True, pause=state))
         try:
             async for event in pump:
                 yield event

@@ -89,6 +89,22 @@ class ToolRequest(_Replaceable):
     call_id: str
     context: Mapping[str, Any] = _EMPTY
     raw_arguments: str | None = None
+    #: True when a human approved this exact call (its arguments as they were paused) at
+    #: resume; a tool filter that paused the call for a human may then let it through.
+    approved: bool = False
+
+
+@attrs.frozen(slots=True)
+class GateRequest(_Replaceable):
+    """One tool call at the gate, before its batch runs.
+
+    Gate hooks (``Filter(around_gate=...)``) see every call of a known tool and return a
+    :class:`Decision`; the terminal approves. Replace ``call`` to approve other arguments.
+    """
+
+    call: ToolCall
+    tool: Tool
+    context: Mapping[str, Any] = _EMPTY
 
 
 @attrs.frozen(slots=True)
@@ -148,13 +164,14 @@ class TurnRequest(_Replaceable):
     ``messages`` are the new entry messages; ``history`` messages already known to the
     conversation that the loop sends along but that are not new (a re-entering filter puts
     the previous transcript here, see :meth:`followup`). ``resume`` is true on the first
-    entry of :meth:`Kernel.resume`.
+    entry of :meth:`Kernel.resume`, and ``pause`` the (verified) state it resumes.
     """
 
     messages: tuple[Message, ...]
     context: Mapping[str, Any] = _EMPTY
     resume: bool = False
     history: tuple[Message, ...] = ()
+    pause: PauseState | None = None
 
     def followup(self, result: TurnResult, *messages: Message) -> TurnRequest:
         """The request that re-enters after ``result`` with new ``messages`` (feedback).
@@ -162,7 +179,7 @@ class TurnRequest(_Replaceable):
         The previous transcript becomes ``history``, so the original question stays in
         the prompt with or without a memory filter, and ``resume`` is cleared.
         """
-        return attrs.evolve(self, messages=messages, history=result.messages, resume=False)
+        return attrs.evolve(self, messages=messages, history=result.messages, resume=False, pause=None)
 
 
 @attrs.frozen(slots=True)
@@ -176,6 +193,9 @@ class Decision:
     kind: DecisionKind
     arguments: Mapping[str, Any] | None = None
     message: str | None = None
+    #: For a rejection: the exact text the model reads (default: "The call to 'tool' was
+    #: rejected: reason").
+    result: str | None = None
 
     @classmethod
     def approve(cls, arguments: Mapping[str, Any] | None = None) -> Decision:
@@ -183,9 +203,9 @@ class Decision:
         return cls("approve", arguments)
 
     @classmethod
-    def reject(cls, reason: str | None = None) -> Decision:
-        """Do not run the call; the model is told it was rejected."""
-        return cls("reject", None, reason)
+    def reject(cls, reason: str | None = None, *, result: str | None = None) -> Decision:
+        """Do not run the call; the model is told it was rejected (``result``: in these words)."""
+        return cls("reject", None, reason, result)
 
     @classmethod
     def reply(cls, content: str) -> Decision:
@@ -203,7 +223,9 @@ class PauseState:
     """Everything needed to resume a paused run, in any process.
 
     Serialise with :meth:`to_json`, restore with :meth:`from_json`. ``awaiting`` lists
-    the call ids that need a decision.
+    the call ids that need a decision. ``pause_id`` is unique per pause (a resume consumes
+    it); ``signature`` is the kernel's HMAC over everything else, and ``filter_state`` the
+    sealed per-run state of filters that keep one (see docs/approvals.md).
     """
 
     messages: tuple[Message, ...]
@@ -216,7 +238,10 @@ class PauseState:
     iterations: int = 0
     usage: Usage = attrs.field(factory=Usage)
     reason: str | None = None
-    version: int = 1
+    version: int = 2
+    pause_id: str = ""
+    filter_state: str | None = None
+    signature: str | None = None
 
     def to_json(self) -> str:
         """The state as JSON text."""

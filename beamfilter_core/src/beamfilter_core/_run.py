@@ -8,16 +8,19 @@ the chat chain and runs that call's tool batch through the tool chain.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ._lazy import lazy_module
 from ._messages import Message, ToolCall, Usage
+from ._pause import as_decision as _as_decision
 from ._records import (
     ChatRequest,
     ChatResponse,
     Decision,
+    GateRequest,
     IterationRequest,
     IterationResult,
     PauseState,
@@ -27,7 +30,7 @@ from ._records import (
     TurnResult,
 )
 from ._streaming import ToolCallFinished, ToolCallStarted, apply_to_text, pipeline
-from .errors import ConfigError, MaxIterationsExceeded, ResumeError
+from .errors import ConfigError, MaxIterationsExceeded
 
 if TYPE_CHECKING:
     import asyncio
@@ -42,22 +45,6 @@ if TYPE_CHECKING:
     from ._tools import Tool
 
 _CANCELLED_TOOL_TEXT = "cancelled: the run was cancelled before this tool call finished"
-
-
-def _as_decision(value: Any, where: str) -> Decision:
-    if isinstance(value, Decision):
-        return value
-    if value in ("approve", "reject", "pause"):
-        return Decision(value)
-    if value is True:
-        return Decision("approve")
-    if value is False:
-        return Decision("reject")
-    msg = (
-        f"{where} is {value!r}; give a Decision (Decision.approve(), Decision.reject(reason), "
-        "Decision.reply(text), Decision.pause()) or one of 'approve', 'reject', 'pause'."
-    )
-    raise ConfigError(msg)
 
 
 def _classify(exc: BaseException) -> str:
@@ -100,6 +87,35 @@ def heal(messages: Sequence[Message], text: str = _CANCELLED_TOOL_TEXT) -> tuple
 
 
 _NO_USAGE = Usage()  # frozen: one shared zero value
+
+
+def unique_calls(calls: Sequence[ToolCall], transcript: Sequence[Message]) -> tuple[ToolCall, ...] | None:
+    """``calls`` with every id made unique within the run, or None when they already are.
+
+    A provider may repeat an id (in one answer or from round to round) or leave it empty;
+    a decision names one id, so it must never cover two calls. The first use keeps its id,
+    later ones get ``<id>_2``, ``<id>_3``... (``call_2``... for an empty id).
+    """
+    seen = {call.id for message in transcript for call in message.tool_calls}
+    fixed: list[ToolCall] = []
+    changed = False
+    for call in calls:
+        call_id = call.id
+        if not isinstance(call_id, str) or not call_id or call_id in seen:
+            base = call_id if isinstance(call_id, str) and call_id else "call"
+            number = 2
+            while f"{base}_{number}" in seen:
+                number += 1
+            call = ToolCall(call.name, call.arguments, f"{base}_{number}", call.raw_arguments)
+            changed = True
+        seen.add(call.id)
+        fixed.append(call)
+    return tuple(fixed) if changed else None
+
+
+async def _approve(request: GateRequest) -> Decision:
+    """The gate terminal: approve, with the arguments an outer gate layer may have set."""
+    return Decision("approve", request.call.arguments)
 
 
 class _Loop:
@@ -164,12 +180,18 @@ class _Run:
         self.turn = compiled["turn"].bind(states, self._turn_terminal, TurnResult if check else None)
 
     def __getattr__(self, name: str) -> Any:
-        # The tool chain is bound on the first tool call: many turns call no tool.
-        if name != "tool":
-            raise AttributeError(name)
-        expected = ToolResult if self.kernel.check_returns else None
-        self.tool = tool = self.kernel._chains["tool"].bind(self.states, self._tool_terminal, expected)
-        return tool
+        # The tool and gate chains are bound on first use: many turns call no tool.
+        kernel = self.kernel
+        if name == "tool":
+            expected: type | None = ToolResult if kernel.check_returns else None
+            self.tool = tool = kernel._chains["tool"].bind(self.states, self._tool_terminal, expected)
+            return tool
+        if name == "gate":
+            terminal = self._kernel_gate if kernel.gate is not None else _approve
+            expected = Decision if kernel.check_returns else None
+            self.gate = gate = kernel._chains["gate"].bind(self.states, terminal, expected)
+            return gate
+        raise AttributeError(name)
 
     # -- chat ---------------------------------------------------------------------------
 
@@ -177,7 +199,7 @@ class _Run:
         if request.system is not None:
             request = request.replace(messages=(Message("system", request.system), *request.messages))
         model = request.model if request.model is not None else self.model
-        response = await model.complete(request)
+        response = self._unique_ids(await model.complete(request))
         answer = self.kernel._answer_transforms
         if answer and response.message.content is not None:
             text = apply_to_text(answer, response.message.text)
@@ -212,13 +234,22 @@ class _Run:
 
             flush = flush_all
         model = request.model if request.model is not None else self.model
-        response = await model.stream(request, push)
+        response = self._unique_ids(await model.stream(request, push))
         if flush is not None:
             flush()
         if response.message.content:
             self.streamed = True
         if collected is not None and response.message.content is not None:
             response = response.replace(message=response.message.replace(content="".join(collected)))
+        return response
+
+    def _unique_ids(self, response: ChatResponse) -> ChatResponse:
+        # at the model boundary, so every chat filter already sees the ids the run uses
+        message = response.message
+        if message.tool_calls:
+            fixed = unique_calls(message.tool_calls, self.loop.transcript)
+            if fixed is not None:
+                return response.replace(message=message.replace(tool_calls=fixed))  # type: ignore[no-any-return]
         return response
 
     # -- tools --------------------------------------------------------------------------
@@ -264,7 +295,9 @@ class _Run:
             return ToolResult.failure(kind, f"Tool {tool.name!r} failed: {type(exc).__name__}: {exc}")  # type: ignore[arg-type]
         return _to_result(tool, value)
 
-    async def _run_one(self, call: ToolCall, snapshot: Mapping[str, Any], decision: Decision | None) -> ToolResult:
+    async def _run_one(
+        self, call: ToolCall, snapshot: Mapping[str, Any], decision: Decision | None, approved: bool = False
+    ) -> ToolResult:
         tool = self.tools.get(call.name)
         if tool is None:
             names = ", ".join(sorted(self.tools)) or "none"
@@ -275,6 +308,8 @@ class _Run:
         if decision is not None:
             kind = decision.kind
             if kind == "reject":
+                if decision.result is not None:
+                    return ToolResult.failure("permission", decision.result)
                 reason = f": {decision.message}" if decision.message else "."
                 return ToolResult.failure("permission", f"The call to {call.name!r} was rejected{reason}")
             if kind == "reply":
@@ -284,8 +319,9 @@ class _Run:
         emit = self.emit
         if emit is not None:
             emit(ToolCallStarted(call))
+        same = arguments is call.arguments
         request = ToolRequest(
-            tool, arguments, call.id, snapshot, call.raw_arguments if arguments is call.arguments else None
+            tool, arguments, call.id, snapshot, call.raw_arguments if same else None, approved and same
         )
         result = await self.tool(request)
         if type(result) is not ToolResult:
@@ -294,15 +330,17 @@ class _Run:
             emit(ToolCallFinished(call, result))
         return result
 
-    async def _run_batch(self, calls: Sequence[ToolCall], decided: Mapping[str, Decision]) -> list[ToolResult]:
+    async def _run_batch(
+        self, calls: Sequence[ToolCall], decided: Mapping[str, Decision], approved: frozenset[str] = frozenset()
+    ) -> list[ToolResult]:
         snapshot = MappingProxyType(dict(self.context))
         if len(calls) == 1:
             call = calls[0]
-            return [await self._run_one(call, snapshot, decided.get(call.id))]
+            return [await self._run_one(call, snapshot, decided.get(call.id), call.id in approved)]
         tools = self.tools
         if any(t.serial for t in (tools.get(c.name) for c in calls) if t is not None):
-            return [await self._run_one(call, snapshot, decided.get(call.id)) for call in calls]
-        tasks = [asyncio.ensure_future(self._run_one(c, snapshot, decided.get(c.id))) for c in calls]
+            return [await self._run_one(call, snapshot, decided.get(call.id), call.id in approved) for call in calls]
+        tasks = [asyncio.ensure_future(self._run_one(c, snapshot, decided.get(c.id), c.id in approved)) for c in calls]
         try:
             return list(await asyncio.gather(*tasks))
         except BaseException:
@@ -336,25 +374,39 @@ class _Run:
             return IterationResult("completed", (final,), return_direct=True)
         return IterationResult("continue", tuple(messages))
 
+    async def _kernel_gate(self, request: GateRequest) -> Decision:
+        """``Kernel(gate=...)``: the innermost gate layer, asked for sensitive tools only."""
+        call = request.call
+        if not request.tool.sensitive:
+            return Decision("approve", call.arguments)
+        value = self.kernel.gate(call, request.tool, request.context)  # type: ignore[misc]  # set when bound
+        if inspect.isawaitable(value):
+            value = await value
+        decision = _as_decision(value, f"The gate's decision for call {call.id!r} ({call.name})")
+        if decision.kind == "approve" and decision.arguments is None:
+            return Decision("approve", call.arguments)  # keep what an outer layer set
+        return decision
+
     async def _gate(self, calls: Sequence[ToolCall]) -> tuple[dict[str, Decision], list[str], str | None]:
-        gate = self.kernel.gate
         decided: dict[str, Decision] = {}
         awaiting: list[str] = []
         reason: str | None = None
-        if gate is None:
+        if not self.kernel._gated:
             return decided, awaiting, reason
+        gate = self.gate
+        tools = self.tools
+        view = self.view
         for call in calls:
-            tool = self.tools.get(call.name)
-            if tool is None or not tool.sensitive:
-                continue
-            value = gate(call, tool, self.view)
-            if inspect.isawaitable(value):
-                value = await value
-            decision = _as_decision(value, f"The gate's decision for call {call.id!r} ({call.name})")
-            if decision.kind == "pause":
+            tool = tools.get(call.name)
+            if tool is None:
+                continue  # answered as an unknown tool; nothing to decide
+            value = await gate(GateRequest(call, tool, view))
+            decision = _as_decision(value, f"The gate chain's decision for call {call.id!r} ({call.name})")
+            kind = decision.kind
+            if kind == "pause":
                 awaiting.append(call.id)
                 reason = reason or decision.message
-            else:
+            elif kind != "approve" or (decision.arguments is not None and decision.arguments is not call.arguments):
                 decided[call.id] = decision
         return decided, awaiting, reason
 
@@ -398,24 +450,34 @@ class _Run:
         calls = message.tool_calls
         if not calls:
             return IterationResult("completed", (message,))
+        fixed = unique_calls(calls, transcript)  # again: a chat filter may have answered itself
+        if fixed is not None:
+            calls = fixed
+            message = message.replace(tool_calls=fixed)
         transcript.append(message)
         decided, awaiting, reason = await self._gate(calls)
         if awaiting:
-            pause = PauseState(
-                tuple(transcript),
-                tuple(calls),
-                tuple(awaiting),
-                decided,
-                dict(self.context),
-                loop.remaining,
-                loop.tool_calls_made,
-                loop.llm_calls,
-                loop.usage,
-                reason,
-            )
-            return IterationResult("paused", pause=pause)
+            return IterationResult("paused", pause=self._pause(calls, decided, awaiting, reason))
         results = await self._run_batch(calls, decided)
         return self._after_batch(calls, results)
+
+    def _pause(
+        self, calls: Sequence[ToolCall], decided: dict[str, Decision], awaiting: list[str], reason: str | None
+    ) -> PauseState:
+        loop = self.loop
+        return PauseState(
+            tuple(loop.transcript),
+            tuple(calls),
+            tuple(awaiting),
+            decided,
+            dict(self.context),
+            loop.remaining,
+            loop.tool_calls_made,
+            loop.llm_calls,
+            loop.usage,
+            reason,
+            pause_id=uuid.uuid4().hex,
+        )
 
     def _wrong_type(self, scope: str, value: Any, expected: str) -> NoReturn:
         names = self.kernel._chains[scope].names  # type: ignore[index]
@@ -479,9 +541,10 @@ class _Run:
         loop.tool_calls_made = pause.tool_calls_made
         loop.llm_calls = pause.iterations
         loop.usage = pause.usage
-        merged = dict(pause.decided)
-        merged.update(decisions)
-        results = await self._run_batch(pause.calls, merged)
+        # disjoint by check_decisions: what the gate decided before the pause is final
+        merged = {**pause.decided, **decisions}
+        approved = frozenset(call_id for call_id, d in decisions.items() if d.kind == "approve" and d.arguments is None)
+        results = await self._run_batch(pause.calls, merged, approved)
         outcome = self._after_batch(pause.calls, results)
         if outcome.status == "completed":
             loop.transcript.extend(outcome.messages)
@@ -523,29 +586,3 @@ class _Run:
         if type(result) is not TurnResult:
             self._wrong_type("turn", result, "TurnResult")
         return result
-
-
-def check_decisions(pause: PauseState, decisions: Mapping[str, Any]) -> dict[str, Decision]:
-    """Validate the decisions given to resume ``pause``: one per awaited call, no others."""
-    awaiting = set(pause.awaiting)
-    unknown = sorted(set(decisions) - {call.id for call in pause.calls})
-    missing = sorted(awaiting - set(decisions))
-    problems = []
-    if unknown:
-        problems.append(f"decisions name calls that are not in this pause: {', '.join(unknown)}")
-    if missing:
-        problems.append(f"no decision for awaited calls: {', '.join(missing)}")
-    checked: dict[str, Decision] = {}
-    for call_id, value in decisions.items():
-        try:
-            decision = _as_decision(value, f"decisions[{call_id!r}]")
-        except ConfigError as exc:
-            problems.append(str(exc))
-            continue
-        if decision.kind == "pause":
-            problems.append(f"decisions[{call_id!r}] is 'pause'; at resume give approve, reject or reply")
-        checked[call_id] = decision
-    if problems:
-        msg = "Cannot resume: " + "; ".join(problems) + f". Awaited calls: {', '.join(pause.awaiting)}."
-        raise ResumeError(msg)
-    return checked

@@ -99,7 +99,7 @@ def memory_filter(
             this package's is then looked up among the stores other plugins register.
 
     Returns:
-        A :class:`Filter` with ``extras={"store": store, "load_pause": ...}``, so
+        A :class:`Filter` with ``extras={"store": store}`` and a ``load_pause``, so
         ``kernel.resume(conversation_id=..., decisions=...)`` finds a paused run on any worker.
 
     Example::
@@ -190,5 +190,6 @@ def memory_filter(
         name,
         around_turn=around_turn,
         around_chat=around_chat,
-        extras={"store": chat_store, "load_pause": load_pause, "window": window},
+        load_pause=load_pause,
+        extras={"store": chat_store, "window": window},
     )
