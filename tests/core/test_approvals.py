@@ -212,8 +212,9 @@ def test_ids_repeated_across_rounds_or_missing_are_renamed_and_the_first_use_kee
 # -- finding 4: what the gate decided is final, and the state is consistent ----------------
 
 
-def test_finding_4_a_state_whose_parts_disagree_is_refused() -> None:
-    kernel, pause = _paused([ToolCall("read_file", {"path": "/srv/a"}, "c1")])
+def test_finding_4_even_an_unsigned_state_whose_parts_disagree_is_refused() -> None:
+    kernel, pause = _paused([ToolCall("read_file", {"path": "/srv/a"}, "c1")], unsafe_unsigned_pauses=True)
+    pause = _evolve(pause, signature=None)
     extra = ToolCall("read_file", {"path": "/etc/shadow"}, "c2")
     with pytest.raises(ResumeError, match="its calls are not the tool calls of its last assistant message"):
         kernel.resume_sync(_evolve(pause, calls=(*pause.calls, extra)), {"c1": "approve"})
@@ -224,6 +225,8 @@ def test_finding_4_a_state_whose_parts_disagree_is_refused() -> None:
     with pytest.raises(ResumeError, match="it names calls it does not hold: c9"):
         kernel.resume_sync(_evolve(pause, awaiting=("c1", "c9")), {"c1": "approve", "c9": "approve"})
     assert RAN == []
+    done = kernel.resume_sync(pause, {"c1": "approve"})  # the explicit unsafe option: unsigned is accepted
+    assert (done.status, RAN) == ("completed", [("read_file", "/srv/a")])
 
 
 def _evolve(pause: Any, **changes: Any) -> Any:

@@ -13,7 +13,9 @@ each value is replaced according to ``mode``:
 The same value always gets the same placeholder within a run. With
 ``restore_in_tools=True`` (default) placeholders in tool arguments are replaced by the
 real values before the tool runs, so a tool can e-mail ``<EMAIL_1>`` while the model
-never saw the address. The mapping lives in the filter's private state of the run. The
+never saw the address. The mapping lives in the filter's private state of the run; when
+the run pauses it travels with the pause, sealed (encrypted and authenticated by the
+kernel, see docs/approvals.md), so the resumed run's tools get the real values too. The
 kernel's system prompt is not scanned (it is the developer's text).
 """
 
@@ -27,7 +29,17 @@ from typing import Any
 
 import attrs
 
-from beamfilter_core import ChatRequest, ChatResponse, ContentPart, Filter, FilterSpec, Message, ToolRequest, ToolResult
+from beamfilter_core import (
+    ChatRequest,
+    ChatResponse,
+    ContentPart,
+    Filter,
+    FilterSpec,
+    Message,
+    PersistHook,
+    ToolRequest,
+    ToolResult,
+)
 from beamfilter_core.errors import ConfigError
 
 from ._options import check_choice
@@ -298,7 +310,28 @@ def pii_filter(
                 request = request.replace(arguments=arguments)
         return await call_next(request)
 
-    return Filter(name, around_chat=around_chat, around_tool=around_tool if restore else None)
+    def save_vault(state: dict[str, Any]) -> Any:
+        # kept with a pause (sealed by the kernel, never in clear) so that the resumed run's
+        # tools get the real values of the placeholders the model and the human saw
+        vault = state.get("vault")
+        if vault is None or not vault.real:
+            return None
+        entries = [[kind, value, found] for (kind, value), found in vault.by_value.items()]
+        return {"entries": entries, "counters": dict(vault.counters)}
+
+    def restore_vault(state: dict[str, Any], data: Any) -> None:
+        vault = vault_of(state)
+        for kind, value, found in data["entries"]:
+            vault.by_value[(kind, value)] = found
+            vault.real[found] = value
+        vault.counters.update(data["counters"])
+
+    return Filter(
+        name,
+        around_chat=around_chat,
+        around_tool=around_tool if restore else None,
+        persist=PersistHook(save_vault, restore_vault) if restore else None,
+    )
 
 
 SPEC = FilterSpec(

@@ -33,7 +33,15 @@ _UNRESOLVED: Any = type("Unresolved", (), {"__repr__": lambda self: "<unresolved
 
 _TOP_KEYS = ("filters", "kernel", "model", "models", "plugins")
 _PLUGIN_KEYS = ("disable", "only", "strict")
-_KERNEL_KEYS = ("max_iterations", "options", "system_prompt", "tool_timeout")
+_KERNEL_KEYS = (
+    "max_iterations",
+    "options",
+    "pause_key",
+    "system_prompt",
+    "tool_timeout",
+    "transient_context",
+    "unsafe_unsigned_pauses",
+)
 
 
 @attrs.frozen(slots=True)
@@ -316,6 +324,15 @@ def _kernel_options(table: dict[str, Any] | None, problems: list[str]) -> dict[s
             problems.append(f"{where}: must be a string, got {value!r}")
         elif key == "options" and not isinstance(value, Mapping):
             problems.append(f"{where}: must be a table, got {value!r}")
+        elif key == "pause_key" and (not isinstance(value, str) or len(value) < 16):
+            # never echo the value: it is a secret
+            problems.append(f'{where}: must be a secret string of at least 16 characters, e.g. {{ "$env" = "NAME" }}')
+        elif key == "transient_context" and (
+            not isinstance(value, list) or not all(isinstance(item, str) for item in value)
+        ):
+            problems.append(f"{where}: must be a list of context keys, got {value!r}")
+        elif key == "unsafe_unsigned_pauses" and not isinstance(value, bool):
+            problems.append(f"{where}: must be true or false, got {value!r}")
         else:
             out[key] = value
     return out

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ._chain import CompiledChain, attribute, hook_codes
 from ._filter import SCOPES, CompiledFilter, Scope, TokenTransform, normalise_all
 from ._lazy import lazy_module
 from ._messages import Message, ToolCall, as_messages
-from ._pause import check_decisions, check_pause
+from ._pause import PauseKeys, check_decisions, check_pause, restore_filter_state, unseal, verify
 from ._records import Decision, PauseState, TurnRequest, TurnResult
 from ._run import _approve, _Run
 from ._streaming import Channel, Event, RunFinished, TextDelta, pipeline
 from ._tools import Tool, make_tool
-from .errors import ConfigError, ResumeError, ToolDefinitionError
+from .errors import AlreadyResumedError, ConfigError, ResumeError, ToolDefinitionError
 
 if TYPE_CHECKING:
     import asyncio
@@ -29,6 +29,19 @@ if TYPE_CHECKING:
 
 #: ``gate(call, tool, context) -> Decision | "approve" | "reject" | "pause"`` (sync or async)
 Gate = Callable[[ToolCall, Tool, Mapping[str, Any]], "Decision | str | Awaitable[Decision | str]"]
+
+
+@runtime_checkable
+class PauseLedger(Protocol):
+    """Remembers which pauses were resumed: ``claim_pause`` is True once per pause id.
+
+    Every store of beamfilter_memory is one (``Kernel(pause_ledger=open_store(url))``);
+    with it, a pause resumes exactly once even without the memory filter.
+    """
+
+    async def claim_pause(self, pause_id: str) -> bool:
+        """Record ``pause_id`` as resumed; False if it already was (atomic)."""
+        ...
 
 
 class CancelToken:
@@ -119,6 +132,10 @@ class Kernel:
         system_prompt: str | None = None,
         options: Mapping[str, Any] | None = None,
         check_returns: bool = False,
+        pause_key: str | bytes | None = None,
+        pause_ledger: PauseLedger | None = None,
+        transient_context: Iterable[str] = (),
+        unsafe_unsigned_pauses: bool = False,
     ) -> None:
         if not (callable(getattr(model, "complete", None)) and callable(getattr(model, "stream", None))):
             msg = f"Kernel(model={model!r}) needs a ChatModel with async complete() and stream() methods."
@@ -139,6 +156,21 @@ class Kernel:
         #: type, at the cost of one extra coroutine per layer); meant for tests and debugging.
         self.check_returns = check_returns
         self.options: Mapping[str, Any] = dict(options or {})
+        # pauses: signed with keys derived from pause_key (see docs/approvals.md)
+        self._pause_keys = PauseKeys(pause_key)
+        if pause_ledger is not None and not callable(getattr(pause_ledger, "claim_pause", None)):
+            msg = f"Kernel(pause_ledger={pause_ledger!r}) needs an object with async claim_pause(pause_id) -> bool."
+            raise ConfigError(msg)
+        self.pause_ledger = pause_ledger
+        if isinstance(transient_context, str) or not all(isinstance(k, str) for k in transient_context):
+            msg = f"Kernel(transient_context={transient_context!r}) must be a list of context keys."
+            raise ConfigError(msg)
+        self.transient_context = tuple(transient_context)
+        if not isinstance(unsafe_unsigned_pauses, bool):
+            msg = f"Kernel(unsafe_unsigned_pauses={unsafe_unsigned_pauses!r}) must be True or False."
+            raise ConfigError(msg)
+        #: Accept pause states without a signature (forgeable: only for states you make yourself).
+        self.unsafe_unsigned_pauses = unsafe_unsigned_pauses
         self._given_tools = tuple(t if isinstance(t, Tool) else make_tool(t) for t in tools)
         self._compile(filters)
 
@@ -355,16 +387,25 @@ class Kernel:
         decisions: Mapping[str, Decision | str] | None,
         conversation_id: str | None,
         context: Mapping[str, Any] | None,
-    ) -> tuple[PauseState, dict[str, Decision], dict[str, Any]]:
+    ) -> tuple[PauseState, dict[str, Decision], dict[str, Any], dict[str, Any]]:
         """Load, verify and check everything a resume needs, before anything runs."""
         state = await self._pause_for(pause, conversation_id)
+        keys = self._pause_keys
+        verify(state, keys, allow_unsigned=self.unsafe_unsigned_pauses)
         check_pause(state)
         checked = check_decisions(state, {} if decisions is None else decisions, self._tools_by_name)
+        kept = unseal(keys, state.pause_id, state.filter_state) if state.filter_state is not None else {}
+        if kept:
+            restore_filter_state(self._filters, [{} for _ in self._filters], kept)  # names checked before claiming
         merged = dict(state.context)
         if conversation_id is not None:
             merged["conversation_id"] = conversation_id
         merged.update(context or {})
-        return state, checked, merged
+        ledger = self.pause_ledger
+        if ledger is not None and not await ledger.claim_pause(state.pause_id):
+            msg = f"already resumed: pause {state.pause_id!r} was resumed before; nothing ran."
+            raise AlreadyResumedError(msg)
+        return state, checked, merged, kept
 
     async def resume(
         self,
@@ -382,8 +423,8 @@ class Kernel:
         give ``conversation_id=`` to resume the pause a memory filter stored for it. See
         docs/approvals.md for what is checked before anything runs.
         """
-        state, checked, merged = await self._prepare_resume(pause, decisions, conversation_id, context)
-        run = _Run(self, merged, cancel=cancel, resume=(state, checked))
+        state, checked, merged, kept = await self._prepare_resume(pause, decisions, conversation_id, context)
+        run = _Run(self, merged, cancel=cancel, resume=(state, checked), restored=kept)
         return await self._execute(run, TurnRequest((), run.view, True, pause=state))
 
     def resume_sync(
@@ -417,9 +458,17 @@ class Kernel:
         context: Mapping[str, Any] | None,
         cancel: CancelToken | None,
     ) -> AsyncIterator[Event]:
-        state, checked, merged = await self._prepare_resume(pause, decisions, conversation_id, context)
+        state, checked, merged, kept = await self._prepare_resume(pause, decisions, conversation_id, context)
         channel = Channel()
-        run = _Run(self, merged, sink=channel.push_text, emit=channel.push, cancel=cancel, resume=(state, checked))
+        run = _Run(
+            self,
+            merged,
+            sink=channel.push_text,
+            emit=channel.push,
+            cancel=cancel,
+            resume=(state, checked),
+            restored=kept,
+        )
         pump = self._pump(channel, run, TurnRequest((), run.view, True, pause=state))
         try:
             async for event in pump:

@@ -1,16 +1,188 @@
-"""Resuming a pause: checking the state and its decisions before anything runs."""
+"""Pauses that leave the process: signed, sealed, and checked before anything resumes.
+
+A pause is signed with HMAC-SHA256 over its canonical JSON (sorted keys, no spaces,
+UTF-8; the ``signature`` field left out) with a key derived from the kernel's
+``pause_key``; without one, from a random key made once per process (such states resume
+in this process only). The per-run state filters persist (:class:`PersistHook`) is
+sealed with AES-GCM under another key derived from the same secret, bound to the pause
+id. See docs/approvals.md.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import base64
+import hashlib
+import hmac
+import json
+import os
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from ._records import Decision, PauseState
-from .errors import ConfigError, ResumeError
+from .errors import ConfigError, PauseSignatureError, ResumeError
 
 if TYPE_CHECKING:
+    from ._filter import CompiledFilter
     from ._messages import ToolCall
     from ._tools import Tool
+
+_PROCESS_SECRET = os.urandom(32)  # signs pauses of kernels without a pause_key
+_canonical_encoder = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+class PauseKeys:
+    """The two keys derived from one pause secret: one signs, one seals filter state."""
+
+    __slots__ = ("configured", "seal", "sign")
+
+    def __init__(self, secret: str | bytes | None) -> None:
+        if secret is None:
+            raw = _PROCESS_SECRET
+        elif isinstance(secret, str | bytes) and len(secret) >= 16:
+            raw = secret.encode() if isinstance(secret, str) else secret
+        else:
+            shown = f"a {type(secret).__name__}" if not isinstance(secret, str | bytes) else f"{len(secret)} characters"
+            msg = (
+                f"Kernel(pause_key=...) is {shown}; give a secret str or bytes of at least 16 characters "
+                '(e.g. pause_key = { "$env" = "BEAMFILTER_PAUSE_KEY" } in the config, from `openssl rand -hex 32`).'
+            )
+            raise ConfigError(msg)
+        self.configured = secret is not None
+        # HMAC as a key-derivation function: independent keys for independent uses
+        self.sign = hmac.new(raw, b"beamfilter pause signature v1", hashlib.sha256).digest()
+        self.seal = hmac.new(raw, b"beamfilter pause sealing v1", hashlib.sha256).digest()
+
+    def __repr__(self) -> str:
+        return f"PauseKeys(configured={self.configured})"  # never the key
+
+
+def canonical(pause: PauseState) -> bytes:
+    """The bytes a signature covers: the state's JSON, keys sorted, without ``signature``."""
+    from ._serde import unstructure
+
+    data = unstructure(pause)
+    data.pop("signature", None)
+    return _canonical_encoder.encode(data).encode()
+
+
+def _mac(keys: PauseKeys, pause: PauseState) -> str:
+    return hmac.new(keys.sign, canonical(pause), hashlib.sha256).hexdigest()
+
+
+def sign(pause: PauseState, keys: PauseKeys) -> PauseState:
+    """``pause`` with its signature."""
+    return attrs.evolve(pause, signature=_mac(keys, pause))
+
+
+def verify(pause: PauseState, keys: PauseKeys, *, allow_unsigned: bool = False) -> None:
+    """Raise :class:`PauseSignatureError` unless ``pause`` was signed with ``keys``."""
+    if type(pause) is not PauseState:
+        msg = f"Cannot resume: {pause!r} is not a PauseState (give result.pause or its JSON text)."
+        raise ResumeError(msg)
+    signature = pause.signature
+    if signature is None:
+        if allow_unsigned:
+            return
+        msg = (
+            "Cannot resume: the pause state is unsigned, so it may have been forged or edited. "
+            "Resume states that a kernel returned (they are signed), or, only for states you "
+            "produce and trust yourself, build the kernel with unsafe_unsigned_pauses=True."
+        )
+        raise PauseSignatureError(msg)
+    try:
+        expected = _mac(keys, pause)
+    except (TypeError, ValueError) as exc:
+        msg = f"Cannot resume: the pause state cannot be read as signed JSON ({exc})."
+        raise PauseSignatureError(msg) from None
+    if not (isinstance(signature, str) and hmac.compare_digest(signature, expected)):
+        hint = (
+            "or was signed with another pause_key"
+            if keys.configured
+            else "or comes from another process: configure the same pause_key on every worker"
+        )
+        msg = f"Cannot resume: the signature of pause {pause.pause_id!r} does not match: the state was changed, {hint}."
+        raise PauseSignatureError(msg)
+
+
+def check_context(context: Mapping[str, Any], transient: Iterable[str]) -> dict[str, Any]:
+    """The context a pause carries: JSON values only (``transient`` keys left out)."""
+    skipped = frozenset(transient)
+    kept: dict[str, Any] = {}
+    for key, value in context.items():
+        if key in skipped:
+            continue
+        try:
+            _canonical_encoder.encode(value)
+        except (TypeError, ValueError):
+            shown = repr(value)
+            shown = shown if len(shown) <= 60 else shown[:60] + "..."
+            msg = (
+                f"The run paused with context[{key!r}] = {shown} (a {type(value).__name__}), which a pause "
+                "cannot carry: a pause is JSON that any worker may resume. Put a JSON value in the context "
+                f"(e.g. a date as its isoformat() text), or list the key in Kernel(transient_context=[{key!r}]) "
+                "to leave it out of the pause and pass it again with resume(context=...)."
+            )
+            raise ConfigError(msg) from None
+        kept[key] = value
+    return kept
+
+
+def seal(keys: PauseKeys, pause_id: str, data: Mapping[str, Any]) -> str:
+    """Filter state as AES-GCM ciphertext (nonce + ciphertext, base64), bound to the pause id."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    nonce = os.urandom(12)
+    plain = _canonical_encoder.encode(data).encode()
+    sealed = AESGCM(keys.seal).encrypt(nonce, plain, pause_id.encode())
+    return base64.b64encode(nonce + sealed).decode()
+
+
+def unseal(keys: PauseKeys, pause_id: str, text: str) -> dict[str, Any]:
+    """The filter state sealed in a pause; PauseSignatureError if it was changed."""
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    try:
+        raw = base64.b64decode(text, validate=True)
+        plain = AESGCM(keys.seal).decrypt(raw[:12], raw[12:], pause_id.encode())
+    except (InvalidTag, ValueError) as exc:
+        msg = f"Cannot resume: the sealed filter state of pause {pause_id!r} cannot be opened ({type(exc).__name__})."
+        raise PauseSignatureError(msg) from None
+    data: dict[str, Any] = json.loads(plain)
+    return data
+
+
+def save_filter_state(filters: Iterable[CompiledFilter], states: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """What each filter with a :class:`PersistHook` keeps across the pause, by filter name."""
+    kept: dict[str, Any] = {}
+    for item, state in zip(filters, states, strict=True):
+        persist = item.filter.persist
+        if persist is not None:
+            data = persist.save(state)
+            if data is not None:
+                kept[item.filter.name] = data
+    return kept
+
+
+def restore_filter_state(
+    filters: Iterable[CompiledFilter], states: Iterable[dict[str, Any]], kept: Mapping[str, Any]
+) -> None:
+    """Give each filter back what it kept; ResumeError if a filter is missing."""
+    names = {item.filter.name for item in filters}
+    missing = sorted(set(kept) - names)
+    if missing:
+        msg = (
+            f"Cannot resume: the pause carries the state of filter(s) {', '.join(map(repr, missing))}, which "
+            "this kernel does not have; resume with a kernel built with the same filters."
+        )
+        raise ResumeError(msg)
+    for item, state in zip(filters, states, strict=True):
+        persist = item.filter.persist
+        name = item.filter.name
+        if persist is not None and name in kept:
+            persist.restore(state, kept[name])
 
 
 def as_decision(value: Any, where: str) -> Decision:

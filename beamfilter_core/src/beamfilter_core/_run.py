@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from ._lazy import lazy_module
 from ._messages import Message, ToolCall, Usage
 from ._pause import as_decision as _as_decision
+from ._pause import check_context, restore_filter_state, save_filter_state, seal, sign
 from ._records import (
     ChatRequest,
     ChatResponse,
@@ -89,14 +90,15 @@ def heal(messages: Sequence[Message], text: str = _CANCELLED_TOOL_TEXT) -> tuple
 _NO_USAGE = Usage()  # frozen: one shared zero value
 
 
-def unique_calls(calls: Sequence[ToolCall], transcript: Sequence[Message]) -> tuple[ToolCall, ...] | None:
-    """``calls`` with every id made unique within the run, or None when they already are.
+def unique_calls(calls: Sequence[ToolCall], *sent: Sequence[Message]) -> tuple[ToolCall, ...] | None:
+    """``calls`` with every id made unique within the run and the messages ``sent`` (the
+    prompt, which may hold a stored conversation), or None when they already are.
 
     A provider may repeat an id (in one answer or from round to round) or leave it empty;
     a decision names one id, so it must never cover two calls. The first use keeps its id,
     later ones get ``<id>_2``, ``<id>_3``... (``call_2``... for an empty id).
     """
-    seen = {call.id for message in transcript for call in message.tool_calls}
+    seen = {call.id for messages in sent for message in messages for call in message.tool_calls}
     fixed: list[ToolCall] = []
     changed = False
     for call in calls:
@@ -156,6 +158,7 @@ class _Run:
         emit: Callable[[Any], None] | None = None,
         cancel: CancelToken | None = None,
         resume: tuple[PauseState, dict[str, Decision]] | None = None,
+        restored: Mapping[str, Any] | None = None,
     ) -> None:
         self.kernel = kernel
         self.model = kernel.model
@@ -170,6 +173,8 @@ class _Run:
         self.streamed = False
         self.loop = _Loop([], kernel.max_iterations)
         self.states = states = [item.new_state() for item in kernel._filters]
+        if restored:
+            restore_filter_state(kernel._filters, states, restored)
         compiled = kernel._chains
         chat_terminal = self._chat_stream_terminal if sink is not None else self._chat_terminal
         check = kernel.check_returns
@@ -199,7 +204,7 @@ class _Run:
         if request.system is not None:
             request = request.replace(messages=(Message("system", request.system), *request.messages))
         model = request.model if request.model is not None else self.model
-        response = self._unique_ids(await model.complete(request))
+        response = self._unique_ids(await model.complete(request), request.messages)
         answer = self.kernel._answer_transforms
         if answer and response.message.content is not None:
             text = apply_to_text(answer, response.message.text)
@@ -234,7 +239,7 @@ class _Run:
 
             flush = flush_all
         model = request.model if request.model is not None else self.model
-        response = self._unique_ids(await model.stream(request, push))
+        response = self._unique_ids(await model.stream(request, push), request.messages)
         if flush is not None:
             flush()
         if response.message.content:
@@ -243,11 +248,11 @@ class _Run:
             response = response.replace(message=response.message.replace(content="".join(collected)))
         return response
 
-    def _unique_ids(self, response: ChatResponse) -> ChatResponse:
+    def _unique_ids(self, response: ChatResponse, prompt: Sequence[Message]) -> ChatResponse:
         # at the model boundary, so every chat filter already sees the ids the run uses
         message = response.message
         if message.tool_calls:
-            fixed = unique_calls(message.tool_calls, self.loop.transcript)
+            fixed = unique_calls(message.tool_calls, self.loop.transcript, prompt)
             if fixed is not None:
                 return response.replace(message=message.replace(tool_calls=fixed))  # type: ignore[no-any-return]
         return response
@@ -465,19 +470,24 @@ class _Run:
         self, calls: Sequence[ToolCall], decided: dict[str, Decision], awaiting: list[str], reason: str | None
     ) -> PauseState:
         loop = self.loop
-        return PauseState(
+        kernel = self.kernel
+        pause_id = uuid.uuid4().hex
+        kept = save_filter_state(kernel._filters, self.states)
+        pause = PauseState(
             tuple(loop.transcript),
             tuple(calls),
             tuple(awaiting),
             decided,
-            dict(self.context),
+            check_context(self.context, kernel.transient_context),
             loop.remaining,
             loop.tool_calls_made,
             loop.llm_calls,
             loop.usage,
             reason,
-            pause_id=uuid.uuid4().hex,
+            pause_id=pause_id,
+            filter_state=seal(kernel._pause_keys, pause_id, kept) if kept else None,
         )
+        return sign(pause, kernel._pause_keys)
 
     def _wrong_type(self, scope: str, value: Any, expected: str) -> NoReturn:
         names = self.kernel._chains[scope].names  # type: ignore[index]

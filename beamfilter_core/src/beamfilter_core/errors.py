@@ -29,6 +29,8 @@ The tree::
         MaxIterationsExceeded            more LLM calls than ``max_iterations``
         LimitExceeded                    a configured call or token limit
       ResumeError (ValueError)           a pause state or its decisions cannot resume
+        PauseSignatureError              a pause state is unsigned, changed or signed with another key
+        AlreadyResumedError              the pause was resumed already (or a newer turn answered it)
       StoreError                         a memory store failed
       DurableError                       a durable turn cannot be started, decided or found
 
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
     from ._messages import Message
 
 __all__ = [
+    "AlreadyResumedError",
     "AmbiguousFilterError",
     "AuthenticationError",
     "BadRequestError",
@@ -60,6 +63,7 @@ __all__ = [
     "LimitExceeded",
     "MaxIterationsExceeded",
     "NotFoundError",
+    "PauseSignatureError",
     "PermissionDeniedError",
     "PluginError",
     "PluginLoadError",
@@ -258,6 +262,14 @@ class LimitExceeded(LimitError):
 
 class ResumeError(BeamfilterError, ValueError):
     """A pause state, or the decisions given to resume it, cannot be used."""
+
+
+class PauseSignatureError(ResumeError):
+    """A pause state is unsigned, was changed, or was signed with another pause key."""
+
+
+class AlreadyResumedError(ResumeError):
+    """The pause was resumed already (or a newer turn answered its calls); nothing ran."""
 
 
 class StoreError(BeamfilterError):

@@ -27,7 +27,7 @@ from beamfilter_core import (
     TurnRequest,
     TurnResult,
 )
-from beamfilter_core.errors import ConfigError, ResumeError
+from beamfilter_core.errors import AlreadyResumedError, ConfigError
 
 from ._stores import SCHEMES, open_store
 from ._stores._base import KEEP_PAUSE, STORE_METHODS, ChatStore, PauseChange, check_conversation_id
@@ -127,14 +127,18 @@ def memory_filter(
         taken: PauseState | None = None
         healed: tuple[Message, ...] = ()
         if resumed:
-            # Claim the pause: of two workers resuming it at once, one goes on, the other stops here.
-            taken = await chat_store.take_pause(cid)
+            # Claim exactly the pause being resumed (compare-and-swap on its id): of two
+            # workers resuming it at once, one goes on, the other stops here; a stale state
+            # never takes, clears or replaces a newer pause.
+            wanted = request.pause.pause_id if request.pause is not None else None
+            taken = await chat_store.take_pause(cid, wanted) if wanted else await chat_store.take_pause(cid)
             if taken is None:
+                shown = f"pause {wanted!r} of " if wanted else "the paused run of "
                 msg = (
-                    f"Cannot resume conversation {cid!r}: its paused run is no longer stored "
-                    "(another worker resumed it, or a new turn answered its calls)."
+                    f"already resumed: {shown}conversation {cid!r} is no longer pending (another worker "
+                    "resumed it, or a newer turn answered its calls); nothing ran."
                 )
-                raise ResumeError(msg)
+                raise AlreadyResumedError(msg)
             # The paused part of the run is stored already: this turn's messages start after it.
             offset = len(taken.messages)
         else:

@@ -114,9 +114,16 @@ class ChatStore(FactStore, Protocol):
         """Forget the conversation's paused run (no error when there is none)."""
         ...
 
-    async def take_pause(self, conversation_id: str) -> PauseState | None:
+    async def take_pause(self, conversation_id: str, pause_id: str | None = None) -> PauseState | None:
         """Atomically load and forget the conversation's paused run: of several workers
-        resuming the same pause at once, exactly one gets it (the others get None)."""
+        resuming the same pause at once, exactly one gets it (the others get None).
+
+        With ``pause_id``, a compare-and-swap: only a stored pause with that id is taken;
+        a newer pause is left in place (and None returned)."""
+        ...
+
+    async def claim_pause(self, pause_id: str) -> bool:
+        """The pause ledger: record ``pause_id`` as resumed; True the first time only (atomic)."""
         ...
 
     async def aclose(self) -> None:
@@ -132,6 +139,7 @@ STORE_METHODS: Final = (
     "load_pause",
     "clear_pause",
     "take_pause",
+    "claim_pause",
     "aclose",
 )
 
@@ -235,6 +243,23 @@ def decode_pause(text: str | bytes, where: str) -> PauseState:
     except Exception as exc:  # json or cattrs
         msg = f"Cannot read the stored pause state {where}: {type(exc).__name__}: {exc}"
         raise StoreError(msg) from exc
+
+
+def check_pause_id(pause_id: Any) -> str:
+    """Return ``pause_id`` if it is a non-empty str, else raise ConfigError."""
+    if type(pause_id) is str and pause_id:
+        return pause_id
+    msg = f"pause_id is {pause_id!r}; give the pause_id of a PauseState (a non-empty str)."
+    raise ConfigError(msg)
+
+
+def stored_pause_id(text: str | bytes) -> str | None:
+    """The ``pause_id`` of a stored pause state's JSON text (None if it has none)."""
+    try:
+        found = _LOADS(text if isinstance(text, str) else text.decode()).get("pause_id")
+    except (ValueError, AttributeError):
+        return None
+    return found if isinstance(found, str) else None
 
 
 def decode_all(rows: Sequence[Any], conversation_id: str, trim: bool) -> list[Message]:

@@ -15,10 +15,12 @@ from ._base import (
     check_conversation_id,
     check_facts,
     check_limit,
+    check_pause_id,
     check_user_id,
     decode_all,
     decode_pause,
     encode_pause,
+    stored_pause_id,
 )
 
 
@@ -39,6 +41,7 @@ class InMemoryStore:
         self.url = url
         self._messages: dict[str, list[str]] = {}
         self._pauses: dict[str, str] = {}
+        self._resumed: set[str] = set()  # the pause ledger
         # user id -> subject -> text; dict order is save order (a replaced fact moves last).
         self._facts: dict[str, dict[str, str]] = {}
         self._closed = False
@@ -101,12 +104,25 @@ class InMemoryStore:
         self._check_open()
         self._pauses.pop(check_conversation_id(conversation_id), None)
 
-    async def take_pause(self, conversation_id: str) -> PauseState | None:
-        """Load and forget the conversation's paused run, at once."""
+    async def take_pause(self, conversation_id: str, pause_id: str | None = None) -> PauseState | None:
+        """Load and forget the conversation's paused run, at once (only the one with ``pause_id``)."""
         self._check_open()
         cid = check_conversation_id(conversation_id)
-        text = self._pauses.pop(cid, None)
-        return None if text is None else decode_pause(text, f"of conversation {cid!r}")
+        wanted = None if pause_id is None else check_pause_id(pause_id)
+        text = self._pauses.get(cid)
+        if text is None or (wanted is not None and stored_pause_id(text) != wanted):
+            return None
+        del self._pauses[cid]
+        return decode_pause(text, f"of conversation {cid!r}")
+
+    async def claim_pause(self, pause_id: str) -> bool:
+        """Record ``pause_id`` as resumed; True the first time only."""
+        self._check_open()
+        pid = check_pause_id(pause_id)
+        if pid in self._resumed:
+            return False
+        self._resumed.add(pid)
+        return True
 
     async def save_facts(self, user_id: str, facts: Sequence[Fact]) -> None:
         """Store ``facts``, each replacing the user's fact on its subject."""
@@ -136,4 +152,5 @@ class InMemoryStore:
         self._closed = True
         self._messages.clear()
         self._pauses.clear()
+        self._resumed.clear()
         self._facts.clear()

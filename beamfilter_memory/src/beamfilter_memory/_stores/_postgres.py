@@ -19,6 +19,7 @@ from ._base import (
     check_facts,
     check_limit,
     check_loop,
+    check_pause_id,
     check_user_id,
     decode_all,
     decode_pause,
@@ -57,6 +58,9 @@ CREATE TABLE IF NOT EXISTS {prefix}facts (
     UNIQUE (user_id, subject)
 );
 CREATE INDEX IF NOT EXISTS {prefix}facts_user ON {prefix}facts (user_id, seq);
+CREATE TABLE IF NOT EXISTS {prefix}resumed (
+    pause_id TEXT PRIMARY KEY
+);
 """
 
 
@@ -127,6 +131,11 @@ class PostgresStore:
         self._load_pause = f"SELECT data FROM {p}pauses WHERE conversation_id = %s"
         self._clear = f"DELETE FROM {p}messages WHERE conversation_id = %s"
         self._take_pause = f"DELETE FROM {p}pauses WHERE conversation_id = %s RETURNING data"
+        # compare-and-swap on the pause id, in one statement
+        self._take_pause_id = (
+            f"DELETE FROM {p}pauses WHERE conversation_id = %s AND (data::jsonb ->> 'pause_id') = %s RETURNING data"
+        )
+        self._claim = f"INSERT INTO {p}resumed (pause_id) VALUES (%s) ON CONFLICT (pause_id) DO NOTHING"
         # A replaced fact is deleted and inserted again: its new seq makes it the most recent.
         self._delete_facts = f"DELETE FROM {p}facts WHERE user_id = %s AND subject = ANY(%s)"
         self._insert_fact = f"INSERT INTO {p}facts (user_id, subject, text) VALUES (%s, %s, %s)"
@@ -279,16 +288,31 @@ class PostgresStore:
 
         await self._with("clear_pause", cid, write)
 
-    async def take_pause(self, conversation_id: str) -> PauseState | None:
-        """Load and forget the conversation's paused run (one ``DELETE ... RETURNING``)."""
+    async def take_pause(self, conversation_id: str, pause_id: str | None = None) -> PauseState | None:
+        """Load and forget the conversation's paused run (only the one with ``pause_id``), in
+        one ``DELETE ... RETURNING``."""
         cid = check_conversation_id(conversation_id)
+        wanted = None if pause_id is None else check_pause_id(pause_id)
 
         async def take(conn: AsyncConnection[Any]) -> Any:
-            cursor = await conn.execute(self._take_pause, (cid,))
+            if wanted is None:
+                cursor = await conn.execute(self._take_pause, (cid,))
+            else:
+                cursor = await conn.execute(self._take_pause_id, (cid, wanted))
             return await cursor.fetchone()
 
         row = await self._with("take_pause", cid, take)
         return None if row is None else decode_pause(row[0], f"of conversation {cid!r}")
+
+    async def claim_pause(self, pause_id: str) -> bool:
+        """Record ``pause_id`` as resumed; True the first time only (a primary key decides)."""
+        pid = check_pause_id(pause_id)
+
+        async def claim(conn: AsyncConnection[Any]) -> int:
+            cursor = await conn.execute(self._claim, (pid,))
+            return cursor.rowcount
+
+        return await self._with("claim_pause", None, claim) == 1
 
     async def save_facts(self, user_id: str, facts: Sequence[Fact]) -> None:
         """Store ``facts`` in one transaction, each replacing the user's fact on its subject."""

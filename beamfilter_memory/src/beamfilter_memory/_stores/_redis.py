@@ -19,6 +19,7 @@ from ._base import (
     check_facts,
     check_limit,
     check_loop,
+    check_pause_id,
     check_user_id,
     decode_all,
     decode_pause,
@@ -28,6 +29,19 @@ from ._base import (
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
+
+
+# Compare-and-delete: take the pause only if its JSON has the wanted pause_id.
+_TAKE_IF_ID = """
+local text = redis.call('GET', KEYS[1])
+if not text then return false end
+local ok, data = pcall(cjson.decode, text)
+if ok and type(data) == 'table' and data['pause_id'] == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return text
+end
+return false
+"""
 
 
 class RedisStore:
@@ -171,15 +185,31 @@ class RedisStore:
         except Exception as exc:
             raise self._failure(cid, "clear_pause", exc) from exc
 
-    async def take_pause(self, conversation_id: str) -> PauseState | None:
-        """Load and forget the conversation's paused run (``GETDEL``, atomic)."""
+    async def take_pause(self, conversation_id: str, pause_id: str | None = None) -> PauseState | None:
+        """Load and forget the conversation's paused run (``GETDEL``; with ``pause_id``, a
+        Lua script that compares and deletes in one atomic step)."""
         cid = check_conversation_id(conversation_id)
+        wanted = None if pause_id is None else check_pause_id(pause_id)
         client = self._redis()
+        key = self._keys(cid)[1]
         try:
-            text: Any = await client.getdel(self._keys(cid)[1])
+            if wanted is None:
+                text: Any = await client.getdel(key)
+            else:
+                text = await client.eval(_TAKE_IF_ID, 1, key, wanted)
         except Exception as exc:
             raise self._failure(cid, "take_pause", exc) from exc
-        return None if text is None else decode_pause(text, f"of conversation {cid!r}")
+        return None if not text else decode_pause(text, f"of conversation {cid!r}")
+
+    async def claim_pause(self, pause_id: str) -> bool:
+        """Record ``pause_id`` as resumed (``SET NX``); True the first time only."""
+        pid = check_pause_id(pause_id)
+        client = self._redis()
+        try:
+            done: Any = await client.set(f"{self.prefix}resumed:{pid}", b"1", nx=True)
+        except Exception as exc:
+            raise store_failure(repr(self), f"claim_pause for pause {pid!r}", None, exc) from exc
+        return bool(done)
 
     def _fact_keys(self, uid: str) -> tuple[str, str]:
         prefix = self.prefix

@@ -22,11 +22,13 @@ from ._base import (
     check_conversation_id,
     check_facts,
     check_limit,
+    check_pause_id,
     check_user_id,
     decode_all,
     decode_pause,
     encode_pause,
     store_failure,
+    stored_pause_id,
 )
 
 T = TypeVar("T")
@@ -53,6 +55,9 @@ CREATE TABLE IF NOT EXISTS beamfilter_facts (
     UNIQUE (user_id, subject)
 );
 CREATE INDEX IF NOT EXISTS beamfilter_facts_user ON beamfilter_facts (user_id, seq);
+CREATE TABLE IF NOT EXISTS beamfilter_resumed (
+    pause_id TEXT PRIMARY KEY
+);
 """
 _LOAD_ALL = "SELECT data FROM beamfilter_messages WHERE conversation_id = ? ORDER BY seq"
 _LOAD_LAST = (
@@ -67,6 +72,7 @@ _SAVE_PAUSE = (
 _CLEAR_PAUSE = "DELETE FROM beamfilter_pauses WHERE conversation_id = ?"
 _LOAD_PAUSE = "SELECT data FROM beamfilter_pauses WHERE conversation_id = ?"
 _CLEAR = "DELETE FROM beamfilter_messages WHERE conversation_id = ?"
+_CLAIM = "INSERT INTO beamfilter_resumed (pause_id) VALUES (?) ON CONFLICT (pause_id) DO NOTHING"
 # A replaced fact is deleted and inserted again: its new rowid makes it the most recent.
 _DELETE_FACT = "DELETE FROM beamfilter_facts WHERE user_id = ? AND subject = ?"
 _INSERT_FACT = "INSERT INTO beamfilter_facts (user_id, subject, text) VALUES (?, ?, ?)"
@@ -250,13 +256,17 @@ class SQLiteStore:
         cid = check_conversation_id(conversation_id)
         await self._run("clear_pause", cid, lambda conn: conn.execute(_CLEAR_PAUSE, (cid,)))
 
-    async def take_pause(self, conversation_id: str) -> PauseState | None:
-        """Load and forget the conversation's paused run, in one write transaction."""
+    async def take_pause(self, conversation_id: str, pause_id: str | None = None) -> PauseState | None:
+        """Load and forget the conversation's paused run (only the one with ``pause_id``), in
+        one write transaction: the compare and the delete hold the file's write lock."""
         cid = check_conversation_id(conversation_id)
+        wanted = None if pause_id is None else check_pause_id(pause_id)
 
         def take(conn: sqlite3.Connection) -> Any:
             conn.execute("BEGIN IMMEDIATE")
             row = conn.execute(_LOAD_PAUSE, (cid,)).fetchone()
+            if row is not None and wanted is not None and stored_pause_id(row[0]) != wanted:
+                row = None  # a newer pause: leave it
             if row is not None:
                 conn.execute(_CLEAR_PAUSE, (cid,))
             conn.execute("COMMIT")
@@ -264,6 +274,12 @@ class SQLiteStore:
 
         row = await self._run("take_pause", cid, take)
         return None if row is None else decode_pause(row[0], f"of conversation {cid!r}")
+
+    async def claim_pause(self, pause_id: str) -> bool:
+        """Record ``pause_id`` as resumed; True the first time only (a primary key decides)."""
+        pid = check_pause_id(pause_id)
+        inserted: int = await self._run("claim_pause", None, lambda conn: conn.execute(_CLAIM, (pid,)).rowcount)
+        return inserted == 1
 
     async def save_facts(self, user_id: str, facts: Sequence[Fact]) -> None:
         """Store ``facts`` in one transaction, each replacing the user's fact on its subject."""
