@@ -123,6 +123,7 @@ def test_resume_in_another_process(tmp_path: Path) -> None:
         ScriptedModel([ChatResponse.tool_calls(ToolCall("delete", {"path": "far"}, "c9"))]),
         tools=[delete],
         gate=_async_gate,
+        pause_key="shared-secret-of-both-processes",
     )
     pause = kernel.run_sync("go").pause
     assert pause is not None
@@ -140,7 +141,8 @@ def test_resume_in_another_process(tmp_path: Path) -> None:
             ran.append(path)
             return f"deleted {{path}}"
 
-        kernel = Kernel(ScriptedModel(["resumed elsewhere"]), tools=[delete])
+        key = "shared-secret-of-both-processes"
+        kernel = Kernel(ScriptedModel(["resumed elsewhere"]), tools=[delete], pause_key=key)
         result = kernel.resume_sync(open({str(state_file)!r}).read(), {{"c9": "approve"}})
         print(result.status, result.text, ran)
         """

@@ -20,6 +20,8 @@ from beamfilter_core import ChatResponse, Decision, Kernel, Message, ScriptedMod
 from beamfilter_memory import ChatStore, memory_filter, open_store
 
 BATCH = 10
+#: Signs the pause this worker makes; the test that resumes it uses the same key.
+PAUSE_KEY = "crash-test-pause-key-0123"
 
 
 def _open(kind: str, url: str, prefix: str) -> ChatStore:
@@ -75,7 +77,9 @@ async def main(mode: str, kind: str, url: str, cid: str, prefix: str) -> None:
                 return Decision.pause("needs a human")
 
             script = [ChatResponse.tool_calls(ToolCall("transfer", {"amount": 5}, "call_t"))]
-            kernel = Kernel(ScriptedModel(script), tools=[transfer], filters=[memory_filter(store)], gate=gate)
+            kernel = Kernel(
+                ScriptedModel(script), tools=[transfer], filters=[memory_filter(store)], gate=gate, pause_key=PAUSE_KEY
+            )
             result = await kernel.run("pay 5", context={"conversation_id": cid})
             print(result.status, flush=True)
             await asyncio.sleep(3600)

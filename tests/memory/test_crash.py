@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import pytest
 from memory._processes import spawn, wait_then_kill
+from memory._worker import PAUSE_KEY
 
 from beamfilter_core import Decision, Kernel, Message, ScriptedModel, ToolCall, tool
 from beamfilter_memory import ChatStore, memory_filter
@@ -70,7 +71,7 @@ async def test_a_pause_survives_its_worker_and_resumes_elsewhere(
         assert pause is not None
         assert pause.awaiting == ("call_t",)
         model = ScriptedModel(["5 moved."])
-        kernel = Kernel(model, tools=[transfer], filters=[memory_filter(store)])
+        kernel = Kernel(model, tools=[transfer], filters=[memory_filter(store)], pause_key=PAUSE_KEY)
         result = await kernel.resume(conversation_id="c1", decisions={"call_t": Decision.approve()})
         assert result.text == "5 moved."
         assert await store.load("c1") == [

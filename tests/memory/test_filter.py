@@ -25,6 +25,7 @@ from beamfilter_core import (
     tool,
 )
 from beamfilter_core.errors import (
+    AlreadyResumedError,
     ConfigError,
     FilterError,
     MaxIterationsExceeded,
@@ -458,6 +459,7 @@ class _RacingStore(InMemoryStore):
         super().__init__()
         self.loads = 0
         self.both_loaded = asyncio.Event()
+        self.paused_id = ""
 
     async def load_pause(self, conversation_id: str) -> Any:
         found = await super().load_pause(conversation_id)
@@ -466,9 +468,9 @@ class _RacingStore(InMemoryStore):
             self.both_loaded.set()
         return found
 
-    async def take_pause(self, conversation_id: str) -> Any:
+    async def take_pause(self, conversation_id: str, pause_id: str | None = None) -> Any:
         await self.both_loaded.wait()
-        return await super().take_pause(conversation_id)
+        return await super().take_pause(conversation_id, pause_id)
 
 
 async def test_two_workers_resuming_one_pause_run_its_tools_once() -> None:
@@ -485,7 +487,7 @@ async def test_two_workers_resuming_one_pause_run_its_tools_once() -> None:
     first = Kernel(
         ScriptedModel([ChatResponse.tool_calls(call)]), tools=[pay], filters=[memory_filter(store)], gate=_pause_gate
     )
-    await first.run("pay 5", context=CID)
+    store.paused_id = (await first.run("pay 5", context=CID)).pause.pause_id  # type: ignore[union-attr]
     workers = [Kernel(ScriptedModel(["paid."]), tools=[pay], filters=[memory_filter(store)]) for _ in range(2)]
     outcomes = await asyncio.gather(
         *(w.resume(conversation_id="c1", decisions={"call_p": "approve"}) for w in workers), return_exceptions=True
@@ -493,10 +495,10 @@ async def test_two_workers_resuming_one_pause_run_its_tools_once() -> None:
     assert runs == [5]
     errors = [o for o in outcomes if isinstance(o, BaseException)]
     assert len(errors) == 1
-    assert type(errors[0]) is ResumeError
+    assert type(errors[0]) is AlreadyResumedError
     assert str(errors[0]) == (
-        "Cannot resume conversation 'c1': its paused run is no longer stored "
-        "(another worker resumed it, or a new turn answered its calls)."
+        f"already resumed: pause {store.paused_id!r} of conversation 'c1' is no longer pending "
+        "(another worker resumed it, or a newer turn answered its calls); nothing ran."
     )
     assert [o.text for o in outcomes if isinstance(o, TurnResult)] == ["paid."]
     assert [m.role for m in await store.load("c1")] == ["user", "assistant", "tool", "assistant"]

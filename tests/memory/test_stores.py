@@ -446,7 +446,7 @@ async def test_migrate_creates_the_schema_ahead_of_use(make_store: Callable[...,
     with sqlite3.connect(db) as conn:
         tables = sorted(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
     conn.close()
-    assert tables == ["beamfilter_facts", "beamfilter_messages", "beamfilter_pauses"]
+    assert tables == ["beamfilter_facts", "beamfilter_messages", "beamfilter_pauses", "beamfilter_resumed"]
     assert (
         await migrate("memory://") == "InMemoryStore(0 conversations): nothing to migrate (this store has no schema)."
     )
@@ -458,7 +458,12 @@ async def test_migrate_creates_the_schema_ahead_of_use(make_store: Callable[...,
 
     async with await psycopg.AsyncConnection.connect(url) as aconn:
         cursor = await aconn.execute("SELECT tablename FROM pg_tables WHERE tablename LIKE 'fresh_%' ORDER BY 1")
-        assert [r[0] for r in await cursor.fetchall()] == ["fresh_facts", "fresh_messages", "fresh_pauses"]
+        assert [r[0] for r in await cursor.fetchall()] == [
+            "fresh_facts",
+            "fresh_messages",
+            "fresh_pauses",
+            "fresh_resumed",
+        ]
 
 
 async def test_sqlite_waits_for_another_writer_then_gives_up_with_a_store_error(tmp_path: Path) -> None:

@@ -98,9 +98,17 @@ def unique_calls(calls: Sequence[ToolCall], *sent: Sequence[Message]) -> tuple[T
     a decision names one id, so it must never cover two calls. The first use keeps its id,
     later ones get ``<id>_2``, ``<id>_3``... (``call_2``... for an empty id).
     """
-    seen = {call.id for messages in sent for message in messages for call in message.tool_calls}
+    seen: set[Any] = {call.id for messages in sent for message in messages for call in message.tool_calls}
+    if len(calls) == 1:
+        call_id = calls[0].id
+        if call_id and call_id not in seen and type(call_id) is str:
+            return None  # the common case: nothing to rename
+    else:
+        ids = [call.id for call in calls]
+        if seen.isdisjoint(ids) and len(set(ids)) == len(ids) and all(type(i) is str and i for i in ids):
+            return None
+    add = seen.add
     fixed: list[ToolCall] = []
-    changed = False
     for call in calls:
         call_id = call.id
         if not isinstance(call_id, str) or not call_id or call_id in seen:
@@ -109,10 +117,9 @@ def unique_calls(calls: Sequence[ToolCall], *sent: Sequence[Message]) -> tuple[T
             while f"{base}_{number}" in seen:
                 number += 1
             call = ToolCall(call.name, call.arguments, f"{base}_{number}", call.raw_arguments)
-            changed = True
-        seen.add(call.id)
+        add(call.id)
         fixed.append(call)
-    return tuple(fixed) if changed else None
+    return tuple(fixed)
 
 
 async def _approve(request: GateRequest) -> Decision:
@@ -171,6 +178,8 @@ class _Run:
         self.pending_resume = resume
         # True when the current round's model call streamed text to the consumer
         self.streamed = False
+        # the tool calls the model boundary last made unique (skips a second check)
+        self.checked_calls: tuple[ToolCall, ...] = ()
         self.loop = _Loop([], kernel.max_iterations)
         self.states = states = [item.new_state() for item in kernel._filters]
         if restored:
@@ -251,10 +260,13 @@ class _Run:
     def _unique_ids(self, response: ChatResponse, prompt: Sequence[Message]) -> ChatResponse:
         # at the model boundary, so every chat filter already sees the ids the run uses
         message = response.message
-        if message.tool_calls:
-            fixed = unique_calls(message.tool_calls, self.loop.transcript, prompt)
+        calls = message.tool_calls
+        if calls:
+            fixed = unique_calls(calls, self.loop.transcript, prompt)
             if fixed is not None:
+                self.checked_calls = fixed
                 return response.replace(message=message.replace(tool_calls=fixed))  # type: ignore[no-any-return]
+            self.checked_calls = calls
         return response
 
     # -- tools --------------------------------------------------------------------------
@@ -455,7 +467,8 @@ class _Run:
         calls = message.tool_calls
         if not calls:
             return IterationResult("completed", (message,))
-        fixed = unique_calls(calls, transcript)  # again: a chat filter may have answered itself
+        # checked at the model boundary already, unless a chat filter answered in its place
+        fixed = None if calls is self.checked_calls else unique_calls(calls, transcript)
         if fixed is not None:
             calls = fixed
             message = message.replace(tool_calls=fixed)

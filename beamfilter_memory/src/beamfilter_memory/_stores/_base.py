@@ -122,10 +122,6 @@ class ChatStore(FactStore, Protocol):
         a newer pause is left in place (and None returned)."""
         ...
 
-    async def claim_pause(self, pause_id: str) -> bool:
-        """The pause ledger: record ``pause_id`` as resumed; True the first time only (atomic)."""
-        ...
-
     async def aclose(self) -> None:
         """Release connections, threads and pools (the store may not be used after)."""
         ...
@@ -139,7 +135,6 @@ STORE_METHODS: Final = (
     "load_pause",
     "clear_pause",
     "take_pause",
-    "claim_pause",
     "aclose",
 )
 
