@@ -33,6 +33,7 @@ __all__ = ["DEFAULT_ARGUMENTS", "DEFAULT_DENIAL", "SPEC", "Denial", "ToolPolicy"
 
 _WHERE = "tool_policy_filter"
 _KINDS = ("allow", "deny", "shell", "path", "url")
+_PENDING_MAX = 1024  # bound of the per-tool-name caches (names come from the model)
 
 #: The arguments each kind of rule checks when the rule names none.
 DEFAULT_ARGUMENTS: Mapping[str, tuple[str, ...]] = {
