@@ -15,7 +15,6 @@ from __future__ import annotations
 import itertools
 import re
 import threading
-from collections.abc import Iterator
 
 import attrs
 import tree_sitter
@@ -588,9 +587,3 @@ def _sequence(text: str) -> list[str] | None:
 
 def _is_int(text: str) -> bool:
     return text.lstrip("-").isdigit() and text.count("-") <= 1 and not text.endswith("-")
-
-
-def words_of(script: Script) -> Iterator[Word]:
-    """Every word of every command (for searching deny patterns)."""
-    for command in script.commands:
-        yield from command.argv
