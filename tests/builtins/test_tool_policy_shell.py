@@ -570,3 +570,58 @@ def test_resolve_dns_with_hosts_and_allowed_networks() -> None:
 
 def ipaddress_is_loopback(text: str) -> bool:
     return ipaddress.ip_address(text.split("%", 1)[0]).is_loopback
+
+
+# -- URLs: address spellings --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("host", "address"),
+    [
+        ("[::1", None),  # half a bracket is a name, not an address
+        ("::1]", None),
+        ("[zz]", None),
+        ("[::1]", "::1"),
+        ("255.1", "255.0.0.1"),
+        ("256.1", None),
+        ("127.16777215", "127.255.255.255"),
+        ("127.16777216", None),
+        ("1.2.65535", "1.2.255.255"),
+        ("1.2.65536", None),
+        ("0x", "0.0.0.0"),
+        ("1.2.3.4.5", None),
+        ("", None),
+        ("example.com", None),
+    ],
+)
+def test_host_spellings(host: str, address: str | None) -> None:
+    from beamfilter_builtins._policy_rules import parse_host_ip
+
+    parsed = parse_host_ip(host)
+    assert (None if parsed is None else str(parsed)) == address
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://224.0.0.1/", "the host '224.0.0.1' is the internal address 224.0.0.1"),  # multicast
+        ("http://[ff02::1]/", "the host '[ff02::1]' is the internal address ff02::1"),
+        ("http://[4000::1]/", "the host '[4000::1]' is the internal address 4000::1"),  # reserved
+        ("http://240.0.0.1/", "the host '240.0.0.1' is the internal address 240.0.0.1"),
+    ],
+)
+def test_multicast_and_reserved_addresses_are_internal(url: str, reason: str) -> None:
+    policy = ToolPolicy([{"tool": "fetch", "kind": "url"}])
+    assert policy.check("fetch", {"url": url}) == Denial(
+        "rules[0] url 'url'", reason + " (loopback, private, link-local or reserved)"
+    )
+
+
+@pytest.mark.parametrize("char", ["\x01", "\x1f", "\x7f"])
+def test_control_characters_in_urls_are_refused(char: str) -> None:
+    policy = ToolPolicy([{"tool": "fetch", "kind": "url"}])
+    denial = policy.check("fetch", {"url": f"http://a{char}b.com/"})
+    expected = "the URL contains a backslash, whitespace or control character"
+    if char == "\x7f":  # DEL is not below 32: the host name check refuses it
+        expected = f"the host {'a' + char + 'b.com'!r} is not a valid name"
+    assert denial == Denial("rules[0] url 'url'", expected)
