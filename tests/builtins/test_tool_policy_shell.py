@@ -625,3 +625,46 @@ def test_control_characters_in_urls_are_refused(char: str) -> None:
     if char == "\x7f":  # DEL is not below 32: the host name check refuses it
         expected = f"the host {'a' + char + 'b.com'!r} is not a valid name"
     assert denial == Denial("rules[0] url 'url'", expected)
+
+
+def test_verdicts_are_remembered_for_recent_short_commands() -> None:
+    from beamfilter_builtins._shell_rule import CACHE_SIZE, CACHED_LENGTH
+
+    rule = ShellRule([], None, True)
+    first = rule.analyse("rm -rf /")
+    assert rule.analyse("rm -rf /") is first
+    for index in range(CACHE_SIZE):
+        rule.analyse(f"echo {index}")
+    assert rule.analyse("rm -rf /") is not first  # evicted: the oldest of CACHE_SIZE + 1
+    assert rule.analyse("rm -rf /") == first
+    long = "echo " + "x" * CACHED_LENGTH
+    assert rule.analyse(long) is not rule.analyse(long)
+    short = "echo " + "x" * (CACHED_LENGTH - 5)
+    assert rule.analyse(short) is rule.analyse(short)
+
+
+def test_one_rule_shared_by_threads_decides_the_same() -> None:
+    import threading
+
+    rule = ShellRule([], None, True)
+    commands = [f"echo {i}" for i in range(400)] + ["rm -rf /"] * 50
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for command in commands:
+                expected = (
+                    None
+                    if command.startswith("echo")
+                    else "the command runs rm recursively from / or the home directory"
+                )
+                assert rule.check(command) == expected
+        except BaseException as exc:  # noqa: BLE001  # re-raised below, in the test thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []

@@ -9,6 +9,7 @@ before the command runs is *opaque*: denied unless ``allow_opaque``.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -109,15 +110,18 @@ class ShellRule:
 
     def analyse(self, command: str) -> ShellVerdict:
         """Decide on ``command`` and list its redirections (for the path rules)."""
-        verdict = self._cache.get(command)
+        cache = self._cache
+        verdict = cache.get(command)
         if verdict is not None:
-            self._cache.move_to_end(command)
+            with contextlib.suppress(KeyError):  # another thread may have evicted it meanwhile
+                cache.move_to_end(command)
             return verdict
         verdict = self._analyse(command)
         if len(command) <= CACHED_LENGTH:
-            self._cache[command] = verdict
-            if len(self._cache) > CACHE_SIZE:
-                self._cache.popitem(last=False)
+            cache[command] = verdict
+            while len(cache) > CACHE_SIZE:
+                with contextlib.suppress(KeyError):
+                    cache.popitem(last=False)
         return verdict
 
     def _analyse(self, command: str) -> ShellVerdict:
