@@ -25,6 +25,7 @@ PACKAGES = {
     "beamfilter_core": ("local", "tests/core"),
     "beamfilter_builtins": ("otel", "tests/builtins"),
     "beamfilter_memory": ("postgres,redis", "tests/memory"),
+    "beamfilter_durable": ("postgres", "tests/durable"),
 }
 TEST_TOOLS = ["-r", "requirements-dev.txt"]
 

@@ -1,0 +1,282 @@
+"""The DBOS Transact backend: a turn is a workflow, a step is a DBOS step, a decision a message.
+
+DBOS is one object per process (``DBOS(config=...)``), so this backend is too: every
+durable runner and worker of a process shares it, and it refuses a second database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from dbos import DBOS, DBOSConfig, SetWorkflowID, WorkflowStatus
+from dbos._context import get_local_dbos_context
+from dbos._error import DBOSAwaitedWorkflowCancelledError
+
+from beamfilter_core.errors import DurableError
+
+from ._backend import TurnInfo
+from ._options import DurableOptions
+
+__all__ = ["TURN_WORKFLOW", "DbosBackend", "app_version", "info_of", "sqlite_engine"]
+
+T = TypeVar("T")
+
+#: The registered name of the turn workflow: workers find its code by this name.
+TURN_WORKFLOW = "beamfilter.turn"
+_FINISHED = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
+_NO_RETRIES: Any = {"retries_allowed": False}
+
+_turn_body: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
+
+
+@DBOS.workflow(name=TURN_WORKFLOW)
+async def _turn_workflow(payload: dict[str, Any]) -> dict[str, Any]:
+    # The body lives in _turn.py (engine-neutral); it is bound when the backend starts.
+    if _turn_body is None:  # pragma: no cover - the backend binds it before DBOS launches
+        msg = "beamfilter-durable's turn workflow ran before its backend started"
+        raise DurableError(msg)
+    return await _turn_body(payload)
+
+
+def app_version(options: DurableOptions) -> str:
+    """The application version turns are started with; a worker recovers only its own."""
+    from . import __version__
+
+    return options.app_version or f"beamfilter-durable-{__version__}"
+
+
+class _Slot:
+    """A DBOS step id drawn now (``DBOS.reserve_step``), run later."""
+
+    __slots__ = ("_reservation",)
+
+    def __init__(self) -> None:
+        self._reservation = DBOS.reserve_step()
+
+    @property
+    def step_id(self) -> int:
+        return self._reservation.step_id
+
+    async def run(self, name: str, fn: Callable[[], Awaitable[T]]) -> T:
+        options: Any = {**_NO_RETRIES, "name": name}
+        run: Any = self._reservation.run_async
+        result: T = await run(options, fn)
+        return result
+
+
+def _ms(value: int | None) -> float | None:
+    return value / 1000 if value is not None else None
+
+
+def info_of(status: WorkflowStatus, steps: Sequence[Any] = ()) -> TurnInfo:
+    """A DBOS workflow status (and its steps) as a :class:`TurnInfo`."""
+    shown = [
+        {
+            "step": step["function_id"],
+            "name": step["function_name"],
+            "error": None if step.get("error") is None else str(step["error"]),
+        }
+        for step in steps
+    ]
+    error = status.error
+    return TurnInfo(
+        status.workflow_id,
+        status.status,
+        _ms(status.created_at),
+        _ms(status.updated_at),
+        status.executor_id,
+        status.queue_name,
+        tuple(shown),
+        f"{type(error).__name__}: {error}" if error is not None else None,
+    )
+
+
+def sqlite_engine(url: str) -> Any:
+    """DBOS's SQLite engine settings plus WAL with synchronous=NORMAL: a commit costs no
+    fsync of its own, and stays durable when a process is killed (a power cut may lose the
+    last commits; docs/durable.md)."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url)
+
+    @sa.event.listens_for(engine, "connect")
+    def _configure(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = "IMMEDIATE"  # serialise writers, as DBOS does
+        dbapi_conn.execute("PRAGMA busy_timeout=30000")
+        dbapi_conn.execute("PRAGMA foreign_keys=ON")
+        dbapi_conn.execute("PRAGMA journal_mode=WAL")
+        dbapi_conn.execute("PRAGMA synchronous=NORMAL")
+
+    return engine
+
+
+class DbosBackend:
+    """Durable turns on DBOS Transact (SQLite or PostgreSQL system database)."""
+
+    name = "dbos"
+    _lock = threading.Lock()
+    _shared: DbosBackend | None = None
+
+    def __init__(self, options: DurableOptions) -> None:
+        self.options = options
+        self.launched = False
+        self.queue: Any = None
+        self._handles: dict[str, Any] = {}
+
+    @classmethod
+    def shared(
+        cls, options: DurableOptions, body: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+    ) -> DbosBackend:
+        """This process's backend for ``options.database`` (created and launched once)."""
+        global _turn_body
+        with cls._lock:
+            current = cls._shared
+            if current is not None:
+                if current.options.database != options.database:
+                    msg = (
+                        f"This process already runs durable turns on {current.options.database!r}; "
+                        f"DBOS holds one system database per process, so {options.database!r} needs its own process."
+                    )
+                    raise DurableError(msg)
+                return current
+            _turn_body = body
+            backend = cls(options)
+            backend._launch()
+            cls._shared = backend
+            return backend
+
+    @classmethod
+    def shutdown(cls) -> None:
+        """Stop this process's DBOS (tests and short-lived commands)."""
+        with cls._lock:
+            if cls._shared is not None:
+                DBOS.destroy(destroy_registry=False)
+                cls._shared = None
+
+    def _launch(self) -> None:
+        options = self.options
+        config: DBOSConfig = {
+            "name": "beamfilter",
+            "system_database_url": options.database,
+            "application_version": app_version(options),
+            "log_level": "WARNING",
+            "notification_listener_polling_interval_sec": 0.05,
+        }
+        if options.executor_id is not None:
+            config["executor_id"] = options.executor_id
+        if options.database.startswith("sqlite"):
+            config["system_database_engine"] = sqlite_engine(options.database)
+        logging.getLogger("dbos").setLevel(logging.WARNING)
+        DBOS(config=config)
+        queue = options.queue
+        if queue is not None:
+            self.queue = DBOS.register_queue(
+                queue.name,
+                global_concurrency=queue.concurrency,
+                worker_concurrency=queue.worker_concurrency,
+                polling_interval_sec=0.05,
+            )
+        DBOS.launch()
+        self.launched = True
+
+    @property
+    def executor_id(self) -> str:
+        return DBOS.executor_id
+
+    # -- inside a turn's workflow ----------------------------------------------------------
+
+    def current_turn(self) -> str | None:
+        ctx = get_local_dbos_context()
+        if ctx is None or not ctx.is_workflow():  # outside a workflow, or inside a step
+            return None
+        return ctx.workflow_id
+
+    def take_step(self) -> _Slot:
+        return _Slot()
+
+    async def publish(self, key: str, value: Any) -> None:
+        await DBOS.set_event_async(key, value)
+
+    async def receive(self, topic: str, wait_seconds: float) -> Any:
+        return await DBOS.recv_async(topic, timeout_seconds=wait_seconds)
+
+    # -- callers ---------------------------------------------------------------------------
+
+    async def submit(self, turn_id: str, payload: Mapping[str, Any]) -> None:
+        with SetWorkflowID(turn_id):
+            if self.queue is not None:
+                handle = await self.queue.enqueue_async(_turn_workflow, dict(payload))
+            else:
+                handle = await DBOS.start_workflow_async(_turn_workflow, dict(payload))
+        # a turn started here is awaited directly; others are polled for
+        self._handles[turn_id] = handle
+
+    async def outcome(self, turn_id: str, *, pause_key: str, poll: float = 0.05) -> tuple[str, Any]:
+        if await DBOS.get_workflow_status_async(turn_id) is None:
+            msg = f"No durable turn {turn_id!r} exists."
+            raise DurableError(msg)
+        handle = self._handles.pop(turn_id, None) or await DBOS.retrieve_workflow_async(turn_id)
+        finished = asyncio.ensure_future(handle.get_result(polling_interval_sec=poll))
+        try:
+            while True:
+                done, _ = await asyncio.wait({finished}, timeout=poll)
+                if done:
+                    return "done", self._result(turn_id, finished)
+                paused = await DBOS.get_event_async(turn_id, pause_key, timeout_seconds=0)
+                if isinstance(paused, Mapping) and not paused.get("decided"):
+                    return "paused", paused
+        finally:
+            if not finished.done():
+                finished.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await finished
+
+    @staticmethod
+    def _result(turn_id: str, finished: asyncio.Future[Any]) -> Any:
+        try:
+            return finished.result()
+        except DBOSAwaitedWorkflowCancelledError:
+            msg = f"The durable turn {turn_id!r} was cancelled; `beamfilter durable resume` runs it on."
+            raise DurableError(msg) from None
+
+    async def read(self, turn_id: str, key: str) -> Any:
+        return await DBOS.get_event_async(turn_id, key, timeout_seconds=0)
+
+    async def send(self, turn_id: str, topic: str, message: Any, *, idempotency_key: str) -> None:
+        await DBOS.send_async(turn_id, message, topic, idempotency_key=idempotency_key)
+
+    async def info(self, turn_id: str) -> TurnInfo | None:
+        status = await DBOS.get_workflow_status_async(turn_id)
+        if status is None:
+            return None
+        steps = await DBOS.list_workflow_steps_async(turn_id, load_output=False)
+        return info_of(status, steps)
+
+    async def turns(
+        self, *, prefix: str | None = None, status: str | None = None, limit: int = 100
+    ) -> Sequence[TurnInfo]:
+        found = await DBOS.list_workflows_async(
+            name=TURN_WORKFLOW,
+            workflow_id_prefix=prefix,
+            status=status,
+            limit=limit,
+            sort_desc=True,
+            load_input=False,
+            load_output=False,
+        )
+        return [info_of(s) for s in found]
+
+    async def cancel(self, turn_id: str) -> None:
+        await DBOS.cancel_workflow_async(turn_id)
+
+    async def restart(self, turn_id: str) -> None:
+        await DBOS.resume_workflow_async(turn_id)
+
+    def recover(self, executor_ids: Sequence[str]) -> int:
+        """Take over the unfinished turns of dead workers (by executor id); returns how many."""
+        return len(DBOS._recover_pending_workflows(list(executor_ids)))

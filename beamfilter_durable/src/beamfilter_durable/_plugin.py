@@ -1,0 +1,64 @@
+"""Entry-point module of beamfilter-durable: the [durable] section, the ``beamfilter durable``
+command and the ``durable_steps`` filter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from beamfilter_core import CommandSpec, FilterSpec, SectionSpec, hookimpl
+
+from ._options import DURABLE_OPTIONS, DurableOptions
+from ._steps import STEPS_FILTER, durable_steps
+
+_NO_OPTIONS: dict[str, Any] = {"type": "object", "additionalProperties": False}
+
+
+def _section(options: DurableOptions) -> Any:
+    from ._section import DurableSection
+
+    return DurableSection(options)
+
+
+def _configure(parser: Any) -> None:
+    from ._commands import configure
+
+    configure(parser)
+
+
+def _run(args: Any) -> int:
+    from ._commands import run
+
+    return run(args)
+
+
+@hookimpl
+def beamfilter_register_sections() -> list[SectionSpec]:
+    return [
+        SectionSpec(
+            "durable",
+            _section,
+            DURABLE_OPTIONS,
+            "run each turn as a durable workflow (DBOS): survives its process, resumes on any worker",
+            options_type=DurableOptions,
+        )
+    ]
+
+
+@hookimpl
+def beamfilter_register_commands() -> list[CommandSpec]:
+    return [
+        CommandSpec("durable", _configure, _run, "inspect and drive durable turns (list, show, resume, cancel, worker)")
+    ]
+
+
+@hookimpl
+def beamfilter_register_filters() -> list[FilterSpec]:
+    return [
+        FilterSpec(
+            STEPS_FILTER,
+            lambda: durable_steps(None),
+            _NO_OPTIONS,
+            "where a durable turn's steps begin: filters listed after it are recorded with each step",
+            scopes=("chat", "tool"),
+        )
+    ]

@@ -1,0 +1,149 @@
+"""This process's durable runtime: the backend, the kernels it rebuilt, and the turn body.
+
+The turn body is the workflow code of every durable turn, whichever worker runs it:
+rebuild the kernel from the payload's config reference, run the turn, and while it is
+paused, publish the pause and wait for its decision (delivered once by the engine), then
+resume it in the same workflow.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from beamfilter_core import Decision, Event, Kernel, Message, RunFinished, TurnResult, converter
+from beamfilter_core.errors import DurableError
+
+from ._dbos import DbosBackend
+from ._kernels import durable_kernel, kernel_from_reference
+from ._options import DurableOptions
+from ._store import DurableStore
+
+__all__ = ["DECISION_TOPIC", "PAUSE_KEY", "Runtime", "runtime"]
+
+#: The event a paused turn publishes ({"pause_id", "result"}; {"pause_id", "decided": True} once used).
+PAUSE_KEY = "beamfilter.pause"
+#: The topic decisions are sent on ({"pause_id", "decisions"}).
+DECISION_TOPIC = "beamfilter.decision"
+
+_lock = threading.Lock()
+_runtime: Runtime | None = None
+
+
+class Runtime:
+    """The backend of this process and the kernels its turns run on."""
+
+    def __init__(self, options: DurableOptions) -> None:
+        self.options = options
+        self._kernels: dict[str, Kernel] = {}
+        self._kernel_lock = threading.Lock()
+        #: turn id -> where this process streams that turn's events (only while a caller waits)
+        self.sinks: dict[str, Callable[[Event], None]] = {}
+        #: turn id -> called with the pause record when that turn pauses in this process
+        self.pause_watchers: dict[str, Callable[[Any], None]] = {}
+        self.backend = DbosBackend.shared(options, self.turn_body)
+
+    def kernel(self, reference: str) -> Kernel:
+        """The durable kernel of ``reference``, built once per process."""
+        kernel = self._kernels.get(reference)
+        if kernel is None:
+            with self._kernel_lock:
+                kernel = self._kernels.get(reference)
+                if kernel is None:
+                    kernel = self._kernels[reference] = durable_kernel(kernel_from_reference(reference), self.backend)
+        return kernel
+
+    async def aclose(self) -> None:
+        for kernel in self._kernels.values():
+            await kernel.aclose()
+        self._kernels.clear()
+
+    # -- the workflow ----------------------------------------------------------------------
+
+    async def turn_body(self, payload: dict[str, Any]) -> dict[str, Any]:
+        backend = self.backend
+        turn = backend.current_turn()
+        assert turn is not None  # the engine runs this as the turn's workflow
+        kernel = self.kernel(payload["config"])
+        context: dict[str, Any] = dict(payload.get("context") or {})
+        messages = [converter.structure(item, Message) for item in payload["input"]]
+        try:
+            result = await self._run(kernel, turn, messages, context)
+            index = 0
+            while result.status == "paused" and result.pause is not None:
+                index += 1
+                pause_id = f"{turn}:pause-{index}"
+                record = {"pause_id": pause_id, "result": converter.unstructure(result)}
+                await backend.publish(PAUSE_KEY, record)
+                watcher = self.pause_watchers.get(turn)
+                if watcher is not None:
+                    watcher(record)
+                decisions = await self._decision(turn, pause_id)
+                await backend.publish(PAUSE_KEY, {"pause_id": pause_id, "decided": True})
+                result = await self._resume(kernel, turn, result, decisions, context)
+        finally:
+            for flt in kernel.filters:
+                store = flt.extras.get("store")
+                if isinstance(store, DurableStore):
+                    store.forget(turn)
+        return converter.unstructure(result)  # type: ignore[no-any-return]
+
+    async def _run(self, kernel: Kernel, turn: str, messages: list[Message], context: dict[str, Any]) -> TurnResult:
+        sink = self.sinks.get(turn)
+        if sink is None:
+            return await kernel.run(messages, context=context)
+        return await _drain(kernel.run_stream(messages, context=context), sink)
+
+    async def _resume(
+        self, kernel: Kernel, turn: str, paused: TurnResult, decisions: Mapping[str, Decision], context: dict[str, Any]
+    ) -> TurnResult:
+        sink = self.sinks.get(turn)
+        if sink is None:
+            return await kernel.resume(paused.pause, decisions, context=context)
+        return await _drain(kernel.resume_stream(paused.pause, decisions, context=context), sink)
+
+    async def _decision(self, turn: str, pause_id: str) -> dict[str, Decision]:
+        timeout = self.options.decision_timeout
+        while True:
+            message = await self.backend.receive(DECISION_TOPIC, timeout)
+            if message is None:
+                msg = f"The durable turn {turn!r} got no decision for {pause_id!r} within {timeout:g} s."
+                raise DurableError(msg)
+            if isinstance(message, Mapping) and message.get("pause_id") == pause_id:
+                return {key: converter.structure(value, Decision) for key, value in message["decisions"].items()}
+            # a decision meant for an earlier pause of this turn: that pause is decided already
+
+
+async def _drain(events: Any, sink: Callable[[Event], None]) -> TurnResult:
+    result: TurnResult | None = None
+    async for event in events:
+        if isinstance(event, RunFinished):
+            result = event.result
+        else:
+            sink(event)
+    assert result is not None  # a run stream always ends with RunFinished
+    return result
+
+
+def runtime(options: DurableOptions) -> Runtime:
+    """This process's runtime (created, and its engine launched, on first use)."""
+    global _runtime
+    with _lock:
+        if _runtime is None:
+            _runtime = Runtime(options)
+        elif _runtime.options.database != options.database:
+            msg = (
+                f"This process already runs durable turns on {_runtime.options.database!r}; "
+                f"the engine holds one database per process, so {options.database!r} needs its own process."
+            )
+            raise DurableError(msg)
+        return _runtime
+
+
+def shutdown() -> None:
+    """Stop this process's runtime and its engine (tests, short-lived commands)."""
+    global _runtime
+    with _lock:
+        _runtime = None
+    DbosBackend.shutdown()

@@ -1,0 +1,121 @@
+"""A memory store whose operations are steps of the durable turn that calls them.
+
+The memory filter loads the history when a turn starts and commits the turn in one append
+at its end. In a durable turn both are steps: a recovering worker gets the history the turn
+started with (not the one it may have committed since), and an append that committed just
+before its worker died is recognised instead of stored twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from beamfilter_core import Message, PauseState, converter
+from beamfilter_memory import KEEP_PAUSE
+
+if TYPE_CHECKING:
+    from beamfilter_memory import ChatStore
+
+    from ._backend import DurableBackend
+
+__all__ = ["DurableStore"]
+
+
+def _messages(data: Any) -> list[Message]:
+    return [converter.structure(item, Message) for item in data]
+
+
+class DurableStore:
+    """Wraps a :class:`ChatStore`: inside a durable turn each call is a recorded step."""
+
+    def __init__(self, inner: ChatStore, backend: DurableBackend) -> None:
+        self.inner = inner
+        self.backend = backend
+        # (turn id, conversation id) -> how many messages the conversation held after this
+        # turn's last load or append: what an append is checked against.
+        self._sizes: dict[tuple[str, str], int] = {}
+        # (turn id, conversation id) -> the pause this turn committed (the turn's own)
+        self._pauses: dict[tuple[str, str], PauseState] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        # facts, clear, migrate, url...: not part of a turn's steps
+        return getattr(self.inner, name)
+
+    async def load(self, conversation_id: str, limit: int | None = None) -> list[Message]:
+        turn = self.backend.current_turn()
+        if turn is None:
+            return await self.inner.load(conversation_id, limit)
+
+        async def load() -> dict[str, Any]:
+            everything = await self.inner.load(conversation_id)
+            shown = everything if limit is None else await self.inner.load(conversation_id, limit)
+            return {"messages": converter.unstructure(shown), "size": len(everything)}
+
+        recorded = await self.backend.take_step().run("beamfilter.memory.load", load)
+        self._sizes[turn, conversation_id] = recorded["size"]
+        return _messages(recorded["messages"])
+
+    async def append(self, conversation_id: str, messages: Sequence[Message], *, pause: Any = KEEP_PAUSE) -> None:
+        turn = self.backend.current_turn()
+        if turn is None:
+            await self.inner.append(conversation_id, messages, pause=pause)
+            return
+        key = (turn, conversation_id)
+        size = self._sizes.get(key)
+        batch = list(messages)
+
+        async def append() -> int:
+            if size is not None:
+                stored = await self.inner.load(conversation_id)
+                if stored[size : size + len(batch)] == batch and len(stored) >= size + len(batch):
+                    # committed by an attempt whose worker died before the step was recorded
+                    return len(stored)
+            await self.inner.append(conversation_id, batch, pause=pause)
+            return (size or 0) + len(batch)
+
+        self._sizes[key] = await self.backend.take_step().run("beamfilter.memory.append", append)
+        if isinstance(pause, PauseState):
+            self._pauses[key] = pause
+
+    async def take_pause(self, conversation_id: str) -> PauseState | None:
+        turn = self.backend.current_turn()
+        if turn is None:
+            return await self.inner.take_pause(conversation_id)
+
+        async def take() -> str | None:
+            taken = await self.inner.take_pause(conversation_id)
+            return taken.to_json() if taken is not None else None
+
+        recorded = await self.backend.take_step().run("beamfilter.memory.take_pause", take)
+        if recorded is not None:
+            return PauseState.from_json(recorded)
+        # The turn's decision arrived exactly once through the engine: the pause the turn
+        # stored itself is its own to resume, even if a killed attempt already took it.
+        return self._pauses.get((turn, conversation_id))
+
+    async def save_pause(self, conversation_id: str, pause: PauseState) -> None:
+        if self.backend.current_turn() is None:
+            await self.inner.save_pause(conversation_id, pause)
+            return
+
+        async def save() -> None:
+            await self.inner.save_pause(conversation_id, pause)
+
+        await self.backend.take_step().run("beamfilter.memory.save_pause", save)
+
+    async def load_pause(self, conversation_id: str) -> PauseState | None:
+        return await self.inner.load_pause(conversation_id)
+
+    async def clear_pause(self, conversation_id: str) -> None:
+        await self.inner.clear_pause(conversation_id)
+
+    def forget(self, turn_id: str) -> None:
+        """Drop what this store kept about a finished turn."""
+        for key in [k for k in self._sizes if k[0] == turn_id]:
+            del self._sizes[key]
+        for key in [k for k in self._pauses if k[0] == turn_id]:
+            del self._pauses[key]
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

@@ -1,0 +1,7 @@
+"""Fixtures of the durable tests (defined in ``_helpers.py``)."""
+
+from __future__ import annotations
+
+from durable._helpers import local, postgres_url
+
+__all__ = ["local", "postgres_url"]
