@@ -70,8 +70,9 @@ class DurableBackend(Protocol):
 
     # -- callers ---------------------------------------------------------------------------
 
-    async def submit(self, turn_id: str, payload: Mapping[str, Any]) -> None:
-        """Start the turn ``turn_id`` (nothing happens if it exists already)."""
+    async def submit(self, turn_id: str, payload: Mapping[str, Any], *, here: bool = False) -> None:
+        """Start the turn ``turn_id`` (nothing happens if it exists already): on the queue
+        when there is one, unless ``here`` (this process runs it)."""
         ...
 
     async def outcome(self, turn_id: str, *, pause_key: str, poll: float = 0.05) -> tuple[str, Any]:

@@ -43,6 +43,12 @@ async def _turn_workflow(payload: dict[str, Any]) -> dict[str, Any]:
     return await _turn_body(payload)
 
 
+def _poll(options: DurableOptions) -> float:
+    # SQLite serialises every transaction of every process (DBOS takes its write lock even
+    # to read): polling less often leaves the lock to the turns. PostgreSQL polls cheaply.
+    return 0.25 if options.database.startswith("sqlite") else 0.05
+
+
 def app_version(options: DurableOptions) -> str:
     """The application version turns are started with; a worker recovers only its own."""
     from . import __version__
@@ -127,6 +133,7 @@ class DbosBackend:
         self.launched = False
         self.queue: Any = None
         self._handles: dict[str, Any] = {}
+        self.launch_error: BaseException | None = None
 
     @classmethod
     def shared(
@@ -146,7 +153,12 @@ class DbosBackend:
                 return current
             _turn_body = body
             backend = cls(options)
-            backend._launch()
+            # DBOS's setup calls refuse to run on a thread whose event loop is running
+            launcher = threading.Thread(target=backend._launch_reporting, name="beamfilter-durable-launch")
+            launcher.start()
+            launcher.join()
+            if backend.launch_error is not None:
+                raise backend.launch_error
             cls._shared = backend
             return backend
 
@@ -158,6 +170,12 @@ class DbosBackend:
                 DBOS.destroy(destroy_registry=False)
                 cls._shared = None
 
+    def _launch_reporting(self) -> None:
+        try:
+            self._launch()
+        except BaseException as exc:  # noqa: BLE001  # re-raised on the caller's thread
+            self.launch_error = exc
+
     def _launch(self) -> None:
         options = self.options
         config: DBOSConfig = {
@@ -165,7 +183,7 @@ class DbosBackend:
             "system_database_url": options.database,
             "application_version": app_version(options),
             "log_level": "WARNING",
-            "notification_listener_polling_interval_sec": 0.05,
+            "notification_listener_polling_interval_sec": _poll(options),
         }
         if options.executor_id is not None:
             config["executor_id"] = options.executor_id
@@ -173,15 +191,15 @@ class DbosBackend:
             config["system_database_engine"] = sqlite_engine(options.database)
         logging.getLogger("dbos").setLevel(logging.WARNING)
         DBOS(config=config)
+        DBOS.launch()
         queue = options.queue
-        if queue is not None:
+        if queue is not None:  # stored in the system database: registered once launched
             self.queue = DBOS.register_queue(
                 queue.name,
                 global_concurrency=queue.concurrency,
                 worker_concurrency=queue.worker_concurrency,
-                polling_interval_sec=0.05,
+                polling_interval_sec=_poll(options),
             )
-        DBOS.launch()
         self.launched = True
 
     @property
@@ -207,9 +225,9 @@ class DbosBackend:
 
     # -- callers ---------------------------------------------------------------------------
 
-    async def submit(self, turn_id: str, payload: Mapping[str, Any]) -> None:
+    async def submit(self, turn_id: str, payload: Mapping[str, Any], *, here: bool = False) -> None:
         with SetWorkflowID(turn_id):
-            if self.queue is not None:
+            if self.queue is not None and not here:
                 handle = await self.queue.enqueue_async(_turn_workflow, dict(payload))
             else:
                 handle = await DBOS.start_workflow_async(_turn_workflow, dict(payload))

@@ -35,8 +35,8 @@ class DbosClientBackend:
         else:
             self.client = DBOSClient(system_database_url=options.database)
 
-    async def submit(self, turn_id: str, payload: Mapping[str, Any]) -> None:
-        if self.options.queue is None:
+    async def submit(self, turn_id: str, payload: Mapping[str, Any], *, here: bool = False) -> None:
+        if self.options.queue is None or here:
             msg = (
                 "A durable runner that runs no turns itself (worker=False) submits them to a queue; "
                 'add queue = { name = "turns" } to [durable] and start workers (`beamfilter durable worker`).'

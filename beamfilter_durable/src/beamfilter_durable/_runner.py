@@ -110,7 +110,9 @@ class DurableRunner:
             raise DurableError(msg)
         return f"{prefix}{len(earlier) + 1}"
 
-    async def _submit(self, input: Any, context: Mapping[str, Any] | None, turn_id: str | None) -> str:
+    async def _submit(
+        self, input: Any, context: Mapping[str, Any] | None, turn_id: str | None, *, here: bool = False
+    ) -> str:
         turn = await self.turn_id_for(context, turn_id)
         payload = {
             "config": self.reference,
@@ -118,7 +120,10 @@ class DurableRunner:
             "context": dict(context or {}),
         }
         self.last_turn_id = turn
-        await self.backend.submit(turn, payload)
+        if here:  # streamed: this process runs the turn, even with a queue
+            await self.runtime.backend.submit(turn, payload, here=True)
+        else:
+            await self.backend.submit(turn, payload)
         return turn
 
     async def run(
@@ -188,7 +193,7 @@ class DurableRunner:
         rt.sinks[turn] = sink
         texts = 0
         try:
-            await self._submit(input, context, turn)
+            await self._submit(input, context, turn, here=True)
             finished = asyncio.ensure_future(self.result(turn))
             while True:
                 getter = asyncio.ensure_future(events.get())
