@@ -103,7 +103,13 @@ def bench_peers(session: nox.Session) -> None:
 @nox.session
 def docs(session: nox.Session) -> None:
     """Execute every python example of docs/ (tests/docs)."""
-    session.install("./beamfilter_core[local]", "./beamfilter_builtins[otel]", "./beamfilter_memory", *TEST_TOOLS)
+    session.install(
+        "./beamfilter_core[local]",
+        "./beamfilter_builtins[otel]",
+        "./beamfilter_memory",
+        "./beamfilter_durable",
+        *TEST_TOOLS,
+    )
     _install_local_model(session)  # docs/models.md runs the local model
     session.run("python", "-m", "pytest", "-q", "tests/docs", *session.posargs)
 

@@ -141,7 +141,7 @@ def test_a_pause_decided_from_another_process_completes_once(local: Local) -> No
     done = cli(local, "durable", "resume", str(config), "pay1", "--approve", "pay1-pay", "--no-wait")
     assert done.returncode == 0, done.stderr
     assert done.stderr == "pay1: decisions sent for pay1:pause-1\n"
-    result = local.call(local.runner.result("pay1"))
+    result = local.call(local.runner.result("pay1", decided="pay1:pause-1"))
     assert result.status == "completed"
     assert result.text == "Turn pay1 is done after 1 tool calls: transferred 5 for pay1."
     (key,) = tool_keys(local, "pay1")
@@ -175,7 +175,7 @@ def test_a_decision_sent_twice_is_used_once_and_a_stale_one_is_dropped(local: Lo
                 idempotency_key="pay2:pause-1",
             )
         )
-    result = local.call(runner.result("pay2"))
+    result = local.call(runner.result("pay2", decided="pay2:pause-1"))
     assert result.text == "Turn pay2 is done after 1 tool calls: transferred 5 for pay2."
     (key,) = tool_keys(local, "pay2")
     assert effects_of(local, "pay2") == [(key, "pay2", 5)]
@@ -246,3 +246,44 @@ def test_the_durable_section_is_validated_with_its_place(local: Local) -> None:
     with pytest.raises(ConfigError, match=r"^A durable turn needs a config a worker can rebuild by name"):
         DurableRunner({"model": {"use": "scripted"}}, DurableOptions())
     assert APP.endswith(":kernel")
+
+
+def test_a_turn_killed_mid_stream_is_finished_by_another_process(local: Local) -> None:
+    import signal
+
+    config = local.config("stream.toml")
+    env = {**app_env(local.ledger, local.memory), "BF_TOKEN_SECONDS": "0.3"}
+    streaming = subprocess.Popen(
+        [sys.executable, "-m", "beamfilter_core", "run", str(config), "turn mid: 1", "--conversation-id", "mid"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=local.folder,
+    )
+    assert streaming.stdout is not None
+    shown = streaming.stdout.read(8)  # the answer's first tokens have reached the caller
+    streaming.send_signal(signal.SIGKILL)
+    streaming.communicate(timeout=30)
+    assert shown == b"Turn mid"
+    done = cli(local, "durable", "resume", str(config), "mid:turn-1")
+    assert done.returncode == 0, done.stderr
+    assert '"content": "Turn mid is done after 1 tool calls: applied 1 for mid."' in done.stdout  # the result's JSON
+    result = local.call(local.runner.result("mid:turn-1"))
+    assert result.text == "Turn mid is done after 1 tool calls: applied 1 for mid."
+    # the tool step completed before the kill: replayed, never run again; the LLM step that
+    # was streaming was run again by the recovering process
+    assert len(effects_of(local, "mid")) == 1
+    assert len(entries_of(local, "mid:turn-1")) == 1
+    names = [step["name"] for step in local.call(local.runner.info("mid:turn-1")).steps]  # type: ignore[union-attr]
+    assert names.count("beamfilter.chat") == 2
+    assert local.call(stored(local, "mid")) == list(result.messages)  # the memory store holds the turn once
+
+
+async def stored(local: Local, conversation: str) -> list[Message]:
+    from beamfilter_memory import open_store
+
+    store = open_store(local.memory)
+    try:
+        return await store.load(conversation)
+    finally:
+        await store.aclose()

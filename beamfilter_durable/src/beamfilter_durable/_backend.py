@@ -75,9 +75,11 @@ class DurableBackend(Protocol):
         when there is one, unless ``here`` (this process runs it)."""
         ...
 
-    async def outcome(self, turn_id: str, *, pause_key: str, poll: float = 0.05) -> tuple[str, Any]:
-        """Wait until the turn finishes (``("done", result)``) or publishes ``pause_key``
-        (``("paused", value)``)."""
+    async def outcome(
+        self, turn_id: str, *, pause_key: str, poll: float = 0.05, decided: str | None = None
+    ) -> tuple[str, Any]:
+        """Wait until the turn finishes (``("done", result)``) or publishes under
+        ``pause_key`` a pause other than ``decided`` (``("paused", value)``)."""
         ...
 
     async def read(self, turn_id: str, key: str) -> Any:

@@ -177,6 +177,7 @@ def _decisions(args: argparse.Namespace) -> dict[str, Decision]:
 
 async def _resume(runner: DurableRunner, args: argparse.Namespace) -> int:
     decisions = _decisions(args)
+    pause_id: str | None = None
     if decisions:
         pause_id = await runner.decide(args.turn_id, decisions)
         print(f"{args.turn_id}: decisions sent for {pause_id}", file=sys.stderr)
@@ -192,7 +193,7 @@ async def _resume(runner: DurableRunner, args: argparse.Namespace) -> int:
             raise DurableError(msg)
     if args.no_wait:
         return OK
-    result = await runner.result(args.turn_id)
+    result = await runner.result(args.turn_id, decided=pause_id)
     print(json.dumps(converter.unstructure(result), indent=2, ensure_ascii=False))
     return OK
 

@@ -22,7 +22,7 @@ from beamfilter_core.errors import DurableError
 from ._backend import TurnInfo
 from ._options import DurableOptions
 
-__all__ = ["TURN_WORKFLOW", "DbosBackend", "app_version", "info_of", "sqlite_engine"]
+__all__ = ["TURN_WORKFLOW", "DbosBackend", "app_version", "info_of", "sqlite_engine", "waiting"]
 
 T = TypeVar("T")
 
@@ -41,6 +41,11 @@ async def _turn_workflow(payload: dict[str, Any]) -> dict[str, Any]:
         msg = "beamfilter-durable's turn workflow ran before its backend started"
         raise DurableError(msg)
     return await _turn_body(payload)
+
+
+def waiting(record: Any, decided: str | None) -> bool:
+    """Whether a pause record is a pause still waiting (not the one the caller just decided)."""
+    return isinstance(record, Mapping) and not record.get("decided") and record.get("pause_id") != decided
 
 
 def _poll(options: DurableOptions) -> float:
@@ -234,7 +239,9 @@ class DbosBackend:
         # a turn started here is awaited directly; others are polled for
         self._handles[turn_id] = handle
 
-    async def outcome(self, turn_id: str, *, pause_key: str, poll: float = 0.05) -> tuple[str, Any]:
+    async def outcome(
+        self, turn_id: str, *, pause_key: str, poll: float = 0.05, decided: str | None = None
+    ) -> tuple[str, Any]:
         if await DBOS.get_workflow_status_async(turn_id) is None:
             msg = f"No durable turn {turn_id!r} exists."
             raise DurableError(msg)
@@ -246,7 +253,7 @@ class DbosBackend:
                 if done:
                     return "done", self._result(turn_id, finished)
                 paused = await DBOS.get_event_async(turn_id, pause_key, timeout_seconds=0)
-                if isinstance(paused, Mapping) and not paused.get("decided"):
+                if waiting(paused, decided):
                     return "paused", paused
         finally:
             if not finished.done():

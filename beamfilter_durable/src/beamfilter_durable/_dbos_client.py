@@ -17,7 +17,7 @@ from dbos._error import DBOSAwaitedWorkflowCancelledError
 from beamfilter_core.errors import DurableError
 
 from ._backend import TurnInfo
-from ._dbos import TURN_WORKFLOW, app_version, info_of, sqlite_engine
+from ._dbos import TURN_WORKFLOW, app_version, info_of, sqlite_engine, waiting
 from ._options import DurableOptions
 
 __all__ = ["DbosClientBackend"]
@@ -50,7 +50,9 @@ class DbosClientBackend:
         }
         await self.client.enqueue_async(enqueue, dict(payload))
 
-    async def outcome(self, turn_id: str, *, pause_key: str, poll: float = 0.05) -> tuple[str, Any]:
+    async def outcome(
+        self, turn_id: str, *, pause_key: str, poll: float = 0.05, decided: str | None = None
+    ) -> tuple[str, Any]:
         try:
             handle: Any = await self.client.retrieve_workflow_async(turn_id)
         except Exception as exc:  # DBOSNonExistentWorkflowError
@@ -67,7 +69,7 @@ class DbosClientBackend:
                         msg = f"The durable turn {turn_id!r} was cancelled; `beamfilter durable resume` runs it on."
                         raise DurableError(msg) from None
                 paused = await self.client.get_event_async(turn_id, pause_key, timeout_seconds=0)
-                if isinstance(paused, Mapping) and not paused.get("decided"):
+                if waiting(paused, decided):
                     return "paused", paused
         finally:
             if not finished.done():

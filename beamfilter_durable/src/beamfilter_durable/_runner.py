@@ -137,11 +137,12 @@ class DurableRunner:
         turn = await self._submit(input, context, turn_id)
         return await self.result(turn)
 
-    async def result(self, turn_id: str) -> TurnResult:
+    async def result(self, turn_id: str, *, decided: str | None = None) -> TurnResult:
         """Wait for the turn ``turn_id``: its result once it completes, or a ``paused``
-        result while it waits for a decision."""
+        result while it waits for a decision. ``decided`` is a pause id whose decision was
+        sent: that pause is not reported again while the turn takes its decision."""
         if not self.worker:
-            kind, value = await self.backend.outcome(turn_id, pause_key=PAUSE_KEY, poll=_POLL)
+            kind, value = await self.backend.outcome(turn_id, pause_key=PAUSE_KEY, poll=_POLL, decided=decided)
             return converter.structure(value["result"] if kind == "paused" else value, TurnResult)
         rt = self.runtime
         loop = asyncio.get_running_loop()
@@ -155,7 +156,7 @@ class DurableRunner:
             loop.call_soon_threadsafe(settle, record)
 
         rt.pause_watchers[turn_id] = on_pause
-        done = asyncio.ensure_future(rt.backend.outcome(turn_id, pause_key=PAUSE_KEY, poll=_POLL))
+        done = asyncio.ensure_future(rt.backend.outcome(turn_id, pause_key=PAUSE_KEY, poll=_POLL, decided=decided))
         try:
             await asyncio.wait({done, paused}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -263,8 +264,8 @@ class DurableRunner:
 
     async def resume(self, turn_id: str, decisions: Mapping[str, Decision | str]) -> TurnResult:
         """:meth:`decide`, then wait for the turn (see :meth:`result`)."""
-        await self.decide(turn_id, decisions)
-        return await self.result(turn_id)
+        pause_id = await self.decide(turn_id, decisions)
+        return await self.result(turn_id, decided=pause_id)
 
     # -- inspecting ------------------------------------------------------------------------
 

@@ -1,0 +1,303 @@
+"""Durable turns (beamfilter-durable on DBOS): what durability costs and how it scales.
+
+1. Overhead: a durable turn against a plain ``Kernel`` turn in the same process, on SQLite
+   and on PostgreSQL, for a turn without tools (one LLM call) and a turn with one tool
+   round (two LLM calls, one tool call). The model answers at once, so the difference is
+   the engine: checkpoints of the workflow and of every step.
+2. Throughput: turns/s through a queue with 1 and with 3 worker processes
+   (``beamfilter durable worker``, one turn at a time each) on PostgreSQL; the model takes
+   ``--llm-ms`` per call, as a real one would, so workers overlap waiting.
+3. Recovery: a worker is SIGKILLed inside a tool call; the time from the kill until the
+   turn is complete on the restarted worker (process start included), and the part of it
+   after the new worker is ready.
+
+DBOS keeps one system database per process, so each part runs in its own process. The
+PostgreSQL server is started here (``tests/memory/_servers.py``, fsync on).
+
+Run it with::
+
+    .venv/bin/python bench/bench_durable.py            # full run, a few minutes
+    .venv/bin/python bench/bench_durable.py --quick    # a fast smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+TARGET_SQLITE_MS = 5.0
+TARGET_SCALING = 2.5
+
+# -- the benchmark application (imported by name by the workers: bench_durable:kernel) ----
+
+LLM_SECONDS = float(os.environ.get("BENCH_LLM_MS", "0")) / 1000
+
+
+def _reply(request: Any) -> Any:
+    from beamfilter_core import ChatResponse, ToolCall
+
+    async def answer() -> Any:
+        if LLM_SECONDS:
+            await asyncio.sleep(LLM_SECONDS)
+        user = next(m.text for m in reversed(request.messages) if m.role == "user")
+        tools = [m for m in request.messages if m.role == "tool"]
+        if user.startswith("tool") and not tools:
+            return ChatResponse.tool_calls(ToolCall("lookup", {"key": user}, id="c1"))
+        return ChatResponse.from_text("done")
+
+    return answer()
+
+
+def kernel() -> Any:
+    """The kernel of the benchmark: an instant (or ``BENCH_LLM_MS``) model and one tool."""
+    from beamfilter_core import Kernel, ScriptedModel, tool
+
+    @tool
+    async def lookup(key: str) -> str:
+        """Look ``key`` up."""
+        slow = os.environ.get("BENCH_TOOL_SLEEP")
+        if slow:
+            with open(slow, "w") as out:  # noqa: ASYNC230  # a marker file, once
+                out.write(str(os.getpid()))
+            await asyncio.sleep(3600)  # the recovery part kills the worker here
+        return f"value of {key}"
+
+    return Kernel(ScriptedModel([_reply], repeat=True), tools=[lookup])
+
+
+# -- part 1: overhead ------------------------------------------------------------------------
+
+
+def part_overhead(database: str, rounds: int, turns: int) -> dict[str, Any]:
+    from beamfilter_durable import DurableOptions, DurableRunner, shutdown
+
+    plain = kernel()
+    runner = DurableRunner("bench_durable:kernel", DurableOptions(database=database, executor_id="bench"))
+    out: dict[str, Any] = {}
+
+    async def main() -> None:
+        await runner.run("warm up", turn_id="warm")  # launches the engine, builds the kernel
+        for label, prompt in (("no tools", "plain"), ("one tool round", "tool round")):
+            plain_ms, durable_ms = [], []
+            for r in range(rounds):
+                start = time.perf_counter()
+                for _ in range(turns):
+                    await plain.run(prompt)
+                plain_ms.append((time.perf_counter() - start) * 1000 / turns)
+                start = time.perf_counter()
+                for i in range(turns):
+                    await runner.run(prompt, turn_id=f"{label}-{r}-{i}")
+                durable_ms.append((time.perf_counter() - start) * 1000 / turns)
+            out[label] = {"plain_ms": statistics.median(plain_ms), "durable_ms": statistics.median(durable_ms)}
+        await runner.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        shutdown()
+    return out
+
+
+# -- parts 2 and 3: worker processes ------------------------------------------------------
+
+
+def _config(folder: Path, database: str) -> Path:
+    path = folder / "bench.toml"
+    path.write_text(
+        '[model]\nuse = "scripted"\nscript = ["unused"]\n\n'
+        f'[durable]\nuse = "dbos"\ndatabase = "{database}"\nkernel = "bench_durable:kernel"\n'
+        'queue = { name = "bench", worker_concurrency = 1 }\n'
+    )
+    return path
+
+
+def _worker(config: Path, executor: str, env: dict[str, str], folder: Path) -> subprocess.Popen[str]:
+    with (folder / f"{executor}.log").open("a") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "beamfilter_core", "durable", "worker", str(config), "--executor-id", executor],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            env=env,
+            cwd=folder,
+        )
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    if line != f"worker {executor} ready":
+        proc.kill()
+        raise RuntimeError(f"worker {executor} printed {line!r}; see {folder}")
+    return proc
+
+
+def _stop(procs: list[subprocess.Popen[str]]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate(timeout=10)
+
+
+def _env(**extra: str) -> dict[str, str]:
+    paths = [str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p), **extra}
+
+
+def part_throughput(database: str, workers: int, turns: int, llm_ms: float, tag: str) -> dict[str, Any]:
+    from beamfilter_durable import DurableOptions, DurableRunner, QueueOptions
+
+    folder = Path(tempfile.mkdtemp(prefix="bench-durable-"))
+    config = _config(folder, database)
+    env = _env(BENCH_LLM_MS=str(llm_ms))
+    procs = [_worker(config, f"{tag}-w{i}", env, folder) for i in range(workers)]
+    options = DurableOptions(database=database, queue=QueueOptions("bench", worker_concurrency=1))
+    client = DurableRunner(config, options, worker=False)
+    try:
+
+        async def main() -> float:
+            await client.run("warm up", turn_id=f"{tag}-warm")
+            start = time.perf_counter()
+            ids = [f"{tag}-{i}" for i in range(turns)]
+            for turn in ids:
+                await client._submit("tool round", None, turn)
+            await asyncio.gather(*(client.result(turn) for turn in ids))
+            elapsed = time.perf_counter() - start
+            await client.aclose()
+            return elapsed
+
+        elapsed = asyncio.run(main())
+    finally:
+        _stop(procs)
+    return {"workers": workers, "turns": turns, "seconds": elapsed, "turns_per_s": turns / elapsed}
+
+
+def part_recovery(database: str) -> dict[str, Any]:
+    from beamfilter_durable import DurableOptions, DurableRunner, QueueOptions
+
+    folder = Path(tempfile.mkdtemp(prefix="bench-durable-"))
+    config = _config(folder, database)
+    marker = folder / "in-tool"
+    options = DurableOptions(database=database, queue=QueueOptions("bench", worker_concurrency=1))
+    client = DurableRunner(config, options, worker=False)
+    first = _worker(config, "rec", _env(BENCH_TOOL_SLEEP=str(marker)), folder)
+    procs = [first]
+    try:
+
+        async def main() -> dict[str, float]:
+            await client._submit("tool call", None, "recover-me")
+            while not marker.exists():  # noqa: ASYNC110  # another process writes it
+                await asyncio.sleep(0.01)
+            first.send_signal(signal.SIGKILL)
+            first.communicate(timeout=10)
+            killed = time.perf_counter()
+            procs.append(await asyncio.to_thread(_worker, config, "rec", _env(), folder))
+            ready = time.perf_counter()
+            result = await client.result("recover-me")
+            done = time.perf_counter()
+            assert result.status == "completed", result
+            await client.aclose()
+            return {"kill_to_done_s": done - killed, "ready_to_done_s": done - ready, "start_s": ready - killed}
+
+        return asyncio.run(main())
+    finally:
+        _stop(procs)
+
+
+# -- driver ---------------------------------------------------------------------------------
+
+
+def _part(args: list[str]) -> Any:
+    """Run one part in a new process (one engine, one database per process)."""
+    done = subprocess.run(
+        [sys.executable, __file__, "--part", *args], capture_output=True, text=True, env=_env(), timeout=1800
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"part {args} failed:\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer rounds and turns (a smoke run)")
+    parser.add_argument("--llm-ms", type=float, default=50.0, help="model latency in the throughput part")
+    parser.add_argument("--part", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.part:
+        kind, database, *rest = args.part
+        if kind == "overhead":
+            print(json.dumps(part_overhead(database, int(rest[0]), int(rest[1]))))
+        elif kind == "throughput":
+            print(json.dumps(part_throughput(database, int(rest[0]), int(rest[1]), float(rest[2]), rest[3])))
+        else:
+            print(json.dumps(part_recovery(database)))
+        return 0
+
+    from memory._servers import postgres_bindir, postgres_server
+
+    rounds, turns, throughput_turns = (3, 10, 12) if args.quick else (5, 40, 60)
+    folder = Path(tempfile.mkdtemp(prefix="bench-durable-"))
+    print(f"Durable turns (DBOS): {rounds} rounds of {turns} turns; python {sys.version.split()[0]}")
+    results: dict[str, Any] = {}
+    results["sqlite"] = _part(["overhead", f"sqlite:///{folder / 'overhead.db'}", str(rounds), str(turns)])
+    if postgres_bindir() is None:
+        print("PostgreSQL is not installed: the PostgreSQL parts are skipped")
+    else:
+        with postgres_server(fsync=True) as url:
+            import psycopg
+
+            def database(name: str) -> str:
+                with psycopg.connect(url, autocommit=True) as conn:
+                    conn.execute(f"CREATE DATABASE {name}")
+                return url.rsplit("/", 1)[0] + f"/{name}"
+
+            results["postgres"] = _part(["overhead", database("overhead"), str(rounds), str(turns)])
+            one = _part(["throughput", database("one"), "1", str(throughput_turns), str(args.llm_ms), "one"])
+            three = _part(["throughput", database("three"), "3", str(throughput_turns), str(args.llm_ms), "three"])
+            results["throughput"] = {"one": one, "three": three}
+            results["recovery"] = _part(["recovery", database("recovery")])
+
+    print("\n1. Overhead per turn (median ms; plain Kernel vs DurableRunner in the same process)")
+    print(f"{'database':<10} {'turn':<16} {'plain':>8} {'durable':>9} {'added':>8}")
+    for name in ("sqlite", "postgres"):
+        for label, row in results.get(name, {}).items():
+            added = row["durable_ms"] - row["plain_ms"]
+            print(f"{name:<10} {label:<16} {row['plain_ms']:>8.3f} {row['durable_ms']:>9.2f} {added:>8.2f}")
+    sqlite_added = results["sqlite"]["one tool round"]["durable_ms"] - results["sqlite"]["one tool round"]["plain_ms"]
+    verdict = "met" if sqlite_added <= TARGET_SQLITE_MS else "missed"
+    print(f"target: a one-tool-round turn on SQLite adds <= {TARGET_SQLITE_MS:g} ms: {verdict} ({sqlite_added:.2f} ms)")
+    if "throughput" in results:
+        one, three = results["throughput"]["one"], results["throughput"]["three"]
+        ratio = three["turns_per_s"] / one["turns_per_s"]
+        print(
+            f"\n2. Throughput on PostgreSQL ({throughput_turns} one-tool-round turns, model {args.llm_ms:g} ms a call)"
+        )
+        print(f"1 worker : {one['turns_per_s']:.2f} turns/s ({one['seconds']:.2f} s)")
+        print(f"3 workers: {three['turns_per_s']:.2f} turns/s ({three['seconds']:.2f} s) = {ratio:.2f}x one worker")
+        print(f"target: 3 workers >= {TARGET_SCALING:g}x one worker: {'met' if ratio >= TARGET_SCALING else 'missed'}")
+        rec = results["recovery"]
+        print("\n3. Recovery on PostgreSQL (SIGKILL inside a tool call, restart under the same executor id)")
+        print(f"kill -> turn completed: {rec['kill_to_done_s']:.2f} s (worker process start {rec['start_s']:.2f} s, ")
+        print(f"  restarted worker ready -> turn completed {rec['ready_to_done_s']:.2f} s)")
+    print("\n" + json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
