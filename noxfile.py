@@ -33,6 +33,8 @@ TEST_TOOLS = ["-r", "requirements-dev.txt"]
 def _install_local(session: nox.Session, package: str, extras: str = "") -> None:
     """Install a sibling package (and the core it depends on) from the working tree."""
     needed = ["./beamfilter_core"] if package != "beamfilter_core" else []
+    if package == "beamfilter_durable":
+        needed.append("./beamfilter_memory")  # its memory support (the 'memory' extra)
     suffix = f"[{extras}]" if extras else ""
     session.install(*needed, f"./{package}{suffix}")
 

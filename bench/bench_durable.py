@@ -167,7 +167,9 @@ def part_throughput(database: str, workers: int, turns: int, llm_ms: float, tag:
     config = _config(folder, database)
     env = _env(BENCH_LLM_MS=str(llm_ms))
     procs = [_worker(config, f"{tag}-w{i}", env, folder) for i in range(workers)]
-    options = DurableOptions(database=database, queue=QueueOptions("bench", worker_concurrency=1))
+    options = DurableOptions(
+        database=database, queue=QueueOptions("bench", worker_concurrency=1), kernel="bench_durable:kernel"
+    )
     client = DurableRunner(config, options, worker=False)
     try:
 
@@ -194,7 +196,9 @@ def part_recovery(database: str) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix="bench-durable-"))
     config = _config(folder, database)
     marker = folder / "in-tool"
-    options = DurableOptions(database=database, queue=QueueOptions("bench", worker_concurrency=1))
+    options = DurableOptions(
+        database=database, queue=QueueOptions("bench", worker_concurrency=1), kernel="bench_durable:kernel"
+    )
     client = DurableRunner(config, options, worker=False)
     first = _worker(config, "rec", _env(BENCH_TOOL_SLEEP=str(marker)), folder)
     procs = [first]
@@ -236,7 +240,7 @@ def _part(args: list[str]) -> Any:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer rounds and turns (a smoke run)")
-    parser.add_argument("--llm-ms", type=float, default=50.0, help="model latency in the throughput part")
+    parser.add_argument("--llm-ms", type=float, default=300.0, help="model latency in the throughput part")
     parser.add_argument("--part", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.part:

@@ -242,10 +242,12 @@ class DbosBackend:
     async def outcome(
         self, turn_id: str, *, pause_key: str, poll: float = 0.05, decided: str | None = None
     ) -> tuple[str, Any]:
-        if await DBOS.get_workflow_status_async(turn_id) is None:
-            msg = f"No durable turn {turn_id!r} exists."
-            raise DurableError(msg)
-        handle = self._handles.pop(turn_id, None) or await DBOS.retrieve_workflow_async(turn_id)
+        handle = self._handles.pop(turn_id, None)
+        if handle is None:  # a turn this process did not just start: look it up
+            if await DBOS.get_workflow_status_async(turn_id) is None:
+                msg = f"No durable turn {turn_id!r} exists."
+                raise DurableError(msg)
+            handle = await DBOS.retrieve_workflow_async(turn_id)
         finished = asyncio.ensure_future(handle.get_result(polling_interval_sec=poll))
         try:
             while True:
