@@ -58,9 +58,12 @@ def kernel_from_reference(reference: str) -> Kernel:
     return kernel
 
 
+_MEMORY_MODULE = "beamfilter_memory._filter"
+
+
 def _with_durable_store(flt: Filter, backend: DurableBackend) -> Filter:
     store = flt.extras.get("store")
-    if store is None or "load_pause" not in flt.extras or "window" not in flt.extras:
+    if store is None or "window" not in flt.extras or getattr(flt.around_turn, "__module__", "") != _MEMORY_MODULE:
         return flt  # not the memory filter
     from beamfilter_memory import memory_filter
 

@@ -78,20 +78,25 @@ class DurableStore:
         if isinstance(pause, PauseState):
             self._pauses[key] = pause
 
-    async def take_pause(self, conversation_id: str) -> PauseState | None:
+    async def take_pause(self, conversation_id: str, pause_id: str | None = None) -> PauseState | None:
         turn = self.backend.current_turn()
         if turn is None:
-            return await self.inner.take_pause(conversation_id)
+            return await self.inner.take_pause(conversation_id, pause_id)
 
         async def take() -> str | None:
-            taken = await self.inner.take_pause(conversation_id)
+            taken = await self.inner.take_pause(conversation_id, pause_id)
+            if taken is None and pause_id is not None:
+                # A recovering worker re-creates the turn's pause with a new pause id while
+                # the store keeps the one the first worker committed: the turn's decision came
+                # exactly once through the engine, so the stored pause is this turn's to take.
+                taken = await self.inner.take_pause(conversation_id)
             return taken.to_json() if taken is not None else None
 
         recorded = await self.backend.take_step().run("beamfilter.memory.take_pause", take)
         if recorded is not None:
             return PauseState.from_json(recorded)
-        # The turn's decision arrived exactly once through the engine: the pause the turn
-        # stored itself is its own to resume, even if a killed attempt already took it.
+        # A killed attempt took it already (its step was not recorded): the pause this turn
+        # stored itself is still its own to resume.
         return self._pauses.get((turn, conversation_id))
 
     async def save_pause(self, conversation_id: str, pause: PauseState) -> None:
