@@ -73,3 +73,63 @@ def test_options() -> None:
         logging_filter(preview=-1)
     assert logging_filter(scopes=["tool", "turn"]).scopes == ("turn", "tool")
     assert SPEC.name == "logging"
+
+
+KEY = "sk-" + "a1B2c3D4e5F6g7H8i9J0"
+
+
+def secret_kernel(*filters: object) -> Kernel:
+    @tool
+    def login(user: str, password: str) -> str:
+        """Log in."""
+        return f"logged in; session token={KEY}"
+
+    call = ToolCall("login", {"user": "jane@example.com", "password": "Xq9vL2mP8wZ4"}, "c1")
+    model = ScriptedModel([ChatResponse.tool_calls(call), f"Your key is {KEY}."])
+    return Kernel(model, tools=[login], filters=list(filters))  # type: ignore[arg-type]
+
+
+async def test_logged_text_is_redacted_by_default(stream: bool, caplog: pytest.LogCaptureFixture) -> None:
+    from beamfilter_builtins import pii_filter, redact_filter, tool_output_guard_filter
+
+    kernel = secret_kernel(logging_filter(emails=True), pii_filter(), redact_filter(), tool_output_guard_filter())
+    with caplog.at_level(logging.DEBUG, logger="beamfilter"):
+        await run_turn(kernel, f"my key is {KEY}, mail jane@example.com", stream)
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    logged += repr([record.beamfilter for record in caplog.records])  # type: ignore[attr-defined]
+    assert KEY not in logged
+    assert "jane@example.com" not in logged
+    assert "Xq9vL2mP8wZ4" not in logged
+    facts = [record.beamfilter for record in caplog.records]  # type: ignore[attr-defined]
+    assert facts[0]["text"] == "my key is [REDACTED], mail [REDACTED]"
+    tool_before = next(f for f in facts if f["scope"] == "tool" and f["phase"] == "before")
+    assert tool_before["arguments"] == "{'user': '[REDACTED]', 'password': '[REDACTED]'}"
+
+
+async def test_redaction_can_be_turned_off_or_narrowed(caplog: pytest.LogCaptureFixture) -> None:
+    kernel = secret_kernel(logging_filter(redact=False, scopes=["turn"]))
+    with caplog.at_level(logging.DEBUG, logger="beamfilter"):
+        await kernel.run(f"key {KEY}")
+    facts = [record.beamfilter for record in caplog.records]  # type: ignore[attr-defined]
+    assert facts[0]["text"] == f"key {KEY}"
+    caplog.clear()
+    kernel = secret_kernel(logging_filter(redact_exclude=["openai_key"], scopes=["turn"]))
+    with caplog.at_level(logging.DEBUG, logger="beamfilter"):
+        await kernel.run(f"key {KEY} and Bearer a1B2c3D4e5F6g7H8")
+    facts = [record.beamfilter for record in caplog.records]  # type: ignore[attr-defined]
+    assert facts[0]["text"] == f"key {KEY} and Bearer [REDACTED]"
+
+
+async def test_a_secret_cut_by_the_preview_is_still_hidden(caplog: pytest.LogCaptureFixture) -> None:
+    kernel = secret_kernel(logging_filter(preview=20, scopes=["turn"]))
+    with caplog.at_level(logging.DEBUG, logger="beamfilter"):
+        await kernel.run("x" * 15 + KEY + " and more text after it")
+    facts = [record.beamfilter for record in caplog.records]  # type: ignore[attr-defined]
+    assert facts[0]["text"] == "x" * 15 + "[REDA..."  # redacted first, then cut: no "sk-a1" prefix
+
+
+def test_redact_options() -> None:
+    with pytest.raises(ConfigError, match=r"logging_filter\(redact='yes'\): give true or false"):
+        logging_filter(redact="yes")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"logging_filter\(exclude=\['nope'\]\): no rule named 'nope'"):
+        logging_filter(redact_exclude=["nope"])

@@ -1,4 +1,9 @@
-"""``logging``: one structured log record before and after each call, with its duration."""
+"""``logging``: one structured log record before and after each call, with its duration.
+
+Logged text (user input, tool arguments and results, answers, errors) goes through the
+secret rules ``redact`` uses before it is written, unless ``redact=False``: a log is
+read by more people, and kept longer, than the conversation it records.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ from typing import Any
 from beamfilter_core import ChatResponse, Filter, FilterSpec, IterationResult, ToolResult, TurnResult
 from beamfilter_core.errors import ConfigError
 
+from ._redactor import Redactor
+from ._secret_rules import select_rules
 from ._text import joined_text
 from ._text import preview as _preview
 
@@ -36,6 +43,9 @@ def logging_filter(
     level: int | str = "DEBUG",
     preview: int | None = 200,
     scopes: Iterable[str] = _SCOPES,
+    redact: bool = True,
+    redact_exclude: Iterable[str] = (),
+    emails: bool = False,
     name: str = "logging",
 ) -> Filter:
     """Log one record before and one after every call on the scopes it wraps.
@@ -51,6 +61,9 @@ def logging_filter(
         level: the level of the records (default DEBUG).
         preview: cut text to this many characters (None: no cut).
         scopes: which of turn, iteration, chat, tool to log (default all).
+        redact: hide secrets in logged text with the default secret rules (default True).
+        redact_exclude: names of secret rules to switch off, e.g. ``["jwt"]``.
+        emails: also hide e-mail addresses in logged text.
         name: the filter's name.
     """
     log = logger if isinstance(logger, logging.Logger) else logging.getLogger(logger)
@@ -64,9 +77,21 @@ def logging_filter(
         msg = f"logging_filter(scopes={list(chosen)!r}): choose among {', '.join(_SCOPES)}."
         raise ConfigError(msg)
     limit = preview
+    if not isinstance(redact, bool):
+        msg = f"logging_filter(redact={redact!r}): give true or false."
+        raise ConfigError(msg)
+    rules = select_rules("logging_filter", list(redact_exclude), emails) if redact else []
+    redactor = Redactor(rules, cache_size=0, where="logging_filter") if rules else None
+    # Redact before cutting (a cut must not leave half a secret that no rule matches),
+    # but only as much as the preview shows plus the longest secret a rule can match.
+    margin = None if redactor is None or limit is None else limit + redactor.limit + 1
 
     def cut(text: str) -> str:
-        return _preview(text, limit)
+        if redactor is None:
+            return _preview(text, limit)
+        if margin is not None and len(text) > margin:
+            return _preview(redactor.redact(text[:margin]), limit)
+        return _preview(redactor.redact(text), limit)
 
     def describe_request(scope: str, request: Any) -> dict[str, Any]:
         if scope == "turn":
@@ -141,6 +166,9 @@ SPEC = FilterSpec(
             "level": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
             "preview": {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "null"}]},
             "scopes": {"type": "array", "items": {"enum": list(_SCOPES)}, "minItems": 1},
+            "redact": {"type": "boolean"},
+            "redact_exclude": {"type": "array", "items": {"type": "string", "minLength": 1}},
+            "emails": {"type": "boolean"},
             "name": {"type": "string", "minLength": 1},
         },
         "additionalProperties": False,

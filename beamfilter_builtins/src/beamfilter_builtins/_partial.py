@@ -15,7 +15,16 @@ from re import _constants as C  # type: ignore[attr-defined]  # the parser's opc
 from re import _parser  # type: ignore[attr-defined]  # the stdlib regex parser
 from typing import Any
 
-__all__ = ["context_width", "first_chars", "first_source", "full_source", "prefix_source"]
+__all__ = [
+    "context_width",
+    "first_chars",
+    "fast_source",
+    "first_source",
+    "full_source",
+    "hold_source",
+    "prefix_source",
+    "trailing_reach",
+]
 
 _CATEGORIES = {
     C.CATEGORY_DIGIT: r"\d",
@@ -71,11 +80,11 @@ def _repeat(body: str, low: int, high: int) -> str:
     return f"(?:{body}){{{low},{top}}}"
 
 
-def _full(seq: Any) -> str:
-    return "".join(_full_item(op, av) for op, av in seq)
+def _full(seq: Any, asserts: bool = True) -> str:
+    return "".join(_full_item(op, av, asserts) for op, av in seq)
 
 
-def _full_item(op: Any, av: Any) -> str:
+def _full_item(op: Any, av: Any, asserts: bool = True) -> str:
     if op is C.LITERAL:
         return _char(av)
     if op is C.NOT_LITERAL:
@@ -85,16 +94,21 @@ def _full_item(op: Any, av: Any) -> str:
     if op is C.IN:
         return _klass(av)
     if op is C.BRANCH:
-        return "(?:" + "|".join(_full(branch) for branch in av[1]) + ")"
+        return "(?:" + "|".join(_full(branch, asserts) for branch in av[1]) + ")"
     if op is C.SUBPATTERN:
         _group, add, remove, body = av
         flags = _flag_letters(add) + ("-" + _flag_letters(remove) if _flag_letters(remove) else "")
-        return f"(?{flags}:{_full(body)})"
+        return f"(?{flags}:{_full(body, asserts)})"
     if op is C.ATOMIC_GROUP:
-        return f"(?:{_full(av)})"
+        return f"(?>{_full(av)})" if asserts else f"(?:{_full(av, asserts)})"
     if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
         low, high, body = av
-        return _repeat(_full(body), low, high)
+        # Laziness and possessiveness change which match is found: keep them, except in the
+        # assertion-free reading, which only has to match at least as much.
+        mode = {C.MIN_REPEAT: "?", C.POSSESSIVE_REPEAT: "+"}.get(op, "") if asserts else ""
+        return _repeat(_full(body, asserts), low, high) + mode
+    if op in (C.AT, C.ASSERT, C.ASSERT_NOT) and not asserts:
+        return ""  # what the match consumes, read as widely as possible
     if op is C.AT:
         return _AT[av]
     if op in (C.ASSERT, C.ASSERT_NOT):
@@ -140,7 +154,7 @@ def _chars_of(op: Any, av: Any, limit: int = 512) -> set[str] | None:
 
 def _run_stops_before(op: Any, av: Any, rest: Any) -> bool:
     """True for ``c{m,n}`` whose characters can never start what follows it."""
-    if op not in (C.MAX_REPEAT, C.MIN_REPEAT) or len(av[2]) != 1:
+    if op is not C.MAX_REPEAT or len(av[2]) != 1:
         return False
     chars = _chars_of(*av[2][0])
     if chars is None or not rest:
@@ -181,7 +195,13 @@ def _prefix_item(op: Any, av: Any, caseless: bool = False) -> str:
 
 
 def _parse(pattern: re.Pattern[str]) -> Any:
-    return _parser.parse(pattern.pattern, pattern.flags)
+    return _parse_source(pattern.pattern, pattern.flags)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_source(source: str, flags: int) -> Any:
+    # Parsing is the slow part of building a redactor; the same rules are built often.
+    return _parser.parse(source, flags)
 
 
 def _scoped(flags: int, body: str) -> str:
@@ -189,6 +209,7 @@ def _scoped(flags: int, body: str) -> str:
     return f"(?{letters}:{body})" if letters else f"(?:{body})"
 
 
+@functools.lru_cache(maxsize=1024)
 def full_source(pattern: re.Pattern[str]) -> str:
     """``pattern`` as a non-capturing group that keeps its flags, to join with others.
 
@@ -203,6 +224,32 @@ def full_source(pattern: re.Pattern[str]) -> str:
     return _scoped(parsed.state.flags, body)
 
 
+@functools.lru_cache(maxsize=1024)
+def fast_source(pattern: re.Pattern[str]) -> str:
+    """:func:`full_source`, written so the regex engine can skip it by its first character.
+
+    The engine tries the alternatives of a joined pattern one by one at every position,
+    but skips at once one whose first item is a plain character that does not match.
+    A leading ``\\b`` hides that character, so ``\\bsk-`` is written ``sk-(?<!\\wsk-)``: the
+    same matches (the word starts with a word character, so the boundary means "no word
+    character before it").
+    """
+    whole = full_source(pattern)  # raises ValueError for what cannot be joined
+    parsed = _parse(pattern)
+    items = list(parsed)
+    if not items or items[0] != (C.AT, C.AT_BOUNDARY):
+        return whole
+    end = 1
+    while end < len(items) and items[end][0] is C.LITERAL:
+        end += 1
+    word = "".join(chr(av) for _op, av in items[1:end])
+    if not word or not re.fullmatch(r"\w", word[0]):
+        return whole
+    rest = full_source(re.compile(_full(items[end:]) or "(?:)", parsed.state.flags))
+    return _scoped(parsed.state.flags, f"{re.escape(word)}(?<!\\w{re.escape(word)}){rest}")
+
+
+@functools.lru_cache(maxsize=1024)
 def prefix_source(pattern: re.Pattern[str]) -> str:
     """A pattern matching every prefix of every match of ``pattern`` (the empty text too)."""
     parsed = _parse(pattern)
@@ -253,6 +300,7 @@ def _first_item(op: Any, av: Any) -> tuple[list[str], bool]:
     raise _Unsupported(op)
 
 
+@functools.lru_cache(maxsize=1024)
 def first_source(pattern: re.Pattern[str]) -> str:
     """A pattern matching one character that a match of ``pattern`` can start with.
 
@@ -267,6 +315,7 @@ def first_source(pattern: re.Pattern[str]) -> str:
     return _scoped(parsed.state.flags, body)
 
 
+@functools.lru_cache(maxsize=1024)
 def first_chars(pattern: re.Pattern[str], limit: int = 256) -> frozenset[str] | None:
     """The characters a match can start with, when they are few (None otherwise)."""
     try:
@@ -314,6 +363,7 @@ def _cased() -> tuple[str, ...]:
 _LOOKS_BACK = (C.AT_BEGINNING, C.AT_BEGINNING_STRING, C.AT_BOUNDARY, C.AT_NON_BOUNDARY)
 
 
+@functools.lru_cache(maxsize=1024)
 def context_width(pattern: re.Pattern[str], cap: int = 256) -> int:
     """How many characters before a match the pattern looks at (``\\b``, ``^``, lookbehinds).
 
@@ -340,3 +390,78 @@ def context_width(pattern: re.Pattern[str], cap: int = 256) -> int:
         elif op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
             stack.extend(av[2])
     return width
+
+
+# How far past its own position an assertion looks: ``$`` also looks past a final newline.
+_AHEAD = {
+    C.AT_END: 2,
+    C.AT_END_STRING: 1,
+    C.AT_BOUNDARY: 1,
+    C.AT_NON_BOUNDARY: 1,
+}
+
+
+def _reach(seq: Any, state: Any) -> int:
+    # An assertion followed by at least k more matched characters looks k fewer past the end.
+    items = list(seq)
+    best = 0
+    for index, (op, av) in enumerate(items):
+        ahead = _item_reach(op, av, state)
+        if ahead:
+            after = int(_parser.SubPattern(state, items[index + 1 :]).getwidth()[0])
+            best = max(best, ahead - after)
+    return best
+
+
+def _item_reach(op: Any, av: Any, state: Any) -> int:
+    if op is C.AT:
+        return _AHEAD.get(av, 0)
+    if op in (C.ASSERT, C.ASSERT_NOT):
+        direction, body = av
+        if direction == -1:
+            return _reach(body, state)
+        high = int(body.getwidth()[1])
+        if high >= C.MAXREPEAT - 1:
+            msg = "a lookahead of unbounded length (it may look at any amount of text after the match)"
+            raise ValueError(msg)
+        return high + _reach(body, state)
+    if op is C.BRANCH:
+        return max(_reach(branch, state) for branch in av[1])
+    if op is C.SUBPATTERN:
+        return _reach(av[3], state)
+    if op is C.ATOMIC_GROUP:
+        return _reach(av, state)
+    if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+        return _reach(av[2], state)
+    return 0
+
+
+@functools.lru_cache(maxsize=1024)
+def trailing_reach(pattern: re.Pattern[str]) -> int:
+    """How many characters after the end of a match the pattern may look at.
+
+    ``\\b``, ``$`` and lookaheads at the end of a pattern decide on text that is not part
+    of the match; a stream must hold a match until that text has arrived.
+    Raises ValueError for a lookahead of unbounded length.
+    """
+    parsed = _parse(pattern)
+    return _reach(parsed, parsed.state)
+
+
+@functools.lru_cache(maxsize=1024)
+def hold_source(pattern: re.Pattern[str], reach: int) -> str:
+    """A pattern for every tail of a stream that a later character could still change.
+
+    That is every prefix of a match, and, when the pattern looks ``reach`` characters
+    past its matches, a whole match (read without its assertions) followed by up to
+    ``reach`` characters.
+    """
+    prefixes = prefix_source(pattern)
+    if not reach:
+        return prefixes
+    parsed = _parse(pattern)
+    try:
+        body = _full(parsed, asserts=False)
+    except (_Unsupported, KeyError):
+        return prefixes  # already "anything may follow"
+    return f"(?:{prefixes}|{_scoped(parsed.state.flags, body)}[\\s\\S]{{1,{reach}}})"

@@ -2,8 +2,9 @@
 
 Three steps, in this order, on every tool result (failures too):
 
-1. **Secrets** found in the output are masked (the ``redact`` built-in's patterns by
-   default: API keys, bearer tokens, AWS keys, GitHub tokens; e-mails optional).
+1. **Secrets** found in the output are masked with the rule set ``redact`` uses
+   (:mod:`._secret_rules`: provider tokens, private keys, credentials in URLs and
+   assignments; e-mails optional), extended by ``secret_patterns``.
 2. **Prompt injection**: text that looks like instructions to the model ("ignore all
    previous instructions", chat-template tokens, "do not tell the user", ...) is
    flagged. ``action="mark"`` wraps the output in ``<tool_output>`` tags after a note
@@ -18,6 +19,7 @@ attacker; pair it with ``tool_policy`` and least-privilege tools.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -26,7 +28,9 @@ from beamfilter_core import Filter, FilterSpec, ToolFailure, ToolRequest, ToolRe
 from beamfilter_core.errors import ConfigError
 
 from ._options import check_choice, check_int, check_names, check_optional_int
-from ._redact import DEFAULT_PATTERNS, EMAIL_PATTERN
+from ._redact import user_rules
+from ._redactor import Redactor
+from ._secret_rules import select_rules
 
 __all__ = [
     "DEFAULT_BLOCK",
@@ -41,8 +45,9 @@ _WHERE = "tool_output_guard_filter"
 
 #: Phrasings that address the model rather than the user (matched case-insensitively).
 DEFAULT_INJECTION_PATTERNS: tuple[str, ...] = (
-    r"\b(?:ignore|disregard|forget|override)\b[^.\n]{0,40}?\b(?:previous|prior|above|earlier|preceding|all|any|your)"
-    r"\b[^.\n]{0,40}?\b(?:instructions?|prompts?|rules|directions|guidelines)\b",
+    # [^.] crosses line breaks: "Ignore all\nprevious instructions" is one phrase.
+    r"\b(?:ignore|disregard|forget|override)\b[^.]{0,40}?\b(?:previous|prior|above|earlier|preceding|all|any|your)"
+    r"\b[^.]{0,40}?\b(?:instructions?|prompts?|rules|directions|guidelines)\b",
     r"\byou are now\b|\bfrom now on,? you (?:are|will|must)\b",
     r"\bnew (?:system )?instructions?\s*:",
     r"\b(?:system|developer) (?:prompt|message|override)\s*:",
@@ -92,9 +97,29 @@ def _combine(where: str, patterns: Sequence[str], flags: int) -> re.Pattern[str]
     return re.compile("|".join(f"(?:{p})" for p in patterns), flags)
 
 
+# Any tag the model could read as opening or closing the wrapper: ``</tool_output >``,
+# ``</tool_output\n>``, ``< /TOOL_OUTPUT x="y">``...
+_TAG = re.compile(r"<(\s*/?\s*)(tool_output)(?=[\s/>])([^<>]*)>", re.IGNORECASE)
+
+
 def _escape_tags(text: str) -> str:
     # the model must not see the data close its own wrapper
-    return re.sub(r"<(/?)tool_output>", r"&lt;\1tool_output&gt;", text, flags=re.IGNORECASE)
+    return _TAG.sub(r"&lt;\1\2\3&gt;", text)
+
+
+def _lines_hit(injection: re.Pattern[str], text: str, lines: Sequence[str]) -> set[int]:
+    """The indexes of every line a match touches, a match across lines included."""
+    starts: list[int] = []
+    offset = 0
+    for line in lines:
+        starts.append(offset)
+        offset += len(line)
+    hit: set[int] = set()
+    for found in injection.finditer(text):
+        first = bisect.bisect_right(starts, found.start()) - 1
+        last = bisect.bisect_right(starts, max(found.start(), found.end() - 1)) - 1
+        hit.update(range(first, last + 1))
+    return hit
 
 
 def tool_output_guard_filter(
@@ -107,6 +132,8 @@ def tool_output_guard_filter(
     mark_note: str = DEFAULT_MARK,
     block_message: str = DEFAULT_BLOCK,
     secret_patterns: Sequence[str] | Mapping[str, str] | None = None,
+    secret_exclude: Sequence[str] = (),
+    secret_default_rules: bool = True,
     emails: bool = False,
     replacement: str = "[REDACTED]",
     tools: Sequence[str] | None = None,
@@ -123,8 +150,11 @@ def tool_output_guard_filter(
         action: ``"mark"``, ``"drop"`` (remove the matching lines) or ``"block"``.
         mark_note: The note before a marked output (``{tool}``, ``{match}``).
         block_message: The failure text of a blocked output (``{tool}``, ``{match}``).
-        secret_patterns: Secrets to mask (a list or a mapping name -> pattern); default
-            the ``redact`` built-in's patterns; ``[]`` turns masking off.
+        secret_patterns: More secrets to mask (a list or a mapping name -> pattern),
+            added to the default rules (the rules of ``redact``).
+        secret_exclude: Names of default rules to switch off, e.g. ``["jwt"]``.
+        secret_default_rules: False masks only ``secret_patterns`` (and e-mails);
+            with neither, masking is off.
         emails: Also mask e-mail addresses.
         replacement: What replaces a secret.
         tools: Guard only these tools (default: every tool).
@@ -153,15 +183,14 @@ def tool_output_guard_filter(
         DEFAULT_INJECTION_PATTERNS if injection_patterns is None else injection_patterns,
         re.IGNORECASE | re.MULTILINE,
     )
-    if secret_patterns is None:
-        secrets_list = list(DEFAULT_PATTERNS.values())
-    elif isinstance(secret_patterns, Mapping):
-        secrets_list = list(secret_patterns.values())
-    else:
-        secrets_list = secret_patterns  # type: ignore[assignment]  # checked by _combine
-    if emails:
-        secrets_list = [*secrets_list, EMAIL_PATTERN]
-    secrets = _combine("secret_patterns", secrets_list, 0)
+    if not isinstance(secret_default_rules, bool):
+        msg = f"{_WHERE}(secret_default_rules={secret_default_rules!r}) is invalid; give true or false."
+        raise ConfigError(msg)
+    rules = [
+        *select_rules(_WHERE, secret_exclude, emails, secret_default_rules),
+        *user_rules(_WHERE, "secret_patterns", secret_patterns),
+    ]
+    secrets = Redactor(rules, replacement=replacement, cache_size=0, where=_WHERE) if rules else None
     only = check_names(_WHERE, "tools", tools)
 
     def cut(text: str) -> str:
@@ -174,7 +203,7 @@ def tool_output_guard_filter(
     def guard(tool: str, result: ToolResult) -> ToolResult:
         text = result.content
         if secrets is not None:
-            text = secrets.sub(replacement, text)
+            text = secrets.redact(text)
         found = injection.search(text) if injection is not None else None
         if found is None:
             text = cut(text)
@@ -184,8 +213,9 @@ def tool_output_guard_filter(
                 return ToolResult.failure("permission", block_message.format(tool=tool, match=shown))
             if mode == "drop":
                 lines = text.splitlines(keepends=True)
-                kept = [line for line in lines if injection.search(line) is None]  # type: ignore[union-attr]
-                note = _DROP_NOTE.format(count=len(lines) - len(kept))
+                hit = _lines_hit(injection, text, lines)  # type: ignore[arg-type]  # found is not None
+                kept = [line for index, line in enumerate(lines) if index not in hit]
+                note = _DROP_NOTE.format(count=len(hit))
                 text = cut("".join(kept)).rstrip("\n") + "\n" + note
             else:
                 note = mark_note.format(tool=tool, match=shown)
@@ -227,6 +257,8 @@ SPEC = FilterSpec(
             "secret_patterns": {
                 "oneOf": [_PATTERNS, {"type": "object", "additionalProperties": {"type": "string", "minLength": 1}}]
             },
+            "secret_exclude": _PATTERNS,
+            "secret_default_rules": {"type": "boolean"},
             "emails": {"type": "boolean"},
             "replacement": {"type": "string"},
             "tools": {"type": "array", "items": {"type": "string"}},

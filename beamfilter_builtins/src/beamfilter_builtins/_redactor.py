@@ -1,0 +1,309 @@
+"""The redaction engine: whole texts and streams give the same result, at every split.
+
+:class:`Redactor` compiles a list of :class:`SecretRule` into one regular expression.
+:meth:`Redactor.redact` rewrites a whole text (``re.sub`` with the rules' checks); the
+streaming functions hold back only the shortest tail that more text could still change
+(see :mod:`._partial`), so ordinary text flows with no delay, a secret cut into any
+number of chunks is caught whole, and the streamed result equals :meth:`redact` of the
+whole text. A rule the stream cannot follow exactly is refused when the engine is built.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Sequence
+from re import _parser  # type: ignore[attr-defined]  # widths of a pattern
+from typing import Any
+
+from beamfilter_core.errors import ConfigError
+
+from ._partial import context_width, fast_source, first_chars, first_source, hold_source, trailing_reach
+from ._secret_rules import SecretRule
+
+__all__ = ["Redactor", "compile_rule"]
+
+_CACHED_TEXT = 32  # scans of texts up to this length are remembered
+_UNBOUNDED = _parser.MAXREPEAT - 1  # what getwidth() reports for unbounded patterns
+
+
+@functools.lru_cache(maxsize=1024)
+def _widths(pattern: re.Pattern[str]) -> tuple[int, int]:
+    low, high = _parser.parse(pattern.pattern, pattern.flags).getwidth()
+    return int(low), int(high)
+
+
+class _Rule:
+    """A rule checked and compiled: its pattern, widths and how a match is replaced."""
+
+    __slots__ = ("check", "name", "pattern", "reach", "secret", "width")
+
+    def __init__(self, rule: SecretRule, where: str, max_length: int) -> None:
+        self.name = rule.name
+        self.check = rule.check
+        label = f"{where}: pattern {rule.name} {rule.pattern!r}"
+        try:
+            self.pattern = re.compile(rule.pattern)
+        except re.error as exc:
+            msg = f"{label} is not a valid regular expression: {exc}."
+            raise ConfigError(msg) from None
+        except (TypeError, ValueError):
+            msg = f"{where}: pattern {rule.name} is {rule.pattern!r}; give a regular expression string."
+            raise ConfigError(msg) from None
+        low, high = _widths(self.pattern)
+        if low == 0:
+            msg = f"{label} can match the empty text; make it match 1+ characters."
+            raise ConfigError(msg)
+        if high >= _UNBOUNDED:
+            msg = (
+                f"{label} can match text of any length (a '*', '+' or '{{n,}}'), so a stream could never "
+                f"tell that a match is complete; bound it, e.g. '{{1,{min(max_length, 256)}}}' instead of '+'."
+            )
+            raise ConfigError(msg)
+        try:
+            self.reach = trailing_reach(self.pattern)
+        except ValueError as exc:
+            msg = f"{label} uses {exc}; a stream cannot hold text back without limit. Bound the lookahead."
+            raise ConfigError(msg) from None
+        if high + self.reach > max_length:
+            msg = (
+                f"{label} can match {high} characters (looking {self.reach} further), more than "
+                f"max_length={max_length}; raise max_length or bound the pattern."
+            )
+            raise ConfigError(msg)
+        if context_width(self.pattern, cap=max_length + 1) > max_length:
+            msg = f"{label} looks back more than max_length={max_length} characters; raise max_length."
+            raise ConfigError(msg)
+        self.width = high
+        self.secret = "secret" in self.pattern.groupindex
+
+
+def compile_rule(rule: SecretRule, where: str, max_length: int) -> re.Pattern[str]:
+    """``rule``'s pattern, checked as the engine checks it (raises ConfigError)."""
+    return _Rule(rule, where, max_length).pattern
+
+
+class Redactor:
+    """Redaction by a set of rules; ``step``/``flush`` (or the ``*_in_context`` pair) stream it."""
+
+    __slots__ = (
+        "cache",
+        "context",
+        "first",
+        "full",
+        "hold",
+        "lead",
+        "limit",
+        "min_width",
+        "plain",
+        "replacement",
+        "rules",
+        "search",
+        "step",
+    )
+
+    def __init__(
+        self,
+        rules: Sequence[SecretRule],
+        *,
+        replacement: str = "[REDACTED]",
+        max_length: int = 16_384,
+        cache_size: int = 8192,
+        where: str = "redact_filter",
+    ) -> None:
+        if not rules:
+            msg = f"{where} has no rules to redact with; keep the default rules or give patterns."
+            raise ConfigError(msg)
+        compiled = [_Rule(rule, where, max_length) for rule in rules]
+        self.rules = compiled
+        # Rules that replace the whole match need no work per match: the common case.
+        self.plain = all(rule.check is None and not rule.secret for rule in compiled)
+        patterns = [rule.pattern for rule in compiled]
+        try:
+            # An empty group closes each rule: ``lastindex`` names the rule that matched,
+            # while the rule's first character stays first (the engine skips on it).
+            full = "|".join(f"{fast_source(rule.pattern)}()" for rule in compiled)
+        except ValueError as exc:
+            msg = f"{where}: {exc}; rewrite it without back references."
+            raise ConfigError(msg) from None
+        self.full = re.compile(full)
+        self.search = self.full.search
+        # Every match, and every tail that could still become one, starts with a lead char.
+        chars = [first_chars(p) for p in patterns]
+        self.first: frozenset[str] | None = None if None in chars else frozenset().union(*chars)  # type: ignore[arg-type]
+        if self.first is not None:  # a plain character class is the fastest to search for
+            lead = "[" + "".join(re.escape(c) for c in sorted(self.first)) + "]"
+        else:
+            lead = "|".join(first_source(p) for p in patterns)
+        self.lead = re.compile(lead).search
+        # The leftmost tail that more text could still change, found in one search.
+        holds = "|".join(hold_source(rule.pattern, rule.reach) for rule in compiled)
+        self.hold = re.compile(f"(?=(?:{lead}))(?:{holds})\\Z").search
+        self.limit = max(rule.width + rule.reach for rule in compiled)
+        self.replacement = replacement
+        # Streams repeat a small vocabulary of tokens, and a short scan depends only on
+        # its text: remember the results (bounded) so most tokens cost one dict lookup.
+        self.cache: dict[str, Any] = {}
+        self.min_width = min(_widths(p)[0] for p in patterns)
+        # Characters before the held tail that \b, ^ and lookbehinds need to see (0: none).
+        self.context = max(context_width(p, max_length) for p in patterns)
+        self.step = self._make_step(cache_size) if not self.context else self._make_step_in_context(cache_size)
+
+    # -- one match -------------------------------------------------------------------
+
+    def _replace(self, m: re.Match[str]) -> str | None:
+        """What a match becomes (the replacement, or the match with its ``secret`` part
+        replaced), or None when the rule's check keeps it."""
+        rule = self.rules[m.lastindex - 1]  # type: ignore[operator]  # every rule ends with its group
+        if rule.check is None and not rule.secret:
+            return self.replacement
+        # The rule alone matches exactly what its alternative matched here.
+        own = rule.pattern.match(m.string, m.start())
+        assert own is not None  # same pattern, same text, same position
+        start, end = own.span("secret") if rule.secret else own.span()
+        if start < 0:  # an optional secret group that did not take part: hide the whole match
+            start, end = own.span()
+        if rule.check is not None and not rule.check(m.string[start:end]):
+            return None
+        return m.string[m.start() : start] + self.replacement + m.string[end : m.end()]
+
+    def redact(self, text: str) -> str:
+        """``text`` with every match replaced: the reference the stream is held to.
+
+        Like ``re.sub``, except that a match a rule's check keeps is left as it is and the
+        search goes on from its next character (another rule may match inside it).
+        """
+        if self.plain:
+            replacement = self.replacement
+            return self.full.sub(lambda _: replacement, text)
+        return self._sub(text, 0)
+
+    def _sub(self, text: str, pos: int) -> str:
+        """:meth:`redact` of ``text[pos:]``, with ``text[:pos]`` seen as what came before."""
+        out: list[str] = []
+        search = self.search
+        start = pos
+        while (m := search(text, start)) is not None:
+            piece = self.replacement if self.plain else self._replace(m)
+            if piece is None:
+                start = m.start() + 1
+                continue
+            out.append(text[pos : m.start()])
+            out.append(piece)
+            pos = start = m.end()
+        out.append(text[pos:])
+        return "".join(out)
+
+    # -- streaming -------------------------------------------------------------------
+
+    def _hold_start(self, text: str, start: int) -> int:
+        """The leftmost position from ``start`` whose tail more text could still change."""
+        end = len(text)
+        m = self.hold(text, max(start, end - self.limit))
+        return end if m is None else m.start()
+
+    def scan(self, text: str, base: int = 0) -> tuple[Sequence[str], str]:
+        """Split ``text[base:]`` into what can be emitted (secrets replaced) and the held tail.
+
+        ``text[:base]`` is context already emitted, seen only by ``\\b``, ``^`` and lookbehinds.
+        """
+        m = self.lead(text, base)
+        if m is None:  # the common case: nothing here can start a secret
+            return (text[base:],), ""
+        if len(text) - base < self.min_width:
+            # Too short to hold a whole secret: at most a tail is held back.
+            m = self.hold(text, m.start())
+            if m is None:
+                return (text[base:],), ""
+            i = m.start()
+            return ((text[base:i],) if i > base else ()), text[i:]
+        out: list[str] = []
+        pos = base
+        search, plain, replacement = self.search, self.plain, self.replacement
+        start = m.start()
+        while True:
+            held = self._hold_start(text, start)
+            m = search(text, start)
+            if m is None or m.start() >= held:
+                if held > pos:
+                    out.append(text[pos:held])
+                return out, text[held:]
+            piece = replacement if plain else self._replace(m)
+            if piece is None:  # kept by its rule's check: look again from the next character
+                start = m.start() + 1
+                continue
+            if m.start() > pos:
+                out.append(text[pos : m.start()])
+            out.append(piece)
+            pos = start = m.end()
+
+    def _make_step(self, cache_size: int) -> Callable[[str, str], tuple[Sequence[str], str]]:
+        """The per-token function for rules that never look back, with its needs bound as locals."""
+        cache = self.cache
+        remembered = cache.get
+        first = self.first
+        scan = self.scan
+
+        def miss(text: str, held: str, token: str) -> tuple[Sequence[str], str]:
+            if not held and first is not None and first.isdisjoint(token):  # no lead character at all
+                result: tuple[Sequence[str], str] = ((token,), "")
+            else:
+                out, rest = scan(text)
+                result = (tuple(out), rest)
+            if cache_size and len(text) <= _CACHED_TEXT:
+                if len(cache) >= cache_size:
+                    cache.clear()
+                cache[text] = result
+            return result
+
+        def step(token: str, held: str) -> tuple[Sequence[str], str]:
+            text = held + token if held else token
+            found = remembered(text)
+            if found is not None:
+                return found  # type: ignore[no-any-return]
+            return miss(text, held, token)
+
+        return step
+
+    def _make_step_in_context(
+        self, cache_size: int
+    ) -> Callable[[str, tuple[str, str]], tuple[Sequence[str], tuple[str, str]]]:
+        """The per-token function for rules that look back: the state keeps the text before the tail."""
+        cache = self.cache
+        remembered = cache.get
+        scan = self.scan
+        width = self.context
+        first = self.first
+
+        def step(token: str, state: tuple[str, str]) -> tuple[Sequence[str], tuple[str, str]]:
+            context, held = state
+            text = context + held + token
+            key = f"{len(context)}:{text}"  # the same text split differently scans differently
+            found = remembered(key)
+            if found is not None:
+                return found  # type: ignore[no-any-return]
+            base = len(context)
+            if not held and first is not None and first.isdisjoint(token):
+                out: Sequence[str] = (token,)
+                rest = ""
+            else:
+                out, rest = scan(text, base)
+                out = tuple(out)
+            cut = len(text) - len(rest)
+            result = (out, (text[max(0, cut - width) : cut], rest))
+            if cache_size and len(text) <= _CACHED_TEXT:
+                if len(cache) >= cache_size:
+                    cache.clear()
+                cache[key] = result
+            return result
+
+        return step
+
+    def flush(self, held: str) -> list[str]:
+        """The end of a stream (rules that never look back): the held tail, redacted."""
+        return [self.redact(held)] if held else []
+
+    def flush_in_context(self, state: tuple[str, str]) -> list[str]:
+        """The end of a stream (rules that look back)."""
+        context, held = state
+        return [self._sub(context + held, len(context))] if held else []
