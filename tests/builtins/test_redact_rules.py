@@ -306,3 +306,11 @@ def test_keyword_and_url_rules_hide_the_value_only(text: str, expected: str) -> 
 def test_a_rejected_match_does_not_hide_a_secret_inside_it() -> None:
     # "token: Bearer" is rejected as an assignment (no random value), the bearer rule still runs inside it.
     assert REDACTOR.redact("auth_token=Bearer-ish sk-abcdefghijklmnopqrstuv") == "auth_token=Bearer-ish [REDACTED]"
+
+
+def test_the_redact_page_lists_every_rule() -> None:
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "builtins" / "redact.md").read_text(encoding="utf-8")
+    missing = [rule.name for rule in DEFAULT_RULES if f"`{rule.name}`" not in page]
+    assert missing == []

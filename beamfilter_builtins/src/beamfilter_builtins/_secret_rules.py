@@ -158,6 +158,7 @@ DEFAULT_RULES: tuple[SecretRule, ...] = (
         not_hyphenated_words,
     ),
     SecretRule("huggingface_token", "ai", r"\bhf_[A-Za-z0-9]{34,40}", "hf_ + 34 letters/digits"),
+    SecretRule("huggingface_org_token", "ai", r"\bapi_org_[A-Za-z0-9]{34}(?![A-Za-z0-9])", "api_org_ + 34 letters"),
     SecretRule("groq_key", "ai", r"\bgsk_[A-Za-z0-9]{48,56}", "gsk_ + 52 letters/digits"),
     SecretRule("replicate_token", "ai", r"\br8_[A-Za-z0-9]{37,40}", "r8_ + 37 letters/digits"),
     SecretRule("perplexity_key", "ai", r"\bpplx-[A-Za-z0-9]{48,56}", "pplx- + 48 letters/digits"),
@@ -200,6 +201,16 @@ DEFAULT_RULES: tuple[SecretRule, ...] = (
     SecretRule("databricks_token", "cloud", r"\bdapi[a-f0-9]{32}(?:-\d)?", "dapi + 32 hex"),
     SecretRule("doppler_token", "cloud", r"\bdp\.(?:pt|st|ct|sa|scim|audit)\.[A-Za-z0-9]{40,44}", "dp.pt. + 43"),
     SecretRule("pulumi_token", "cloud", r"\bpul-[a-f0-9]{40}", "pul- + 40 hex"),
+    SecretRule("aws_bedrock_key", "cloud", r"\bABSK[A-Za-z0-9+/]{100,270}={0,2}", "ABSK + base64"),
+    SecretRule("yandex_api_key", "cloud", r"\bAQVN[A-Za-z0-9_-]{35,38}(?![A-Za-z0-9_-])", "AQVN + 35"),
+    SecretRule("openshift_token", "cloud", r"\bsha256~[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])", "sha256~ + 43"),
+    SecretRule("dynatrace_token", "cloud", r"\bdt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}", "dt0c01.(24).(64)"),
+    SecretRule("scalingo_token", "cloud", r"\btk-us-[A-Za-z0-9_-]{48}", "tk-us- + 48"),
+    SecretRule("octopus_deploy_key", "cloud", r"\bAPI-[A-Z0-9]{26}(?![A-Z0-9])", "API- + 26 upper-case"),
+    SecretRule(
+        "harness_token", "cloud", r"\b[ps]at\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{20}", "pat.(22).(24).(20)"
+    ),
+    SecretRule("infracost_key", "cloud", r"\bico-[A-Za-z0-9]{32}(?![A-Za-z0-9])", "ico- + 32"),
     # Version control hosts
     SecretRule("github_token", "vcs", r"\bgh[pousr]_[A-Za-z0-9]{36,255}", "ghp_ / gho_ / ghs_ … + 36"),
     SecretRule("github_fine_grained_token", "vcs", r"\bgithub_pat_[A-Za-z0-9_]{60,120}", "github_pat_ + 82"),
@@ -218,6 +229,13 @@ DEFAULT_RULES: tuple[SecretRule, ...] = (
     SecretRule("rubygems_key", "registry", r"\brubygems_[a-f0-9]{48}", "rubygems_ + 48 hex"),
     SecretRule("dockerhub_token", "registry", r"\bdckr_pat_[A-Za-z0-9_-]{27,40}", "dckr_pat_ + 27"),
     SecretRule("nuget_key", "registry", r"\boy2[a-z0-9]{43}(?![a-z0-9])", "oy2 + 43 lower-case letters/digits"),
+    SecretRule(
+        "artifactory_key", "registry", r"\b(?:AKCp[A-Za-z0-9]{69}|cmVmd[A-Za-z0-9]{59})(?![A-Za-z0-9])", "AKCp + 69"
+    ),
+    SecretRule("clojars_token", "registry", r"\bCLOJARS_[a-z0-9]{60}", "CLOJARS_ + 60"),
+    SecretRule("readme_key", "registry", r"\brdme_[a-z0-9]{70}", "rdme_ + 70"),
+    SecretRule("sourcegraph_token", "vcs", r"\bsgp_(?:[a-fA-F0-9]{16}|local)_[a-fA-F0-9]{40}", "sgp_(16)_(40 hex)"),
+    SecretRule("gitlab_session_cookie", "vcs", r"_gitlab_session=(?P<secret>[0-9a-z]{32})", "_gitlab_session= + 32"),
     SecretRule("cratesio_token", "registry", r"\bcio[A-Za-z0-9]{32}(?![A-Za-z0-9])", "cio + 32 letters/digits"),
     # Chat platforms
     SecretRule("slack_token", "chat", r"\bxox[abeoprs]-[A-Za-z0-9-]{10,250}", "xoxb-… / xoxp-…"),
@@ -280,6 +298,13 @@ DEFAULT_RULES: tuple[SecretRule, ...] = (
     SecretRule("airtable_token", "saas", r"\bpat[A-Za-z0-9]{14}\.[a-f0-9]{64}", "pat(14).(64 hex)"),
     SecretRule("postman_key", "saas", r"\bPMAK-[a-f0-9]{24}-[a-f0-9]{34}", "PMAK-(24)-(34)"),
     SecretRule("onepassword_token", "saas", r"\bops_eyJ[A-Za-z0-9+/=_-]{100,1500}", "ops_eyJ…"),
+    SecretRule("easypost_key", "saas", r"\bEZ[AT]K[A-Za-z0-9]{54}", "EZAK + 54"),
+    SecretRule("duffel_token", "saas", r"\bduffel_(?:test|live)_[A-Za-z0-9_=-]{43}", "duffel_live_ + 43"),
+    SecretRule("frameio_token", "saas", r"\bfio-u-[A-Za-z0-9_=-]{64}", "fio-u- + 64"),
+    SecretRule("intra42_secret", "saas", r"\bs-s4t2(?:ud|af)-[a-f0-9]{64}", "s-s4t2ud- + 64 hex"),
+    SecretRule("sendinblue_key", "saas", r"\bxkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}", "xkeysib-(64)-(16)"),
+    SecretRule("settlemint_token", "saas", r"\bsm_(?:aat|pat|sat)_[A-Za-z0-9]{16}(?![A-Za-z0-9])", "sm_pat_ + 16"),
+    SecretRule("typeform_token", "saas", r"\btfp_[A-Za-z0-9_.=-]{59}", "tfp_ + 59"),
     SecretRule("prefect_key", "saas", r"\bpnu_[A-Za-z0-9]{36}", "pnu_ + 36"),
     SecretRule("mapbox_secret_token", "saas", r"\bsk\.eyJ[A-Za-z0-9_-]{20,400}\.[A-Za-z0-9_-]{20,100}", "sk.eyJ…"),
     SecretRule("facebook_token", "saas", r"\bEAA[BCDGIMQSZ][A-Za-z0-9]{80,400}", "EAAB… (90+)", has_digit),
