@@ -262,7 +262,7 @@ DEFAULT_RULES: tuple[SecretRule, ...] = (
     SecretRule(
         "telegram_bot_token",
         "chat",
-        r":(?<=[0-9]{8}:)(?P<secret>AA[A-Za-z0-9_-]{33})",
+        r"(?<=[0-9]):(?P<secret>AA[A-Za-z0-9_-]{33})(?![A-Za-z0-9_-])",
         "<bot id>:AA + 33 characters (the part after the colon)",
     ),
     SecretRule(
