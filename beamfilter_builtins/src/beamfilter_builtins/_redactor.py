@@ -14,7 +14,7 @@ import functools
 import re
 from collections.abc import Callable, Sequence
 from re import _parser  # type: ignore[attr-defined]  # widths of a pattern
-from typing import Any
+from typing import Any, NamedTuple
 
 from beamfilter_core.errors import ConfigError
 
@@ -83,6 +83,14 @@ def compile_rule(rule: SecretRule, where: str, max_length: int) -> re.Pattern[st
     return _Rule(rule, where, max_length).pattern
 
 
+class _Group(NamedTuple):
+    """The rules that can start with one character: their hold and match functions."""
+
+    hold: Callable[[str, int], re.Match[str] | None]
+    match: Callable[[str, int], re.Match[str] | None]
+    rules: list[_Rule]
+
+
 class Redactor:
     """Redaction by a set of rules; ``step``/``flush`` (or the ``*_in_context`` pair) stream it."""
 
@@ -91,6 +99,7 @@ class Redactor:
         "context",
         "first",
         "full",
+        "groups",
         "hold",
         "lead",
         "limit",
@@ -99,6 +108,7 @@ class Redactor:
         "replacement",
         "rules",
         "search",
+        "starting",
         "step",
     )
 
@@ -137,10 +147,22 @@ class Redactor:
             lead = "|".join(first_source(p) for p in patterns)
         self.lead = re.compile(lead).search
         # The leftmost tail that more text could still change, found in one search.
-        holds = "|".join(hold_source(rule.pattern, rule.reach) for rule in compiled)
-        self.hold = re.compile(f"(?=(?:{lead}))(?:{holds})\\Z").search
+        # (Rules with known first characters use the per-character groups instead.)
+        self.hold: Callable[[str, int], re.Match[str] | None]
+        if self.first is None:
+            holds = "|".join(hold_source(rule.pattern, rule.reach) for rule in compiled)
+            self.hold = re.compile(f"(?=(?:{lead}))(?:{holds})\\Z").search
         self.limit = max(rule.width + rule.reach for rule in compiled)
         self.replacement = replacement
+        # Per lead character, only the rules that can start with it (built on first use):
+        # a token is then checked against a handful of rules, not all of them.
+        self.starting: dict[str, tuple[int, ...]] = {}
+        if self.first is not None:
+            for c in self.first:
+                self.starting[c] = tuple(i for i, found in enumerate(chars) if found is not None and c in found)
+        self.groups: dict[tuple[int, ...], _Group] = {}
+        if self.first is not None:
+            self.hold = self._hold_grouped
         # Streams repeat a small vocabulary of tokens, and a short scan depends only on
         # its text: remember the results (bounded) so most tokens cost one dict lookup.
         self.cache: dict[str, Any] = {}
@@ -151,10 +173,10 @@ class Redactor:
 
     # -- one match -------------------------------------------------------------------
 
-    def _replace(self, m: re.Match[str]) -> str | None:
+    def _replace(self, m: re.Match[str], rules: Sequence[_Rule] | None = None) -> str | None:
         """What a match becomes (the replacement, or the match with its ``secret`` part
         replaced), or None when the rule's check keeps it."""
-        rule = self.rules[m.lastindex - 1]  # type: ignore[operator]  # every rule ends with its group
+        rule = (rules or self.rules)[m.lastindex - 1]  # type: ignore[operator]  # every rule ends with its group
         if rule.check is None and not rule.secret:
             return self.replacement
         # The rule alone matches exactly what its alternative matched here.
@@ -202,6 +224,28 @@ class Redactor:
         m = self.hold(text, max(start, end - self.limit))
         return end if m is None else m.start()
 
+    def _hold_grouped(self, text: str, start: int) -> re.Match[str] | None:
+        """The leftmost tail from ``start`` that more text could change, rule group by rule group."""
+        m = self.lead(text, start)
+        while m is not None:
+            at = m.start()
+            if len(text) - at <= self.limit:
+                found = self._group(text[at]).hold(text, at)
+                if found is not None:
+                    return found
+            m = self.lead(text, at + 1)
+        return None
+
+    def _group(self, char: str) -> _Group:
+        indexes = self.starting[char]
+        group = self.groups.get(indexes)
+        if group is None:
+            rules = [self.rules[i] for i in indexes]
+            holds = "|".join(hold_source(rule.pattern, rule.reach) for rule in rules)
+            full = "|".join(f"{fast_source(rule.pattern)}()" for rule in rules)
+            group = self.groups[indexes] = _Group(re.compile(f"(?:{holds})\\Z").match, re.compile(full).match, rules)
+        return group
+
     def scan(self, text: str, base: int = 0) -> tuple[Sequence[str], str]:
         """Split ``text[base:]`` into what can be emitted (secrets replaced) and the held tail.
 
@@ -210,17 +254,41 @@ class Redactor:
         m = self.lead(text, base)
         if m is None:  # the common case: nothing here can start a secret
             return (text[base:],), ""
-        if len(text) - base < self.min_width:
-            # Too short to hold a whole secret: at most a tail is held back.
-            m = self.hold(text, m.start())
-            if m is None:
-                return (text[base:],), ""
-            i = m.start()
-            return ((text[base:i],) if i > base else ()), text[i:]
+        if self.first is None:
+            return self._scan_all(text, base, m.start())
+        # Position by position from the first lead character: a tail more text could
+        # change is held; else a match there is final (like re.sub, leftmost first).
+        out: list[str] = []
+        pos = base
+        end = len(text)
+        lead, group_of, groups, limit = self.lead, self._group, self.groups, self.limit
+        starting = self.starting
+        while m is not None:
+            at = m.start()
+            group = groups.get(starting[text[at]]) or group_of(text[at])
+            if end - at <= limit and group.hold(text, at):
+                if at > pos:
+                    out.append(text[pos:at])
+                return out, text[at:]
+            found = group.match(text, at)
+            piece = None if found is None else self._replace(found, group.rules)
+            if found is not None and piece is not None:
+                if at > pos:
+                    out.append(text[pos:at])
+                out.append(piece)
+                pos = found.end()
+                m = lead(text, pos)
+            else:
+                m = lead(text, at + 1)
+        if pos < end:
+            out.append(text[pos:])
+        return out, ""
+
+    def _scan_all(self, text: str, base: int, start: int) -> tuple[Sequence[str], str]:
+        """:meth:`scan` for rules whose first characters are unknown: one search for all."""
         out: list[str] = []
         pos = base
         search, plain, replacement = self.search, self.plain, self.replacement
-        start = m.start()
         while True:
             held = self._hold_start(text, start)
             m = search(text, start)
