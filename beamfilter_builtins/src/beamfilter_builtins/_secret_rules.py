@@ -153,8 +153,8 @@ DEFAULT_RULES: tuple[SecretRule, ...] = (
         "openai_key",
         "ai",
         # No \b: a key glued to a word ("Xsk-...") is still a key.
-        r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,200}",
-        "sk-… / sk-proj-… (20+ characters)",
+        r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{16,200}",
+        "sk-… / sk-proj-… (16+ characters)",
         not_hyphenated_words,
     ),
     SecretRule("huggingface_token", "ai", r"\bhf_[A-Za-z0-9]{34,40}", "hf_ + 34 letters/digits"),
