@@ -316,7 +316,10 @@ DEFAULT_RULES: tuple[SecretRule, ...] = (
     SecretRule(
         "private_key",
         "private_key",
-        rf"-----BEGIN{_PEM_LABEL}(?:[\s\\]{{0,4}}(?:Proc-Type|DEK-Info|Comment):[^\n\\]{{1,100}}){{0,3}}"
+        # A line break (or an escaped one, inside JSON) follows the BEGIN line: prose that
+        # names the line is not a key.
+        rf"-----BEGIN{_PEM_LABEL}[ \t]{{0,4}}(?:\r?\n|(?:\\r)?\\n)"
+        rf"(?:[\s\\]{{0,4}}(?:Proc-Type|DEK-Info|Comment):[^\n\\]{{1,100}}){{0,3}}"
         rf"[{_B64}=\s\\:,.]{{0,8000}}(?:-----END{_PEM_LABEL})?",
         "-----BEGIN … PRIVATE KEY----- … -----END … PRIVATE KEY-----",
     ),
