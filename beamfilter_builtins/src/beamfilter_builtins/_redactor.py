@@ -165,7 +165,7 @@ class Redactor:
             self.hold = self._hold_grouped
         # Streams repeat a small vocabulary of tokens, and a short scan depends only on
         # its text: remember the results (bounded) so most tokens cost one dict lookup.
-        self.cache: dict[str, Any] = {}
+        self.cache: dict[str | tuple[str, str], Any] = {}
         self.min_width = min(_widths(p)[0] for p in patterns)
         # Characters before the held tail that \b, ^ and lookbehinds need to see (0: none).
         self.context = max(context_width(p, max_length) for p in patterns)
@@ -345,25 +345,30 @@ class Redactor:
 
         def step(token: str, state: tuple[str, str]) -> tuple[Sequence[str], tuple[str, str]]:
             context, held = state
-            text = context + held + token
-            key = f"{len(context)}:{text}"  # the same text split differently scans differently
+            body = held + token if held else token
+            # Only a rule starting in the first ``width`` characters can see the context:
+            # when none can start there, the scan depends on the body alone (most tokens).
+            key: str | tuple[str, str] = (
+                body if first is not None and first.isdisjoint(body[:width]) else (context, body)
+            )
             found = remembered(key)
-            if found is not None:
-                return found  # type: ignore[no-any-return]
-            base = len(context)
-            if not held and first is not None and first.isdisjoint(token):
-                out: Sequence[str] = (token,)
-                rest = ""
-            else:
-                out, rest = scan(text, base)
-                out = tuple(out)
-            cut = len(text) - len(rest)
-            result = (out, (text[max(0, cut - width) : cut], rest))
-            if cache_size and len(text) <= _CACHED_TEXT:
-                if len(cache) >= cache_size:
-                    cache.clear()
-                cache[key] = result
-            return result
+            if found is None:
+                if not held and first is not None and first.isdisjoint(token):
+                    found = ((token,), "")
+                else:
+                    out, rest = scan(context + body, len(context))
+                    found = (tuple(out), rest)
+                if cache_size and len(body) <= _CACHED_TEXT:
+                    if len(cache) >= cache_size:
+                        cache.clear()
+                    cache[key] = found
+            out, rest = found
+            cut = len(body) - len(rest)  # in body
+            if cut >= width:
+                return out, (body[cut - width : cut], rest)
+            text = context + body
+            cut += len(context)
+            return out, (text[max(0, cut - width) : cut], rest)
 
         return step
 
