@@ -150,7 +150,7 @@ SPEC = FilterSpec(
         },
         "additionalProperties": False,
     },
-    "Replaces secrets (60+ token formats, private keys, credentials in URLs and assignments) in the answer, "
+    "Replaces secrets (90+ token formats, private keys, credentials in URLs and assignments) in the answer, "
     "even split across tokens.",
     ("token",),
 )
