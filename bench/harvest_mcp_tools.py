@@ -76,11 +76,26 @@ SERVERS: list[tuple[str, str, list[str], dict[str, str]]] = [
         ["npm", "mcp-server-google-maps"],
         {"GOOGLE_MAPS_API_KEY": PLACEHOLDER},
     ),
-    ("brave", "@modelcontextprotocol/server-brave-search", ["npm", "mcp-server-brave-search"], {"BRAVE_API_KEY": PLACEHOLDER}),
+    (
+        "brave",
+        "@modelcontextprotocol/server-brave-search",
+        ["npm", "mcp-server-brave-search"],
+        {"BRAVE_API_KEY": PLACEHOLDER},
+    ),
     ("puppeteer", "@modelcontextprotocol/server-puppeteer", ["npm", "mcp-server-puppeteer"], {}),
     ("redis", "@modelcontextprotocol/server-redis", ["npm", "mcp-server-redis", f"redis://127.0.0.1:{REDIS_PORT}"], {}),
-    ("postgres", "@modelcontextprotocol/server-postgres", ["npm", "mcp-server-postgres", "postgresql://127.0.0.1:1/x"], {}),
-    ("everart", "@modelcontextprotocol/server-everart", ["npm", "mcp-server-everart"], {"EVERART_API_KEY": PLACEHOLDER}),
+    (
+        "postgres",
+        "@modelcontextprotocol/server-postgres",
+        ["npm", "mcp-server-postgres", "postgresql://127.0.0.1:1/x"],
+        {},
+    ),
+    (
+        "everart",
+        "@modelcontextprotocol/server-everart",
+        ["npm", "mcp-server-everart"],
+        {"EVERART_API_KEY": PLACEHOLDER},
+    ),
     ("playwright", "@playwright/mcp", ["npm", "playwright-mcp"], {}),
     ("notion", "@notionhq/notion-mcp-server", ["npm", "notion-mcp-server"], {"NOTION_TOKEN": PLACEHOLDER}),
     ("kubernetes", "mcp-server-kubernetes", ["npm", "mcp-server-kubernetes"], {}),
@@ -139,7 +154,7 @@ async def _harvest(root: Path, only: set[str]) -> list[dict[str, Any]]:
             continue
         try:
             tools = await asyncio.wait_for(_list_tools(root, spec), timeout=timedelta(seconds=60).total_seconds())
-        except Exception as exc:  # a server that fails to start is reported, the others still run
+        except Exception as exc:  # noqa: BLE001  (a server that fails is reported, the others still run)
             print(f"{spec[0]:<12} FAILED: {_describe(exc)}", file=sys.stderr)
             continue
         print(f"{spec[0]:<12} {len(tools):>3} tools  ({spec[1]})")

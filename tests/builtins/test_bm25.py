@@ -50,7 +50,8 @@ def test_rare_terms_weigh_more_and_every_query_term_adds() -> None:
     idf_date = math.log(1 + (3 - 1 + 0.5) / (1 + 0.5))
     (key, score), *_ = fruit().scores("date")
     norm_c = 1.2 * (0.25 + 0.75 * 1 / 2)
-    assert key == "c" and score == pytest.approx(idf_date * 2.2 / (1 + norm_c), rel=1e-12)
+    assert key == "c"
+    assert score == pytest.approx(idf_date * 2.2 / (1 + norm_c), rel=1e-12)
     both = dict(fruit().scores("banana cherry"))
     idf_one = math.log(1 + 2.5 / 1.5)
     assert both == pytest.approx({"a": idf_one * 2.2 / (1 + 1.2), "b": idf_one * 2.2 / (1 + 1.65)}, rel=1e-12)
@@ -70,7 +71,8 @@ def test_k1_and_b_change_the_scores_as_the_formula_says() -> None:
     assert dict(full.scores("x")) == pytest.approx(
         {"a": idf_x * 3 / (1 + 2.0 * 2 / 3), "b": idf_x * 3 / (1 + 2.0 * 4 / 3)}, rel=1e-12
     )
-    assert flat.k1 == 2.0 and flat.b == 0.0
+    assert flat.k1 == 2.0
+    assert flat.b == 0.0
 
 
 def test_field_weight_multiplies_the_term_frequency_and_the_length() -> None:
@@ -86,7 +88,8 @@ def test_field_weight_multiplies_the_term_frequency_and_the_length() -> None:
 def test_term_scores_weights_and_analyzer() -> None:
     index = BM25Index([("a", (("Apple pie", 1),)), ("b", (("pear", 1),))], analyzer=lambda text: text.split())
     assert index.vocabulary == frozenset({"Apple", "pie", "pear"})
-    assert index.document_frequency("pie") == 1 and index.document_frequency("nope") == 0
+    assert index.document_frequency("pie") == 1
+    assert index.document_frequency("nope") == 0
     plain = dict(index.scores("Apple"))
     assert index.scores("apple") == []  # the analyzer given is used for queries too
     assert dict(index.term_scores([("Apple", 0.25)])) == pytest.approx({"a": plain["a"] * 0.25}, rel=1e-12)
@@ -98,9 +101,12 @@ def test_ties_by_key_zero_scores_dropped_limit_and_empty_cases() -> None:
     assert [key for key, _ in index.scores("same")] == ["y", "z"]
     assert index.search("same", 1) == ["y"]
     assert index.search("same", 0) == []
-    assert index.scores("") == [] and index.scores("missing") == []
+    assert index.scores("") == []
+    assert index.scores("missing") == []
     empty = BM25Index([])
-    assert len(empty) == 0 and empty.scores("anything") == [] and empty.search("x", 3) == []
+    assert len(empty) == 0
+    assert empty.scores("anything") == []
+    assert empty.search("x", 3) == []
     assert len(index) == 3
 
 

@@ -21,11 +21,13 @@ from ._safeguard import safeguard_filter
 from ._schema_validation import schema_validation_filter, schema_validator
 from ._skills import BM25SkillRouter, Skill, SkillRouter, load_skills, parse_skill, skills_filter
 from ._title import ChatStoreTitles, InMemoryTitleStore, TitleStore, heuristic_title, title_filter
+from ._tool_embedding import EmbeddingToolIndex, HybridToolIndex
 from ._tool_errors import tool_errors_filter
+from ._tool_lexical import BM25ToolIndex
 from ._tool_output_guard import tool_output_guard_filter
 from ._tool_policy import tool_policy_filter
 from ._tool_retry import tool_retry_filter
-from ._tool_search import BM25ToolIndex, RegexToolIndex, ToolIndex, tool_search_filter
+from ._tool_search import RegexToolIndex, ToolIndex, tool_search_filter
 from ._tracing import tracing_filter
 from ._trajectory import load_trajectory, read_trajectory, responses_of, trajectory_filter
 from ._validation import validation_filter
@@ -37,6 +39,8 @@ __all__ = [
     "BM25ToolIndex",
     "ChatStoreTitles",
     "Document",
+    "EmbeddingToolIndex",
+    "HybridToolIndex",
     "InMemoryRetriever",
     "InMemoryTitleStore",
     "RegexToolIndex",

@@ -1,8 +1,10 @@
-"""A small BM25 keyword index and the tokenizer it uses (tool search, the RAG retriever).
+"""A small BM25 keyword index (tool search, skills, the RAG retriever) and its default tokenizer.
 
-The tokenizer lower-cases and splits ``camelCase``, ``snake_case`` and ``HTTPServer``
-style names; runs of CJK characters become overlapping bigrams (a single CJK character
-stays one token).
+The index takes any analyzer (``text -> terms``; tool search uses
+:func:`~._analysis.analyze`). The default, :func:`tokenize`, lower-cases and splits
+``camelCase``, ``snake_case`` and ``HTTPServer`` style names; runs of CJK characters
+become overlapping bigrams (a single CJK character stays one token). Its scores are
+pinned by tests: the skills router compares them with ``min_score``.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 __all__ = ["BM25Index", "tokenize"]
 
@@ -45,33 +47,37 @@ class BM25Index:
     """Okapi BM25 over documents made of weighted fields.
 
     Each document is ``(key, fields)`` where ``fields`` is a sequence of
-    ``(text, weight)``; a field of weight 3 counts each of its tokens three times (how
-    tool names are boosted). Results are sorted by score, then by key; zero scores are
-    dropped.
+    ``(text, weight)``; a field of weight 3 counts each of its terms three times (how
+    tool names are boosted; weights may be fractions). ``analyzer`` turns text into terms
+    (default :func:`tokenize`), for the documents and the queries alike. Results are sorted
+    by score, then by key; zero scores are dropped.
     """
 
     def __init__(
         self,
-        documents: Iterable[tuple[str, Sequence[tuple[str, int]]]],
+        documents: Iterable[tuple[str, Sequence[tuple[str, float]]]],
         *,
         k1: float = 1.2,
         b: float = 0.75,
+        analyzer: Callable[[str], list[str]] = tokenize,
     ) -> None:
         self.k1 = k1
         self.b = b
+        self.analyzer = analyzer
         self._keys: list[str] = []
-        self._freqs: list[Counter[str]] = []
-        self._lengths: list[int] = []
+        self._freqs: list[dict[str, float]] = []
+        self._lengths: list[float] = []
         doc_freq: Counter[str] = Counter()
         for key, fields in documents:
-            counts: Counter[str] = Counter()
+            counts: dict[str, float] = {}
             for text, weight in fields:
-                for token in tokenize(text):
-                    counts[token] += weight
+                for token in analyzer(text):
+                    counts[token] = counts.get(token, 0) + weight
             self._keys.append(key)
             self._freqs.append(counts)
             self._lengths.append(sum(counts.values()))
             doc_freq.update(counts.keys())
+        self._doc_freq = dict(doc_freq)
         count = len(self._keys)
         self._average = (sum(self._lengths) / count) if count else 0.0
         # BM25+-style idf that stays positive for terms in most documents.
@@ -80,9 +86,22 @@ class BM25Index:
     def __len__(self) -> int:
         return len(self._keys)
 
+    @property
+    def vocabulary(self) -> frozenset[str]:
+        """Every term some document contains."""
+        return frozenset(self._idf)
+
+    def document_frequency(self, term: str) -> int:
+        """How many documents contain ``term``."""
+        return self._doc_freq.get(term, 0)
+
     def scores(self, query: str) -> list[tuple[str, float]]:
         """Every document with a positive score for ``query``, best first (ties by key)."""
-        terms = tokenize(query)
+        return self.term_scores([(term, 1.0) for term in self.analyzer(query)])
+
+    def term_scores(self, terms: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
+        """Like :meth:`scores` for analysed query terms, each ``(term, weight)``; a repeated
+        term counts once per occurrence."""
         if not terms or not self._keys:
             return []
         k1, b, average, idf = self.k1, self.b, self._average or 1.0, self._idf
@@ -90,10 +109,10 @@ class BM25Index:
         for key, freqs, length in zip(self._keys, self._freqs, self._lengths, strict=True):
             score = 0.0
             norm = k1 * (1 - b + b * length / average)
-            for term in terms:
+            for term, weight in terms:
                 tf = freqs.get(term)
                 if tf:
-                    score += idf[term] * tf * (k1 + 1) / (tf + norm)
+                    score += weight * idf[term] * tf * (k1 + 1) / (tf + norm)
             if score > 0:
                 found.append((key, score))
         found.sort(key=lambda item: (-item[1], item[0]))

