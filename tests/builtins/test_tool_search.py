@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import pytest
 
@@ -236,3 +237,47 @@ def test_enabled_by_name_in_config_the_search_tool_is_registered() -> None:
         ["createCalendarEvent", "tool_search"],
         ["createCalendarEvent", "tool_search"],
     ]
+
+
+async def test_a_slow_custom_index_builds_once_in_a_thread_while_the_loop_runs() -> None:
+    import asyncio
+    import threading
+    import time
+
+    class SlowIndex:
+        def __init__(self) -> None:
+            self.builds: list[tuple[str, ...]] = []
+            self.threads: set[str] = set()
+
+        def build(self, tools: Sequence[Tool]) -> None:
+            self.threads.add(threading.current_thread().name)
+            time.sleep(0.3)  # an embedding pass: seconds of CPU in real life
+            self.builds.append(tuple(t.name for t in tools))
+
+        def search(self, query: str, limit: int) -> list[str]:
+            self.threads.add(threading.current_thread().name)
+            return ["get_weather"][:limit]
+
+    index = SlowIndex()
+    flt = tool_search_filter(backend=index)
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    def kernel() -> Kernel:
+        model = ScriptedModel([ChatResponse.tool_calls(ToolCall("tool_search", {"query": "weather"}, "s1")), "ok"])
+        return Kernel(model, tools=catalog(), filters=[flt])
+
+    task = asyncio.create_task(ticker())
+    try:
+        results = await asyncio.gather(kernel().run("a"), kernel().run("b"))
+    finally:
+        task.cancel()
+    assert [r.text for r in results] == ["ok", "ok"]
+    assert index.builds == [("get_weather", "send_email", "createCalendarEvent", "convert_currency")]
+    assert threading.main_thread().name not in index.threads
+    assert ticks >= 10  # the loop kept running during the 0.3 s build

@@ -9,6 +9,7 @@ memory need no extra state.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Awaitable, Callable, Sequence
@@ -163,19 +164,36 @@ def tool_search_filter(
     # The indexed catalog, keyed by the tuple of names it was built from.
     built: dict[str, Any] = {"key": None, "names": frozenset()}
 
-    def ensure(catalog: Sequence[Tool]) -> frozenset[str]:
-        chosen = fixed if fixed is not None else tuple(t for t in catalog if t.name != tool_name)
-        key = tuple(t.name for t in chosen)
+    # Embedding a catalog takes seconds and a query's forward pass milliseconds: those
+    # backends build and search in a worker thread, so the event loop keeps serving.
+    offload = not isinstance(index, (BM25ToolIndex, RegexToolIndex))
+    building = asyncio.Lock()
+
+    def chosen_for(catalog: Sequence[Tool]) -> tuple[Tool, ...]:
+        return fixed if fixed is not None else tuple(t for t in catalog if t.name != tool_name)
+
+    async def ensure(catalog: Sequence[Tool]) -> frozenset[str]:
+        key = tuple(t.name for t in chosen_for(catalog))
         if built["key"] != key:
-            index.build(chosen)
-            built["key"], built["names"] = key, frozenset(key)
+            async with building:  # two turns at once build once
+                if built["key"] != key:
+                    chosen = chosen_for(catalog)
+                    if offload:
+                        await asyncio.to_thread(index.build, chosen)
+                    else:
+                        index.build(chosen)
+                    built["key"], built["names"] = key, frozenset(key)
         names: frozenset[str] = built["names"]
         return names
 
     if fixed is not None:
-        ensure(fixed)
+        index.build(fixed)
+        built["key"] = tuple(t.name for t in fixed)
+        built["names"] = frozenset(built["key"])
 
     async def search(query: str) -> str:
+        if offload:
+            return json.dumps(await asyncio.to_thread(index.search, query, max_results))
         return json.dumps(index.search(query, max_results))
 
     search.__doc__ = description
@@ -187,7 +205,7 @@ def tool_search_filter(
         catalog = request.tools
         if not catalog:
             return await call_next(request)
-        indexed = ensure(catalog)
+        indexed = await ensure(catalog)
         found = set(_discovered(request.messages, tool_name, indexed, accumulate))
         shown = tuple(t for t in catalog if t.name == tool_name or t.name not in indexed or t.name in found)
         return await call_next(request.replace(tools=shown))
