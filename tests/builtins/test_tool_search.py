@@ -281,3 +281,18 @@ async def test_a_slow_custom_index_builds_once_in_a_thread_while_the_loop_runs()
     assert index.builds == [("get_weather", "send_email", "createCalendarEvent", "convert_currency")]
     assert threading.main_thread().name not in index.threads
     assert ticks >= 10  # the loop kept running during the 0.3 s build
+
+
+async def test_a_huge_query_is_cut_before_searching() -> None:
+    import time
+
+    from beamfilter_builtins._tool_search import MAX_QUERY_CHARS
+
+    flt = tool_search_filter(tools=catalog())
+    search = flt.extras["tools"][0]
+    head = "weather " + "zq " * 700
+    huge = head + " send an email" * 100_000  # 1.4 MB; the e-mail words lie past the cut
+    started = time.perf_counter()
+    found = json.loads(await search.fn(query=huge))
+    assert time.perf_counter() - started < 5
+    assert found == json.loads(await search.fn(query=huge[:MAX_QUERY_CHARS])) == ["get_weather"]

@@ -29,6 +29,10 @@ SEARCH_DESCRIPTION = (
 )
 
 
+#: Longer queries are cut to this many characters before searching.
+MAX_QUERY_CHARS = 2000
+
+
 @runtime_checkable
 class ToolIndex(Protocol):
     """A searchable index of tools (BM25, regex, embedding and hybrid ship; any other plugs in)."""
@@ -192,6 +196,7 @@ def tool_search_filter(
         built["names"] = frozenset(built["key"])
 
     async def search(query: str) -> str:
+        query = query[:MAX_QUERY_CHARS]  # a pasted document is not a search; keep the cost bounded
         if offload:
             return json.dumps(await asyncio.to_thread(index.search, query, max_results))
         return json.dumps(index.search(query, max_results))
