@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beamfilter_builtins import BM25ToolIndex
@@ -212,6 +212,7 @@ def test_blank_and_unknown_queries_and_options(mcp_index: BM25ToolIndex) -> None
 _VOCAB = sorted({w for t in real_tools()[:60] for w in words(f"{t.name} {t.description}") if analyze(w)})
 
 
+@settings(deadline=None)  # CPU-bound; a busy machine must not fail it
 @given(st.sampled_from(_VOCAB), st.lists(st.sampled_from(["please", "the", "a", "me", "xqzv"]), max_size=3))
 def test_a_query_sharing_a_content_word_never_finds_nothing(word: str, filler: list[str]) -> None:
     index = _SMALL
@@ -224,6 +225,7 @@ _SMALL = BM25ToolIndex()
 _SMALL.build(real_tools()[:60])
 
 
+@settings(deadline=None)  # CPU-bound; a busy machine must not fail it
 @given(st.text(max_size=60))
 def test_any_text_is_a_valid_query(query: str) -> None:
     found = _SMALL.search(query, 5)
