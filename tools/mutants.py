@@ -356,7 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("modules", nargs="*", help="dotted names or paths (default: modules changed vs --base)")
     parser.add_argument("--base", default="main", help="branch the default module list is computed against")
     parser.add_argument("--tests", nargs="+", help="test folders or files (default: the package's test folders)")
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per mutant before it counts as caught")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per mutant before it counts as caught")
     parser.add_argument("--confirm", action="store_true", help="re-run survivors against the whole test folders")
     parser.add_argument("--keep", action="store_true", help="keep the mutated copy in .mutants/<module>/tree")
     parser.add_argument("--run-covering-tests", metavar="WORKDIR", help=argparse.SUPPRESS)

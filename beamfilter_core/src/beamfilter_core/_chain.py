@@ -1,45 +1,112 @@
 """Compiled onion chains: built once per kernel, bound to a terminal once per run.
 
-A bound layer is a plain function that returns the hook's coroutine without awaiting
-it, so each filter costs one coroutine and one call per pass, and the outer ``await``
-drives the whole onion.
+Errors are attributed by position, never by inspecting frames: each bound layer awaits
+its hook inside a ``try`` (free until something raises), and the chain's terminal marks
+whatever leaves it as raised by no filter. An exception reaching a layer unmarked was
+raised by that layer's own hook, whatever the hook is (a function, a bound method, an
+object with ``__call__``, a ``functools.partial``): it is marked with the name of the
+filter at that place and re-raised unchanged, so outer hooks still catch the type they
+expect. The kernel turns the mark into ``filter_name`` or a :class:`FilterError`.
 """
 
 from __future__ import annotations
 
-import types
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import attrs
 
-from ._filter import CompiledFilter, Hook, Scope
+from ._filter import CompiledFilter, Hook, Scope, TokenTransform
+from ._streaming import TRANSFORM_MARK
 from .errors import BeamfilterError, ConfigError, FilterError
 
 Call = Callable[[Any], Awaitable[Any]]
 
+#: on an exception: the name of the filter whose code raised it, "" if it left a terminal
+_OWNER = "_beamfilter_owner"
 
-def _layer(hook: Hook, state: dict[str, Any], call_next: Call) -> Call:
-    def call(request: Any) -> Awaitable[Any]:
-        return hook(request, state, call_next)
+
+def _own(exc: BaseException, name: str) -> None:
+    """Mark ``exc`` as raised by filter ``name`` (or, with ``""``, by no filter)."""
+    if getattr(exc, _OWNER, None) is None:
+        # object.__setattr__: also through a frozen attrs exception; every exception has a __dict__
+        object.__setattr__(exc, _OWNER, name)
+        if name and isinstance(exc, BeamfilterError) and exc.filter_name is None:
+            exc.filter_name = name
+
+
+def _passed_through(terminal: Call) -> Call:
+    """``terminal``, marking what it raises as raised by no filter."""
+
+    async def call(request: Any) -> Any:
+        try:
+            return await terminal(request)
+        except Exception as exc:
+            _own(exc, "")
+            raise
+
+    return call
+
+
+def _layer(hook: Hook, state: dict[str, Any], call_next: Call, name: str) -> Call:
+    async def call(request: Any) -> Any:
+        try:
+            return await hook(request, state, call_next)
+        except Exception as exc:
+            _own(exc, name)
+            raise
 
     return call
 
 
 def _checked_layer(hook: Hook, state: dict[str, Any], call_next: Call, name: str, scope: str, expected: type) -> Call:
     async def call(request: Any) -> Any:
-        result = await hook(request, state, call_next)
+        try:
+            result = await hook(request, state, call_next)
+        except Exception as exc:
+            _own(exc, name)
+            raise
         if type(result) is not expected:
             msg = (
                 f"Filter {name!r} returned {result!r} (a {type(result).__name__}) from around_{scope}; "
                 f"around_{scope} hooks must return a {expected.__name__}."
             )
             error = ConfigError(msg)
-            error.filter_name = name
+            _own(error, name)
             raise error
         return result
 
     return call
+
+
+def raised_by(exc: BaseException, pipelines: Sequence[tuple[Sequence[TokenTransform], Sequence[str]]]) -> str | None:
+    """The filter whose code raised ``exc``: a hook's, or a token transform's, found by its
+    place in one of ``pipelines`` (transforms, their filters' names); None: no filter's."""
+    name: str | None = getattr(exc, _OWNER, None)
+    if name:
+        return name
+    found = getattr(exc, TRANSFORM_MARK, None)
+    if found is None:
+        return None
+    transform, position = found
+    for transforms, names in pipelines:
+        if position < len(transforms) and transforms[position] is transform:
+            return str(names[position])
+    return None
+
+
+def blame(exc: Exception, name: str) -> Exception:
+    """The exception to raise for ``exc``, raised by the code of filter ``name``.
+
+    A beamfilter error keeps its type and gets ``filter_name`` (unless it has one); any
+    other exception becomes a :class:`FilterError` naming the filter, to be raised
+    ``from`` the original.
+    """
+    if isinstance(exc, BeamfilterError):
+        if exc.filter_name is None:
+            exc.filter_name = name
+        return exc
+    return FilterError(f"Filter {name!r} raised {type(exc).__name__}: {exc}", name)
 
 
 @attrs.frozen(slots=True)
@@ -68,94 +135,13 @@ class CompiledChain:
         With ``expected`` (the kernel's ``check_returns``), every layer checks that its
         hook returned that type, so a wrong value names the filter that produced it.
         """
-        call = terminal
+        if not self.layers:
+            return terminal
+        call = _passed_through(terminal)
         if expected is None:
-            for index, hook in reversed(self.layers):
-                call = _layer(hook, states[index], call)
+            for (index, hook), name in zip(reversed(self.layers), reversed(self.names), strict=True):
+                call = _layer(hook, states[index], call, name)
             return call
         for (index, hook), name in zip(reversed(self.layers), reversed(self.names), strict=True):
             call = _checked_layer(hook, states[index], call, name, self.scope, expected)
         return call
-
-
-def _code_of(fn: Any) -> tuple[types.CodeType | None, int]:
-    """The code object behind ``fn`` and the position of the hook's ``state`` argument."""
-    target = getattr(fn, "__func__", None)
-    if target is not None:  # a bound method: (self, request, state, call_next)
-        code = getattr(target, "__code__", None)
-        position = 2
-    else:
-        code = getattr(fn, "__code__", None)
-        position = 1
-        if code is None:  # an object with an async __call__
-            call = getattr(type(fn), "__call__", None)  # noqa: B004  # __call__'s code, not callable()
-            code = getattr(call, "__code__", None)
-            position = 2
-    return (code, position) if isinstance(code, types.CodeType) else (None, position)
-
-
-#: hook code -> (filter name, name of the hook's state parameter or None)
-CodeMap = dict[types.CodeType, tuple[str, str | None]]
-
-
-def hook_codes(filters: Sequence[CompiledFilter]) -> CodeMap:
-    """Map each hook's code object to its filter name (for error attribution)."""
-    codes: CodeMap = {}
-    for item in filters:
-        flt = item.filter
-        for hook in (flt.around_turn, flt.around_iteration, flt.around_chat, flt.around_tool, flt.around_gate):
-            code, position = _code_of(hook) if hook is not None else (None, 0)
-            if code is not None:
-                varnames = code.co_varnames
-                codes[code] = (flt.name, varnames[position] if len(varnames) > position else None)
-        token = flt.token
-        if token is not None:
-            for fn in (token.step, token.flush):
-                code, _ = _code_of(fn) if fn is not None else (None, 0)
-                if code is not None:
-                    codes[code] = (flt.name, None)
-    return codes
-
-
-def attribute(
-    exc: Exception,
-    codes: CodeMap,
-    boundaries: frozenset[types.CodeType],
-    states: Sequence[dict[str, Any]] = (),
-    names: Sequence[str] = (),
-) -> Exception:
-    """Name the filter whose own code raised ``exc``; return the exception to raise.
-
-    The deepest traceback frame that is a filter hook or a chain terminal (a
-    ``boundary``) decides: a hook means the filter raised; a terminal means the error
-    came from the model or a tool and only passed through the filters. When several
-    filters share one hook function, the frame's ``state`` argument (one dict per
-    filter and run) tells them apart.
-    """
-    owner: str | None = None
-    by_state: dict[int, str] | None = None
-    tb = exc.__traceback__
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        if code in boundaries:
-            owner = None
-        else:
-            found = codes.get(code)
-            if found is not None:
-                owner, state_param = found
-                if state_param is not None and states:
-                    if by_state is None:
-                        by_state = {id(state): name for state, name in zip(states, names, strict=True)}
-                    state = tb.tb_frame.f_locals.get(state_param)
-                    owner = by_state.get(id(state), owner)
-        tb = tb.tb_next
-    if owner is None:
-        return exc
-    if isinstance(exc, BeamfilterError):
-        if exc.filter_name is None:
-            exc.filter_name = owner
-        return exc
-    msg = f"Filter {owner!r} raised {type(exc).__name__}: {exc}"
-    wrapped = FilterError(msg, owner)
-    wrapped.__cause__ = exc
-    return wrapped

@@ -6,13 +6,13 @@ import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ._chain import CompiledChain, attribute, hook_codes
+from ._chain import CompiledChain, blame, raised_by
 from ._filter import SCOPES, CompiledFilter, Scope, TokenTransform, normalise_all
 from ._lazy import lazy_module
 from ._messages import Message, ToolCall, as_messages
 from ._pause import PauseKeys, check_decisions, check_pause, restore_filter_state, unseal, verify
 from ._records import Decision, PauseState, TurnRequest, TurnResult
-from ._run import _approve, _Run
+from ._run import _Run
 from ._streaming import Channel, Event, RunFinished, TextDelta, pipeline
 from ._tools import Tool, make_tool
 from .errors import AlreadyResumedError, ConfigError, ResumeError, ToolDefinitionError
@@ -211,17 +211,12 @@ class Kernel:
         self._pause_loaders = tuple(item.filter.load_pause for item in compiled if item.filter.load_pause is not None)
         # the gate scope: filters' around_gate layers, then Kernel(gate=...) as the innermost
         self._gated = bool(self._chains["gate"].layers) or self.gate is not None
-        self._codes = hook_codes(compiled)
-        self._boundaries = frozenset(
-            fn.__code__
-            for fn in (
-                _Run._chat_terminal,
-                _Run._chat_stream_terminal,
-                _Run._tool_terminal,
-                _Run._iteration_terminal,
-                _Run._turn_terminal,
-                _Run._kernel_gate,
-                _approve,
+        # the pipelines in the order _Run builds them, for naming a transform that raised
+        self._pipelines = tuple(
+            (tuple(t for t, _ in chosen), tuple(name for _, name in chosen))
+            for chosen in (
+                [(t, name) for t, name in transforms if t is not None and t.applies_to != "answer"],
+                [(t, name) for t, name in transforms if t is not None and t.applies_to == "answer"],
             )
         )
 
@@ -289,8 +284,12 @@ class Kernel:
         try:
             return await run.execute(request)
         except Exception as exc:
-            names = [item.filter.name for item in self._filters]
-            raised = attribute(exc, self._codes, self._boundaries, run.states, names)
+            # a hook is named by its place in its chain, a token transform by its place
+            # in its pipeline (_chain.raised_by)
+            name = raised_by(exc, self._pipelines)
+            if name is None:
+                raise
+            raised = blame(exc, name)
             if raised is exc:
                 raise
             raise raised from exc

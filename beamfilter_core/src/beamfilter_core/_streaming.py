@@ -20,6 +20,9 @@ else:
 
 Sink = Callable[[str], None]
 
+#: set on an exception a token transform raised: (the transform, its place in the pipeline)
+TRANSFORM_MARK = "_beamfilter_transform"
+
 
 @attrs.frozen(slots=True, init=False)
 class TextDelta:
@@ -61,11 +64,18 @@ class RunFinished:
 Event = TextDelta | ToolCallStarted | ToolCallFinished | RunFinished
 
 
+def _mark(exc: Exception, transform: TokenTransform, position: int) -> None:
+    """Note on ``exc`` which transform raised it, so the kernel can name its filter."""
+    if getattr(exc, TRANSFORM_MARK, None) is None:  # the innermost transform raised it first
+        object.__setattr__(exc, TRANSFORM_MARK, (transform, position))
+
+
 def _stage(
-    transform: TokenTransform, down: Sink, down_flush: Callable[[], None] | None
+    transform: TokenTransform, position: int, down: Sink, down_flush: Callable[[], None] | None
 ) -> tuple[Sink, Callable[[], None]]:
     # Closures rather than a class: per token, a closure's cell loads are cheaper than
-    # a bound method call plus slot loads and stores.
+    # a bound method call plus slot loads and stores. A ``try`` costs nothing until
+    # something raises.
     step = transform.step
     end = transform.flush
     state: Any = transform.new_state()
@@ -73,7 +83,11 @@ def _stage(
 
     def push(token: str) -> None:
         nonlocal state
-        out, state = step(token, state)
+        try:
+            out, state = step(token, state)
+        except Exception as exc:
+            _mark(exc, transform, position)
+            raise
         for item in out:
             down(item)
 
@@ -83,7 +97,12 @@ def _stage(
             return
         flushed = True
         if end is not None:
-            for item in end(state):
+            try:
+                out = end(state)
+            except Exception as exc:
+                _mark(exc, transform, position)
+                raise
+            for item in out:
                 down(item)
         if down_flush is not None:
             down_flush()
@@ -99,8 +118,8 @@ def pipeline(transforms: Sequence[TokenTransform], sink: Sink) -> tuple[Sink, Ca
     """
     push: Sink = sink
     flush: Callable[[], None] | None = None
-    for transform in reversed(transforms):
-        push, flush = _stage(transform, push, flush)
+    for position in range(len(transforms) - 1, -1, -1):
+        push, flush = _stage(transforms[position], position, push, flush)
     return push, flush
 
 
