@@ -303,3 +303,65 @@ async def test_answers_no_model_streamed_still_reach_the_stream() -> None:
     streamed = Kernel(ScriptedModel(["one two"]))
     text, _ = await collect_stream(streamed.run_stream("go"))
     assert text == "one two"
+
+
+def test_flushing_a_pipeline_twice_emits_the_tail_once() -> None:
+    from beamfilter_core._streaming import pipeline
+
+    out: list[str] = []
+    ends: list[str] = []
+
+    def hold(token: str, state: Any) -> tuple[tuple[str, ...], Any]:
+        return (), state + token
+
+    def inner_flush(state: Any) -> tuple[str, ...]:
+        ends.append("inner")
+        return ()
+
+    push, flush = pipeline(
+        (
+            TokenTransform(hold, init="", flush=lambda state: (state.upper(),)),
+            TokenTransform(lambda t, s: ((t,), s), flush=inner_flush),
+        ),
+        out.append,
+    )
+    push("ab")
+    push("c")
+    assert flush is not None
+    flush()
+    flush()
+    assert (out, ends) == (["ABC"], ["inner"])
+
+
+def test_apply_to_text_runs_the_whole_text_and_the_flush() -> None:
+    from beamfilter_core._streaming import apply_to_text
+
+    def hold(token: str, state: Any) -> tuple[tuple[str, ...], Any]:
+        return (token[:1],), state + token[1:]
+
+    assert apply_to_text((TokenTransform(hold, init="", flush=lambda state: ("|", state)),), "hello") == "h|ello"
+    assert apply_to_text((), "as is") == "as is"
+
+
+@pytest.mark.anyio
+async def test_a_channel_wakes_its_consumer_on_push_and_close_only() -> None:
+    from beamfilter_core._streaming import Channel, TextDelta
+
+    channel = Channel()
+    channel.push_text("a")
+    await asyncio.wait_for(channel.wait(), 1)  # items waiting: returns at once
+    assert [item.text for item in channel.items] == ["a"]
+    channel.items.clear()
+    waiting = asyncio.ensure_future(channel.wait())
+    await asyncio.sleep(0)
+    assert not waiting.done()  # nothing to read yet
+    channel.push(TextDelta("b"))
+    await asyncio.wait_for(waiting, 1)
+    channel.items.clear()
+    waiting = asyncio.ensure_future(channel.wait())
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    channel.close()
+    await asyncio.wait_for(waiting, 1)
+    assert channel.closed
+    await asyncio.wait_for(channel.wait(), 1)  # closed and empty: returns at once
