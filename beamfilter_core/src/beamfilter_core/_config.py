@@ -31,6 +31,9 @@ __all__ = ["BuiltConfig", "BuiltFilter", "build_config", "kernel_from_config", "
 #: Stands for a ``$env`` value that could not be resolved (already reported).
 _UNRESOLVED: Any = type("Unresolved", (), {"__repr__": lambda self: "<unresolved $env>"})()
 
+#: A config nested deeper than this is refused (real configs use fewer than ten levels).
+MAX_DEPTH = 64
+
 _TOP_KEYS = ("filters", "kernel", "model", "models", "plugins")
 _PLUGIN_KEYS = ("disable", "only", "strict")
 _KERNEL_KEYS = (
@@ -94,6 +97,7 @@ def read_config(config: Any) -> tuple[dict[str, Any], str | None, str]:
         ConfigError: the file is missing or is not valid TOML, or ``config`` has a wrong type.
     """
     if isinstance(config, Mapping):
+        _check_depth(config, "config")
         return copy.deepcopy(dict(config)), None, "config"
     if isinstance(config, str | os.PathLike):
         path = Path(config)
@@ -101,6 +105,12 @@ def read_config(config: Any) -> tuple[dict[str, Any], str | None, str]:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             msg = f"The config file {str(path)!r} does not exist."
+            raise ConfigError(msg) from None
+        except UnicodeDecodeError as exc:
+            msg = (
+                f"{path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+                "TOML files are UTF-8: save it as UTF-8."
+            )
             raise ConfigError(msg) from None
         except OSError as exc:
             msg = f"The config file {str(path)!r} cannot be read: {exc}."
@@ -110,12 +120,34 @@ def read_config(config: Any) -> tuple[dict[str, Any], str | None, str]:
         except tomllib.TOMLDecodeError as exc:
             msg = f"{path} is not valid TOML: {exc}."
             raise ConfigError(msg) from exc
+        except RecursionError:
+            msg = f"{path} is nested too deeply to read (more than {MAX_DEPTH} levels is refused)."
+            raise ConfigError(msg) from None
+        _check_depth(data, str(path))
         return data, str(path.resolve().parent), str(path)
     msg = f"A config is a path to a TOML file or a dict; got {config!r} (a {type(config).__name__})."
     raise ConfigError(msg)
 
 
-def _resolve_env(value: Any, path: str, problems: list[str]) -> Any:
+def _check_depth(data: Mapping[str, Any], label: str) -> None:
+    """Refuse a config nested deeper than :data:`MAX_DEPTH`, naming where (iterative: no recursion)."""
+    stack: list[tuple[Any, str, int]] = [(data, "", 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            msg = f"{label}: {path} is nested more than {MAX_DEPTH} levels deep; flatten it."
+            raise ConfigError(msg, (f"{path}: nested more than {MAX_DEPTH} levels deep",))
+        if isinstance(value, Mapping):
+            stack.extend((item, f"{path}.{key}" if path else str(key), depth + 1) for key, item in value.items())
+        elif isinstance(value, list | tuple):
+            stack.extend((item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value))
+
+
+def _not_seconds(value: Any) -> bool:
+    return isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf")
+
+
+def _resolve_env(value: Any, path: str, problems: list[str], secrets: dict[str, str] | None = None) -> Any:
     """Replace every ``{"$env": "NAME"}`` (optionally with ``default``) by the variable's value."""
     if isinstance(value, Mapping):
         if "$env" in value:
@@ -125,15 +157,36 @@ def _resolve_env(value: Any, path: str, problems: list[str]) -> Any:
                 problems.append(f'{path}: write secrets as {{ "$env" = "NAME" }} (optionally with default = ...).')
                 return _UNRESOLVED
             if name in os.environ:
-                return os.environ[name]
+                resolved = os.environ[name]
+                if secrets is not None and resolved:
+                    secrets[resolved] = name
+                return resolved
             if "default" in value:
                 return value["default"]
             problems.append(f"{path}: the environment variable {name} is not set.")
             return _UNRESOLVED
-        return {key: _resolve_env(item, f"{path}.{key}" if path else key, problems) for key, item in value.items()}
+        return {
+            key: _resolve_env(item, f"{path}.{key}" if path else key, problems, secrets) for key, item in value.items()
+        }
     if isinstance(value, list):
-        return [_resolve_env(item, f"{path}[{i}]", problems) for i, item in enumerate(value)]
+        return [_resolve_env(item, f"{path}[{i}]", problems, secrets) for i, item in enumerate(value)]
     return value
+
+
+def _hide_env_values(problems: list[str], secrets: Mapping[str, str]) -> list[str]:
+    """Problems with every value read from the environment shown as ``<from $env NAME>``."""
+    if not secrets:
+        return problems
+    # longest first, so a value containing another is replaced whole
+    ordered = sorted(secrets.items(), key=lambda item: -len(item[0]))
+    out = []
+    for line in problems:
+        for value, name in ordered:
+            line = line.replace(repr(value), f"<from $env {name}>")
+            if len(value) >= 6:  # a short value ("1") would also match unrelated text
+                line = line.replace(value, f"<from $env {name}>")
+        out.append(line)
+    return out
 
 
 def _has_unresolved(value: Any) -> bool:
@@ -318,7 +371,7 @@ def _kernel_options(table: dict[str, Any] | None, problems: list[str]) -> dict[s
             problems.append(f"{where}: unknown key.{suggest(key, _KERNEL_KEYS)} Known keys: {', '.join(_KERNEL_KEYS)}.")
         elif key == "max_iterations" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             problems.append(f"{where}: must be an integer >= 1, got {value!r}")
-        elif key == "tool_timeout" and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
+        elif key == "tool_timeout" and _not_seconds(value):
             problems.append(f"{where}: must be a number of seconds > 0, got {value!r}")
         elif key == "system_prompt" and not isinstance(value, str):
             problems.append(f"{where}: must be a string, got {value!r}")
@@ -453,7 +506,8 @@ def build_config(
     data, config_dir, label = read_config(config)
     problems: list[str] = []
     # resolve per section: a top-level "$env" key is an unknown section, not an indirection
-    data = {key: _resolve_env(value, key, problems) for key, value in data.items()}
+    secrets: dict[str, str] = {}
+    data = {key: _resolve_env(value, key, problems, secrets) for key, value in data.items()}
     reg = _registry_for(_table(data, "plugins", problems), registry, problems)
     plugin_sections = _plugin_sections(reg, data, problems)
     kernel_opts = _kernel_options(_table(data, "kernel", problems), problems)
@@ -508,10 +562,17 @@ def build_config(
             sections[name] = _build(item, options, context, name, problems)
 
     if problems:
+        problems = _hide_env_values(problems, secrets)
         count = f"{len(problems)} problem" + ("s" if len(problems) > 1 else "")
         msg = f"{label} has {count}:\n" + "\n".join(f"  - {p}" for p in problems)
         raise ConfigError(msg, problems)
-    kernel = Kernel(model, tools, [b.filter for b in built], **{**kernel_opts, **overrides})
+    try:
+        kernel = Kernel(model, tools, [b.filter for b in built], **{**kernel_opts, **overrides})
+    except ConfigError as exc:
+        if not secrets:
+            raise
+        hidden = _hide_env_values([str(exc)], secrets)[0]
+        raise ConfigError(hidden, _hide_env_values(list(exc.problems), secrets)) from None
     return BuiltConfig(kernel, reg, tuple(built), model_use, label, sections)
 
 

@@ -102,7 +102,7 @@ def _settle(waiter: asyncio.Future[None]) -> None:
 def _check_positive(name: str, value: Any, *, allow_none: bool) -> None:
     if value is None and allow_none:
         return
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
         wanted = "a positive number or None" if allow_none else "a positive integer"
         msg = f"Kernel({name}={value!r}) is invalid; give {wanted}."
         raise ConfigError(msg)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -10,6 +11,33 @@ from typing import Any, Literal
 import attrs
 
 Role = Literal["system", "user", "assistant", "tool"]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def utf8_safe(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD; ``text`` itself when clean.
+
+    A file read with ``errors="surrogateescape"`` yields such characters; they cannot be
+    encoded as UTF-8, so every place where text leaves the process (the model request,
+    the stores) applies this rule instead of failing. Clean text costs one encode.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
+def _check_arguments(instance: Any, attribute: Any, value: Any) -> None:
+    if not isinstance(value, Mapping):
+        shown = repr(value)
+        shown = shown if len(shown) <= 80 else shown[:80] + "..."
+        msg = (
+            f"ToolCall(arguments={shown}) needs the decoded arguments as a mapping, "
+            f"e.g. {{'a': 1}}; for the JSON text a model sent use ToolCall.from_json(name, text)."
+        )
+        raise TypeError(msg)
 
 
 def new_call_id() -> str:
@@ -40,7 +68,7 @@ class ToolCall:
     """
 
     name: str
-    arguments: Mapping[str, Any] = attrs.field(factory=dict)
+    arguments: Mapping[str, Any] = attrs.field(factory=dict, validator=_check_arguments)
     id: str = attrs.field(factory=new_call_id)
     raw_arguments: str | None = None
 
@@ -50,7 +78,7 @@ class ToolCall:
         call_id = id or new_call_id()
         try:
             decoded = json.loads(text) if text.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):  # bad JSON, or nested too deeply to decode
             return cls(name, {}, call_id, raw_arguments=text)
         if not isinstance(decoded, dict):
             return cls(name, {}, call_id, raw_arguments=text)

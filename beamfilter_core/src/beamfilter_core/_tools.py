@@ -38,7 +38,7 @@ def _compile_validator(name: str, schema: Mapping[str, Any]) -> Callable[[Any], 
 def _check_timeout(name: str, timeout: float | None) -> float | None:
     if timeout is None:
         return None
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < float("inf"):
         msg = f"Tool {name!r} has timeout={timeout!r}; give a positive number of seconds or None."
         raise ToolDefinitionError(msg)
     return float(timeout)

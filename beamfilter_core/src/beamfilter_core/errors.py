@@ -24,6 +24,7 @@ The tree::
           InternalServerError            5xx
         ProviderResponseError            the body broke the wire protocol
           IncompleteStreamError          a stream ended without finish_reason / [DONE]
+          ResponseTooLargeError          a line, an answer or tool arguments over their cap
       ScriptExhaustedError               a ScriptedModel ran out of responses
       LimitError                         a run hit a hard limit
         MaxIterationsExceeded            more LLM calls than ``max_iterations``
@@ -73,6 +74,7 @@ __all__ = [
     "ProviderResponseError",
     "ProviderTimeoutError",
     "RateLimitError",
+    "ResponseTooLargeError",
     "ResumeError",
     "ScriptExhaustedError",
     "StoreError",
@@ -228,6 +230,13 @@ class ProviderResponseError(ProviderError):
 
 class IncompleteStreamError(ProviderResponseError):
     """A stream ended without ``finish_reason``/``[DONE]``, or a 200 had an empty body."""
+
+
+class ResponseTooLargeError(ProviderResponseError):
+    """An SSE line, the whole answer or one tool call's arguments went over its cap.
+
+    Not retried: the same request would most likely get the same answer.
+    """
 
 
 class ScriptExhaustedError(BeamfilterError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import os
 from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
@@ -18,7 +19,9 @@ from typing import Any
 import httpx
 from httpx_sse import EventSource
 
+from .._messages import utf8_safe
 from .._records import ChatRequest, ChatResponse
+from .._secrets import mask_credentials
 from ..errors import (
     ConfigError,
     IncompleteStreamError,
@@ -26,10 +29,11 @@ from ..errors import (
     ProviderError,
     ProviderResponseError,
     ProviderTimeoutError,
+    ResponseTooLargeError,
 )
 from ._base import TokenSink
 from ._retry import error_from_response, header_delay, retry_delay, status_retryable
-from ._wire import StreamAccumulator, parse_completion, request_body
+from ._wire import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, StreamAccumulator, loads, parse_completion, request_body
 
 __all__ = ["OpenAIChatModel"]
 
@@ -40,6 +44,13 @@ _OPENAI = "https://api.openai.com/v1"
 # The retry wait; module-level so tests can observe delays without sleeping.
 _sleep = asyncio.sleep
 
+
+#: Default bound on one whole model call, retries and their waits included, in seconds.
+DEADLINE = 600.0
+#: Default bound on one SSE event (its lines, comments and blank lines), in characters.
+MAX_EVENT_CHARS = 2_000_000
+# An error body is only shown in a message: the first 64 KiB are plenty.
+_ERROR_BODY_BYTES = 65_536
 
 # How long to keep reading after [DONE]: servers end the body within milliseconds, and
 # a fully read response lets httpx reuse the connection (a TLS handshake saved).
@@ -56,6 +67,46 @@ async def _drain(events: AsyncIterator[Any]) -> None:
         pass
 
 
+class _CappedText:
+    """The response seen by httpx-sse, with a bound on the text read between two events.
+
+    httpx-sse buffers a line (and an event's data lines) until it ends; counting what was
+    read since the last event bounds both, whatever a server sends.
+    """
+
+    __slots__ = ("_limit", "_response", "headers", "since_event")
+
+    def __init__(self, response: httpx.Response, limit: int) -> None:
+        self._response = response
+        self._limit = limit
+        self.headers = response.headers
+        self.since_event = 0
+
+    async def aiter_text(self) -> AsyncIterator[str]:
+        limit = self._limit
+        async for text in self._response.aiter_text():
+            self.since_event += len(text)
+            if self.since_event > limit:
+                msg = (
+                    f"The stream sent more than max_event_chars={limit} characters without completing an "
+                    "event (one SSE line or event that large); raise the limit if such chunks are expected."
+                )
+                raise ResponseTooLargeError(msg)
+            yield text
+
+
+async def _read_capped(response: httpx.Response, limit: int) -> bytes | None:
+    """The body, or None when it is longer than ``limit`` bytes (reading stops there)."""
+    parts: list[bytes] = []
+    size = 0
+    async for part in response.aiter_bytes():
+        size += len(part)
+        if size > limit:
+            return None
+        parts.append(part)
+    return b"".join(parts)
+
+
 class _Failed(Exception):
     """One failed attempt: the error to raise, whether it may be retried, the asked delay."""
 
@@ -64,6 +115,12 @@ class _Failed(Exception):
         self.error = error
         self.retryable = retryable
         self.asked = asked
+
+
+def _check_seconds(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        msg = f"OpenAIChatModel({name}={value!r}) must be a positive number of seconds (not nan or inf)."
+        raise ConfigError(msg)
 
 
 class OpenAIChatModel:
@@ -78,7 +135,12 @@ class OpenAIChatModel:
             ``ChatRequest.options`` are merged over them.
         timeout: seconds for connecting, for a non-streamed answer, and the longest
             silence allowed between two chunks of a stream.
+        deadline: seconds for the whole call, retries and their waits included (a server
+            that keeps streaming never ends a call otherwise); None for no bound.
         max_retries: retries after the first attempt (see :mod:`._retry` for the policy).
+        max_event_chars: the longest SSE event (or line) accepted from a stream.
+        max_answer_chars: the longest answer (text plus tool arguments) accepted.
+        max_argument_chars: the longest arguments of one tool call accepted.
         client: an ``httpx.AsyncClient`` you own (not closed by :meth:`aclose`).
         transport: an httpx transport for a client this model creates and owns.
 
@@ -98,7 +160,11 @@ class OpenAIChatModel:
         api_key_env: str | None = "OPENAI_API_KEY",
         options: Mapping[str, Any] | None = None,
         timeout: float = 60.0,
+        deadline: float | None = DEADLINE,
         max_retries: int = 2,
+        max_event_chars: int = MAX_EVENT_CHARS,
+        max_answer_chars: int = MAX_ANSWER_CHARS,
+        max_argument_chars: int = MAX_ARGUMENT_CHARS,
         client: httpx.AsyncClient | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
@@ -106,14 +172,22 @@ class OpenAIChatModel:
             msg = f"OpenAIChatModel(model={model!r}) needs a model name, e.g. 'gpt-4o-mini'."
             raise ConfigError(msg)
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-            msg = f"OpenAIChatModel(base_url={base_url!r}) must be an http(s) URL such as 'http://127.0.0.1:8080/v1'."
+            shown = mask_credentials(base_url) if isinstance(base_url, str) else base_url
+            msg = f"OpenAIChatModel(base_url={shown!r}) must be an http(s) URL such as 'http://127.0.0.1:8080/v1'."
             raise ConfigError(msg)
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-            msg = f"OpenAIChatModel(timeout={timeout!r}) must be a positive number of seconds."
-            raise ConfigError(msg)
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            msg = f"OpenAIChatModel(max_retries={max_retries!r}) must be an integer >= 0 (default 2)."
-            raise ConfigError(msg)
+        _check_seconds("timeout", timeout)
+        if deadline is not None:
+            _check_seconds("deadline", deadline)
+        for name, value in (
+            ("max_retries", max_retries),
+            ("max_event_chars", max_event_chars),
+            ("max_answer_chars", max_answer_chars),
+            ("max_argument_chars", max_argument_chars),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "max_retries" else 1):
+                least = ">= 0 (default 2)" if name == "max_retries" else ">= 1"
+                msg = f"OpenAIChatModel({name}={value!r}) must be an integer {least}."
+                raise ConfigError(msg)
         if options is not None and not isinstance(options, Mapping):
             msg = f"OpenAIChatModel(options={options!r}) must be a mapping of extra body fields."
             raise ConfigError(msg)
@@ -124,8 +198,14 @@ class OpenAIChatModel:
         self.base_url = base_url.rstrip("/")
         self.options: Mapping[str, Any] = dict(options or {})
         self.timeout = float(timeout)
+        self.deadline = None if deadline is None else float(deadline)
         self.max_retries = max_retries
+        self.max_event_chars = max_event_chars
+        self.max_answer_chars = max_answer_chars
+        self.max_argument_chars = max_argument_chars
         self._url = self.base_url + "/chat/completions"
+        # The URL as messages and logs show it: credentials in base_url become ***.
+        self._shown_url = mask_credentials(self._url)
         key = api_key if api_key is not None else (os.environ.get(api_key_env) if api_key_env else None)
         self._key_hint = api_key_env
         self._has_key = bool(key)
@@ -141,7 +221,7 @@ class OpenAIChatModel:
         self._client_loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:
-        return f"OpenAIChatModel(model={self.model!r}, base_url={self.base_url!r})"
+        return f"OpenAIChatModel(model={self.model!r}, base_url={mask_credentials(self.base_url)!r})"
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -191,10 +271,34 @@ class OpenAIChatModel:
                 f"set {self._key_hint or 'OPENAI_API_KEY'} or pass api_key=."
             )
             raise ConfigError(msg)
-        body = json.dumps(request_body(request, self.model, self.options, stream=stream), ensure_ascii=False).encode()
+        text = json.dumps(request_body(request, self.model, self.options, stream=stream), ensure_ascii=False)
+        try:
+            body = text.encode()
+        except UnicodeEncodeError:  # lone surrogates (e.g. a file read with surrogateescape)
+            body = utf8_safe(text).encode()
+        if self.deadline is None:
+            return await self._attempts(body, on_token, stream=stream)
+        try:
+            async with asyncio.timeout(self.deadline) as scope:
+                return await self._attempts(body, on_token, stream=stream)
+        except TimeoutError:
+            if not scope.expired():
+                raise
+            msg = (
+                f"The call to {self._shown_url} took longer than deadline={self.deadline:g} s "
+                "(retries and waits included); raise deadline= if such answers are expected."
+            )
+            raise ProviderTimeoutError(msg) from None
+
+    def _accumulator(self, on_token: TokenSink | None) -> StreamAccumulator:
+        return StreamAccumulator(
+            on_token, max_answer_chars=self.max_answer_chars, max_argument_chars=self.max_argument_chars
+        )
+
+    async def _attempts(self, body: bytes, on_token: TokenSink | None, *, stream: bool) -> ChatResponse:
         attempt = 0
         while True:
-            accumulator = StreamAccumulator(on_token) if stream else None
+            accumulator = self._accumulator(on_token) if stream else None
             try:
                 if accumulator is not None:
                     return await self._stream_once(body, accumulator)
@@ -216,35 +320,62 @@ class OpenAIChatModel:
         error = error_from_response(response.status_code, headers, body)
         request_id = headers.get("x-request-id")
         if request_id:
-            logger.debug("HTTP %d from %s (x-request-id %s)", response.status_code, self._url, request_id)
+            logger.debug("HTTP %d from %s (x-request-id %s)", response.status_code, self._shown_url, request_id)
         retryable = status_retryable(response.status_code, headers, error.code)
         return _Failed(error, retryable, header_delay(headers))
 
     def _transport_failure(self, exc: httpx.HTTPError, chunks: int | None) -> _Failed:
         where = "before the response" if chunks is None else f"after {chunks} stream chunk(s)"
+        url = self._shown_url
         if isinstance(exc, httpx.TimeoutException):
             what = "no data" if chunks is not None else "no answer"
-            msg = f"{what} from {self._url} within timeout={self.timeout:g} s {where} ({type(exc).__name__})."
+            msg = f"{what} from {url} within timeout={self.timeout:g} s {where} ({type(exc).__name__})."
             return _Failed(ProviderTimeoutError(msg), True)
         if chunks is not None:
-            msg = f"The connection to {self._url} dropped {where}: {exc or type(exc).__name__}."
+            msg = f"The connection to {url} dropped {where}: {mask_credentials(str(exc)) or type(exc).__name__}."
             return _Failed(IncompleteStreamError(msg), True)
-        msg = f"Cannot reach {self._url}: {type(exc).__name__}: {exc}. Is the server running?"
+        msg = f"Cannot reach {url}: {type(exc).__name__}: {mask_credentials(str(exc))}. Is the server running?"
         return _Failed(ProviderConnectionError(msg), True)
+
+    async def _error_body(self, response: httpx.Response) -> bytes:
+        body = await _read_capped(response, _ERROR_BODY_BYTES)
+        return b"(a body longer than 64 KiB)" if body is None else body
+
+    async def _body(self, response: httpx.Response) -> bytes:
+        """A 200 body within the answer bound (JSON may spell a character in 6 bytes)."""
+        body = await _read_capped(response, 6 * self.max_answer_chars + _ERROR_BODY_BYTES)
+        if body is None:
+            msg = (
+                f"{self._shown_url} answered with a body longer than max_answer_chars={self.max_answer_chars} allows; "
+                "raise the limit if such answers are expected."
+            )
+            raise ResponseTooLargeError(msg)
+        return body
+
+    def _parsed(self, body: bytes, problem: str) -> ChatResponse:
+        """A non-streamed answer; every malformed shape is retried like a non-JSON body."""
+        try:
+            data = loads(body, problem)
+            result = parse_completion(
+                data, max_answer_chars=self.max_answer_chars, max_argument_chars=self.max_argument_chars
+            )
+        except ResponseTooLargeError:
+            raise
+        except ProviderResponseError as exc:
+            raise _Failed(exc, True) from None
+        return result
 
     async def _complete_once(self, body: bytes) -> ChatResponse:
         try:
-            response = await self._http().post(self._url, content=body, headers=self._headers, timeout=self._timeout)
+            async with self._http().stream(
+                "POST", self._url, content=body, headers=self._headers, timeout=self._timeout
+            ) as response:
+                if not 200 <= response.status_code < 300:
+                    raise self._http_failure(response, await self._error_body(response))
+                data = await self._body(response)
         except httpx.HTTPError as exc:
             raise self._transport_failure(exc, None) from exc
-        if not 200 <= response.status_code < 300:
-            raise self._http_failure(response, response.content)
-        try:
-            data = json.loads(response.content)
-        except ValueError:
-            msg = f"{self._url} answered {response.status_code} with a body that is not JSON: {response.text[:200]!r}."
-            raise _Failed(ProviderResponseError(msg), True) from None
-        return parse_completion(data)
+        return self._parsed(data, f"{self._shown_url} answered {response.status_code} with a body that is not JSON")
 
     async def _stream_once(self, body: bytes, accumulator: StreamAccumulator) -> ChatResponse:
         chunks: int | None = None
@@ -253,21 +384,25 @@ class OpenAIChatModel:
                 "POST", self._url, content=body, headers=self._stream_headers, timeout=self._timeout
             ) as response:
                 if not 200 <= response.status_code < 300:
-                    raise self._http_failure(response, await response.aread())
+                    raise self._http_failure(response, await self._error_body(response))
                 chunks = 0
                 content_type = response.headers.get("content-type", "").lower()
                 if not content_type.startswith("text/event-stream"):
                     return await self._not_a_stream(response, content_type, accumulator)
                 feed = accumulator.feed
-                events = EventSource(response).aiter_sse()
+                capped = _CappedText(response, self.max_event_chars)
+                events = EventSource(capped).aiter_sse()  # type: ignore[arg-type]  # headers + aiter_text suffice
                 try:
                     async for event in events:
+                        capped.since_event = 0
                         data = event.data
                         if not data:
                             continue
                         chunks += 1
                         try:
                             feed(data)
+                        except ResponseTooLargeError:
+                            raise
                         except ProviderResponseError as exc:
                             raise _Failed(exc, True) from None
                         if accumulator.done:
@@ -285,19 +420,15 @@ class OpenAIChatModel:
     async def _not_a_stream(
         self, response: httpx.Response, content_type: str, accumulator: StreamAccumulator
     ) -> ChatResponse:
-        body = await response.aread()
+        body = await self._body(response)
         if content_type.startswith("application/json"):
             # Some servers ignore ``stream: true`` and answer in one piece.
-            try:
-                result = parse_completion(json.loads(body))
-            except ValueError:
-                msg = f"{self._url} answered a stream request with invalid JSON: {body[:200]!r}."
-                raise _Failed(ProviderResponseError(msg), True) from None
+            result = self._parsed(body, f"{self._shown_url} answered a stream request with invalid JSON")
             if result.text:
                 accumulator.feed(json.dumps({"choices": [{"index": 0, "delta": {"content": result.text}}]}))
             return result
         if not body.strip():
-            msg = f"{self._url} answered 200 to a stream request with an empty body."
+            msg = f"{self._shown_url} answered 200 to a stream request with an empty body."
             raise _Failed(IncompleteStreamError(msg), True)
-        msg = f"{self._url} answered a stream request with content-type {content_type!r}: {body[:200]!r}."
+        msg = f"{self._shown_url} answered a stream request with content-type {content_type!r}: {body[:200]!r}."
         raise _Failed(ProviderResponseError(msg), True)

@@ -12,16 +12,25 @@ from typing import Any
 
 from .._messages import ContentPart, Message, ToolCall, Usage
 from .._records import ChatRequest, ChatResponse
-from ..errors import IncompleteStreamError, ProviderResponseError
+from ..errors import IncompleteStreamError, ProviderResponseError, ResponseTooLargeError
 from ._base import TokenSink
 
 __all__ = [
+    "MAX_ANSWER_CHARS",
+    "MAX_ARGUMENT_CHARS",
     "StreamAccumulator",
+    "loads",
     "message_to_json",
     "parse_completion",
     "parse_usage",
+    "preview",
     "request_body",
 ]
+
+#: Default bound on an answer's text plus its tool arguments, in characters (about 1M tokens).
+MAX_ANSWER_CHARS = 4_000_000
+#: Default bound on the arguments of one tool call, in characters.
+MAX_ARGUMENT_CHARS = 1_000_000
 
 # Keys the provider owns; user options cannot replace them.
 _RESERVED = frozenset({"messages", "tools", "stream"})
@@ -93,67 +102,155 @@ def parse_usage(data: Any) -> Usage | None:
     return Usage(prompt, completion, total)
 
 
+def preview(data: Any, limit: int = 200) -> str:
+    """A short JSON (or repr) view of ``data`` for error messages; never fails."""
+    try:
+        text = json.dumps(data, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        text = f"<{type(data).__name__}>"
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def loads(text: str | bytes, problem: str) -> Any:
+    """``json.loads`` whose every failure is a ProviderResponseError: ``problem: 'text'.``
+
+    JSON nested too deeply for Python's recursion limit is reported the same way.
+    """
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        shown = text[:200] if isinstance(text, str) else text[:200].decode("utf-8", "replace")
+        deep = " (nested too deeply to decode)" if isinstance(exc, RecursionError) else ""
+        msg = f"{problem}{deep}: {shown!r}."
+        raise ProviderResponseError(msg) from None
+
+
+def _malformed(what: str, value: Any, expected: str) -> ProviderResponseError:
+    msg = f"The server sent {what} as {type(value).__name__} {preview(value)}; expected {expected}."
+    return ProviderResponseError(msg)
+
+
+def _content(value: Any, where: str) -> str | None:
+    """Text content: a string, null, or a list of text parts (joined)."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(p, Mapping) and isinstance(p.get("text", ""), str) for p in value):
+        return "".join(str(p.get("text", "")) for p in value)
+    raise _malformed(where, value, "a string, null or a list of text parts")
+
+
+def _finish(value: Any, where: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise _malformed(where, value, "a string or null")
+
+
+def _mapping(value: Any, where: str, *, optional: bool = True) -> Mapping[str, Any]:
+    if value is None and optional:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _malformed(where, value, "a JSON object" + (" or null" if optional else ""))
+    return value
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _malformed(where, value, "a JSON array or null")
+    return value
+
+
+def _text_or_none(value: Any, where: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise _malformed(where, value, "a string or null")
+
+
 def _arguments_text(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, str):
         return value
-    # A few servers send the arguments as an object instead of a JSON string.
+    # A few servers send the arguments as an object instead of a JSON string; anything
+    # else is kept as text too, so the loop reports it to the model as bad arguments.
     return json.dumps(value, ensure_ascii=False)
 
 
 def _server_error(data: Mapping[str, Any]) -> ProviderResponseError:
     error = data.get("error")
     message = error.get("message") if isinstance(error, Mapping) else error
-    msg = f"The server reported an error inside a 200 response: {message!r}."
+    shown = repr(message[:300]) if isinstance(message, str) else preview(message, 300)
+    msg = f"The server reported an error inside a 200 response: {shown}."
     return ProviderResponseError(msg)
 
 
-def parse_completion(data: Any) -> ChatResponse:
-    """A non-streaming ``chat.completion`` object as :class:`ChatResponse`."""
+def _too_large(limit: int, call: str | None = None) -> ResponseTooLargeError:
+    """The answer (or, with ``call``, that tool call's arguments) went over ``limit`` characters."""
+    if call is None:
+        what, name = "The answer (text and tool arguments) is", "max_answer_chars"
+    else:
+        what, name = f"The arguments of tool call {call!r} are", "max_argument_chars"
+    msg = f"{what} longer than {name}={limit}; raise the limit if such answers are expected."
+    return ResponseTooLargeError(msg)
+
+
+def parse_completion(
+    data: Any, *, max_answer_chars: int = MAX_ANSWER_CHARS, max_argument_chars: int = MAX_ARGUMENT_CHARS
+) -> ChatResponse:
+    """A non-streaming ``chat.completion`` object as :class:`ChatResponse`.
+
+    Raises:
+        ProviderResponseError: for every shape that breaks the protocol (the only error);
+            :class:`ResponseTooLargeError` when the answer or one call's arguments is over its bound.
+    """
     if not isinstance(data, Mapping):
-        msg = f"Expected a JSON object from /chat/completions, got {type(data).__name__}: {str(data)[:200]!r}."
+        msg = f"Expected a JSON object from /chat/completions, got {type(data).__name__}: {preview(data)}."
         raise ProviderResponseError(msg)
     if "error" in data and not data.get("choices"):
         raise _server_error(data)
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices:
-        msg = f"The completion has no choices: {json.dumps(data)[:300]}."
+        msg = f"The completion has no choices: {preview(data, 300)}."
         raise ProviderResponseError(msg)
     choice = next((c for c in choices if isinstance(c, Mapping) and c.get("index", 0) == 0), choices[0])
     message = choice.get("message") if isinstance(choice, Mapping) else None
     if not isinstance(message, Mapping):
-        msg = f"The completion's first choice has no message: {json.dumps(choice)[:300]}."
+        msg = f"The completion's first choice has no message: {preview(choice, 300)}."
         raise ProviderResponseError(msg)
-    content = message.get("content")
+    content = _content(message.get("content"), "message.content")
     if content is None and isinstance(message.get("refusal"), str):
         content = message["refusal"]
-    if content is not None and not isinstance(content, str):
-        content = str(content)
+    size = len(content or "")
     calls: list[ToolCall] = []
-    for raw in message.get("tool_calls") or ():
+    for position, raw in enumerate(_list(message.get("tool_calls"), "message.tool_calls")):
         if not isinstance(raw, Mapping):
             continue
-        function = raw.get("function") or {}
-        calls.append(
-            ToolCall.from_json(
-                str(function.get("name") or ""), _arguments_text(function.get("arguments")), raw.get("id")
-            )
-        )
-    return ChatResponse(
-        Message("assistant", content, tuple(calls)), choice.get("finish_reason"), parse_usage(data.get("usage"))
-    )
+        where = f"message.tool_calls[{position}]"
+        function = _mapping(raw.get("function"), f"{where}.function")
+        name = _text_or_none(function.get("name"), f"{where}.function.name") or ""
+        call_id = _text_or_none(raw.get("id"), f"{where}.id")
+        arguments = _arguments_text(function.get("arguments"))
+        if len(arguments) > max_argument_chars:
+            raise _too_large(max_argument_chars, name)
+        size += len(arguments)
+        calls.append(ToolCall.from_json(name, arguments, call_id))
+    if size > max_answer_chars:
+        raise _too_large(max_answer_chars)
+    finish = _finish(choice.get("finish_reason"), "finish_reason")
+    return ChatResponse(Message("assistant", content, tuple(calls)), finish, parse_usage(data.get("usage")))
 
 
 class _CallParts:
     """A tool call being streamed: id and name once, argument pieces appended."""
 
-    __slots__ = ("arguments", "id", "name")
+    __slots__ = ("arguments", "id", "name", "size")
 
     def __init__(self) -> None:
         self.id: str | None = None
         self.name = ""
         self.arguments: list[str] = []
+        self.size = 0
 
 
 class StreamAccumulator:
@@ -164,30 +261,59 @@ class StreamAccumulator:
     calls are keyed by their ``index``; ``id`` and ``name`` are set when first seen and an
     equal repeat is ignored (llama-cpp-python repeats them in every fragment); argument
     pieces are joined and parsed only in :meth:`result`.
+
+    ``max_answer_chars`` bounds the text plus all tool arguments, ``max_argument_chars``
+    the arguments of one tool call; going over raises :class:`ResponseTooLargeError`.
     """
 
-    __slots__ = ("_calls", "_last_call", "_on_token", "_text", "delivered", "done", "finish_reason", "usage")
+    __slots__ = (
+        "_calls",
+        "_last_call",
+        "_max_answer",
+        "_max_arguments",
+        "_on_token",
+        "_size",
+        "_text",
+        "delivered",
+        "done",
+        "finish_reason",
+        "usage",
+    )
 
-    def __init__(self, on_token: TokenSink | None) -> None:
+    def __init__(
+        self,
+        on_token: TokenSink | None,
+        *,
+        max_answer_chars: int = MAX_ANSWER_CHARS,
+        max_argument_chars: int = MAX_ARGUMENT_CHARS,
+    ) -> None:
         self._on_token = on_token
         self._text: list[str] = []
         self._calls: dict[int, _CallParts] = {}
         self._last_call: int | None = None
+        self._max_answer = max_answer_chars
+        self._max_arguments = max_argument_chars
+        self._size = 0
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self.done = False
         self.delivered = False
 
+    def _grow(self, size: int) -> None:
+        self._size += size
+        if self._size > self._max_answer:
+            raise _too_large(self._max_answer)
+
     def feed(self, data: str) -> None:
-        """Take the ``data`` of one SSE event (a JSON chunk or ``[DONE]``)."""
+        """Take the ``data`` of one SSE event (a JSON chunk or ``[DONE]``).
+
+        Raises:
+            ProviderResponseError: the chunk breaks the protocol (the only error raised).
+        """
         if data.startswith("[DONE]"):
             self.done = True
             return
-        try:
-            chunk = json.loads(data)
-        except ValueError:
-            msg = f"The stream sent a chunk that is not valid JSON: {data[:200]!r}."
-            raise ProviderResponseError(msg) from None
+        chunk = loads(data, "The stream sent a chunk that is not valid JSON")
         if not isinstance(chunk, dict):
             msg = f"The stream sent a chunk that is not a JSON object: {data[:200]!r}."
             raise ProviderResponseError(msg)
@@ -196,28 +322,29 @@ class StreamAccumulator:
         usage = chunk.get("usage")
         if usage:
             self.usage = parse_usage(usage)
-        choices = chunk.get("choices")
-        if not choices:
-            return
-        for choice in choices:
+        for position, choice in enumerate(_list(chunk.get("choices"), "choices")):
+            if not isinstance(choice, Mapping):
+                where = f"choices[{position}]"
+                raise _malformed(where, choice, "a JSON object")
             # With n > 1 choices interleave; beamfilter answers with choice 0.
             if choice.get("index", 0) != 0:
                 continue
-            delta = choice.get("delta")
+            delta = _mapping(choice.get("delta"), "choices[0].delta")
             if delta:
-                text = delta.get("content")
+                text = _content(delta.get("content"), "choices[0].delta.content")
                 if text is None:
-                    text = delta.get("refusal")
+                    text = _text_or_none(delta.get("refusal"), "choices[0].delta.refusal")
                 if text:
+                    self._grow(len(text))
                     self._text.append(text)
                     on_token = self._on_token
                     if on_token is not None:
                         self.delivered = True
                         on_token(text)
-                calls = delta.get("tool_calls")
+                calls = _list(delta.get("tool_calls"), "choices[0].delta.tool_calls")
                 if calls:
                     self._tool_deltas(calls)
-            finish = choice.get("finish_reason")
+            finish = _finish(choice.get("finish_reason"), "choices[0].finish_reason")
             if finish:
                 self.finish_reason = finish
 
@@ -226,8 +353,9 @@ class StreamAccumulator:
         for position, delta in enumerate(deltas):
             if not isinstance(delta, Mapping):
                 continue
+            where = f"choices[0].delta.tool_calls[{position}]"
             index = delta.get("index")
-            call_id = delta.get("id")
+            call_id = _text_or_none(delta.get("id"), f"{where}.id")
             if not isinstance(index, int):
                 # No index (non-conforming server): a new id starts a call, else continue the last.
                 known = {c.id for c in calls.values()}
@@ -241,16 +369,21 @@ class StreamAccumulator:
             self._last_call = index
             if call_id and parts.id is None:
                 parts.id = call_id
-            function = delta.get("function")
+            function = _mapping(delta.get("function"), f"{where}.function")
             if function:
-                name = function.get("name")
+                name = _text_or_none(function.get("name"), f"{where}.function.name")
                 if name and name != parts.name:
                     # A server that streams the name in pieces gets them joined; an
                     # equal repeat (llama-cpp-python) is ignored above.
                     parts.name += name
                 pieces = function.get("arguments")
                 if pieces:
-                    parts.arguments.append(_arguments_text(pieces))
+                    piece = _arguments_text(pieces)
+                    parts.size += len(piece)
+                    if parts.size > self._max_arguments:
+                        raise _too_large(self._max_arguments, parts.name or str(index))
+                    self._grow(len(piece))
+                    parts.arguments.append(piece)
 
     @property
     def text(self) -> str:
