@@ -12,7 +12,7 @@ from . import errors
 from ._chain import CompiledChain
 from ._filter import Filter, FilterLike, PersistHook, TokenTransform
 from ._kernel import CancelToken, Kernel
-from ._messages import ContentPart, Message, ToolCall, Usage
+from ._messages import ContentPart, Message, ToolCall, Usage, utf8_safe
 from ._models._base import ChatModel
 from ._models._scripted import ScriptedModel
 from ._records import (
@@ -29,6 +29,7 @@ from ._records import (
     TurnRequest,
     TurnResult,
 )
+from ._secrets import mask_credentials
 from ._specs import BuildContext, CommandSpec, FilterSpec, ModelSpec, PresetSpec, SectionSpec, StoreSpec
 from ._streaming import Event, RunFinished, TextDelta, ToolCallFinished, ToolCallStarted
 from ._tools import Tool, tool
@@ -92,7 +93,9 @@ __all__ = [
     "errors",
     "hookimpl",
     "list_plugins",
+    "mask_credentials",
     "tool",
+    "utf8_safe",
 ]
 
 # httpx and pluggy are imported on first use only, to keep ``import beamfilter_core`` fast.

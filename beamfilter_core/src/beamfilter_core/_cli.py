@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
+from ._secrets import mask_credentials
 from .errors import BeamfilterError, ConfigError, PluginError
 
 T = TypeVar("T")
@@ -138,11 +139,14 @@ def main(argv: Sequence[str] | None = None, *, registry: Any = None) -> int:
         return USAGE_ERROR
     try:
         return int(args.handler(args))
+    # Error texts may quote a store URL or a base_url: credentials are shown as ***.
     except (ConfigError, PluginError) as exc:
-        print(f"beamfilter {args.command}: {exc}", file=sys.stderr)
+        print(mask_credentials(f"beamfilter {args.command}: {exc}"), file=sys.stderr)
         return USAGE_ERROR
     except BeamfilterError as exc:
-        print(f"beamfilter {args.command}: the run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(
+            mask_credentials(f"beamfilter {args.command}: the run failed: {type(exc).__name__}: {exc}"), file=sys.stderr
+        )
         return RUN_ERROR
     except KeyboardInterrupt:
         print(file=sys.stderr)
@@ -379,14 +383,15 @@ def _cmd_memory_migrate(args: argparse.Namespace) -> int:
 
     spec = Registry().get_store(args.url).spec
     store = spec.factory(args.url)
+    shown = mask_credentials(args.url)
 
     async def migrate() -> str:
         try:
             run = getattr(store, "migrate", None)
             if run is None:
-                return f"{args.url}: the {spec.name} store needs no migration"
+                return f"{shown}: the {spec.name} store needs no migration"
             await run()
-            return f"{args.url}: the {spec.name} store's tables are ready"
+            return f"{shown}: the {spec.name} store's tables are ready"
         finally:
             close = getattr(store, "aclose", None)
             if close is not None:

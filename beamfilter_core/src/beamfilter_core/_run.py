@@ -31,6 +31,7 @@ from ._records import (
     TurnResult,
 )
 from ._streaming import ToolCallFinished, ToolCallStarted, apply_to_text, pipeline
+from ._tools import busy_message, start_sync_call
 from .errors import ConfigError, MaxIterationsExceeded
 
 if TYPE_CHECKING:
@@ -301,7 +302,10 @@ class _Run:
             if tool.is_async:
                 pending: Awaitable[Any] = fn(**arguments)
             else:
-                pending = asyncio.to_thread(fn, **arguments)
+                started = start_sync_call(fn, arguments)
+                if started is None:
+                    return ToolResult.failure("transient", busy_message(tool.name))
+                pending = started
             value = await (asyncio.wait_for(pending, timeout) if timeout is not None else pending)
         except TimeoutError as exc:
             if timeout is None:  # the tool itself raised TimeoutError

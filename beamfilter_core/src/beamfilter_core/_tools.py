@@ -1,7 +1,9 @@
-"""Tools: declarations the model can call, built from Python functions by :func:`tool`."""
+"""Tools: declarations the model can call, built from Python functions by :func:`tool`,
+and the threads that run the synchronous ones."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import types
 import typing
@@ -14,9 +16,15 @@ from ._lazy import lazy_module
 from .errors import ToolDefinitionError
 
 if TYPE_CHECKING:
+    import asyncio
+    import contextvars
     import inspect
+    import threading
 else:
+    asyncio = lazy_module("asyncio", globals())
+    contextvars = lazy_module("contextvars", globals())
     inspect = lazy_module("inspect", globals())
+    threading = lazy_module("threading", globals())
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -240,3 +248,79 @@ def tool(
         return make_tool(func, **options)  # type: ignore[arg-type]
 
     return decorate
+
+
+# -- running sync tools -----------------------------------------------------------------
+
+#: At most this many sync tool calls run at once in the process; a call beyond it fails
+#: fast (transient) instead of queueing behind tools that may hang.
+SYNC_TOOL_THREADS = 32
+
+
+class _SyncCalls:
+    """Counts sync tool calls whose thread has not returned (a timed-out call still counts)."""
+
+    busy = 0
+    _lock: threading.Lock | None = None
+
+    @classmethod
+    def lock(cls) -> threading.Lock:
+        if cls._lock is None:
+            cls._lock = threading.Lock()
+        return cls._lock
+
+
+def _settle(future: asyncio.Future[Any], ok: bool, outcome: Any) -> None:
+    if future.cancelled():  # the caller timed out or was cancelled
+        return
+    if ok:
+        future.set_result(outcome)
+    else:
+        future.set_exception(outcome)
+
+
+def start_sync_call(fn: Callable[..., Any], arguments: Mapping[str, Any]) -> asyncio.Future[Any] | None:
+    """Run ``fn(**arguments)`` on a thread of its own; None when :data:`SYNC_TOOL_THREADS` are busy.
+
+    Sync tools never use the event loop's default executor: a tool that hangs would
+    otherwise starve everything else queued there (DNS lookups of model calls, other
+    kernels' tools). The threads are daemons, so a hung tool cannot block the exit.
+    """
+    lock = _SyncCalls.lock()
+    with lock:
+        if _SyncCalls.busy >= SYNC_TOOL_THREADS:
+            return None
+        _SyncCalls.busy += 1
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def work() -> None:
+        ok, outcome = True, None
+        try:
+            outcome = context.run(fn, **arguments)
+        except BaseException as exc:  # noqa: BLE001  # handed to the awaiting task, which decides
+            ok, outcome = False, exc
+        finally:
+            with lock:
+                _SyncCalls.busy -= 1
+        # RuntimeError: the loop has closed, nobody waits for this result any more
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_settle, future, ok, outcome)
+
+    name = getattr(fn, "__name__", "tool")
+    try:
+        threading.Thread(target=work, name=f"beamfilter-tool-{name}", daemon=True).start()
+    except BaseException:
+        with lock:
+            _SyncCalls.busy -= 1
+        raise
+    return future
+
+
+def busy_message(name: str) -> str:
+    """The transient failure of a sync call refused because every tool thread is busy."""
+    return (
+        f"Tool {name!r} was not run: all {SYNC_TOOL_THREADS} threads for sync tools are busy "
+        "(tools that hang past their timeout keep theirs); try again later."
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from beamfilter_core import mask_credentials
 from beamfilter_core.errors import ConfigError
 
 from ._base import ChatStore
@@ -52,10 +53,11 @@ def open_store(url: str, **options: Any) -> ChatStore:
 
             return RedisStore(url, **options)
     except TypeError as exc:  # an option the store does not take
-        msg = f"open_store({url!r}) got options it does not accept ({', '.join(sorted(options))}): {exc}"
+        shown = mask_credentials(url)
+        msg = f"open_store({shown!r}) got options it does not accept ({', '.join(sorted(options))}): {exc}"
         raise ConfigError(msg) from exc
     known = ", ".join(SCHEMES.values())
-    msg = f"No memory store for the URL {url!r} (scheme {scheme!r}); use one of: {known}."
+    msg = f"No memory store for the URL {mask_credentials(url)!r} (scheme {scheme!r}); use one of: {known}."
     raise ConfigError(msg)
 
 

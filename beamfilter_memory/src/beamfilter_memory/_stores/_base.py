@@ -9,7 +9,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, Final, Protocol, runtime_checkable
 
-from beamfilter_core import Message, PauseState, converter
+from beamfilter_core import Message, PauseState, converter, mask_credentials, utf8_safe
 from beamfilter_core.errors import ConfigError, StoreError
 
 
@@ -209,8 +209,12 @@ _LOADS = json.JSONDecoder().decode
 
 
 def encode(message: Message) -> str:
-    """One message as compact JSON text (the core converter's form)."""
-    return _DUMPS(_UNSTRUCTURE(message))
+    """One message as compact JSON text (the core converter's form).
+
+    Lone surrogates (text read with ``surrogateescape``) become U+FFFD, the rule the
+    model request follows too: no backend can store them as UTF-8.
+    """
+    return utf8_safe(_DUMPS(_UNSTRUCTURE(message)))
 
 
 def decode(text: str | bytes, where: str) -> Message:
@@ -333,7 +337,8 @@ def check_loop(store: object, bound: asyncio.AbstractEventLoop | None) -> asynci
 def store_failure(store: str, action: str, conversation_id: str | None, exc: BaseException) -> StoreError:
     """A StoreError that says what failed, where, and why."""
     target = f" for conversation {conversation_id!r}" if conversation_id is not None else ""
-    msg = f"{store}: {action}{target} failed: {type(exc).__name__}: {exc}"
+    # a driver's message may quote the connection string: credentials become ***
+    msg = mask_credentials(f"{store}: {action}{target} failed: {type(exc).__name__}: {exc}")
     error = StoreError(msg)
     error.__cause__ = exc
     return error

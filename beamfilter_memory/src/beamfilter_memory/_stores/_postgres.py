@@ -7,7 +7,7 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from beamfilter_core import Message, PauseState
+from beamfilter_core import Message, PauseState, mask_credentials
 from beamfilter_core.errors import ConfigError, StoreError
 
 from ._base import (
@@ -94,7 +94,7 @@ class PostgresStore:
         timeout: float = 30.0,
     ) -> None:
         if not url.startswith(("postgresql://", "postgres://")):
-            msg = f"PostgreSQL store URL {url!r} is invalid; write postgresql://user:password@host:port/database."
+            msg = f"PostgreSQL store URL {mask_credentials(url)!r} is invalid; write postgresql://user:password@host:port/database."
             raise ConfigError(msg)
         if not isinstance(prefix, str) or not _PREFIX.match(prefix):
             msg = f"PostgresStore(prefix={prefix!r}) is invalid; use lower-case letters, digits and '_'."
@@ -143,7 +143,7 @@ class PostgresStore:
         self._clear_facts = f"DELETE FROM {p}facts WHERE user_id = %s"
 
     def __repr__(self) -> str:
-        return f"PostgresStore({_redact(self.url)!r})"
+        return f"PostgresStore({mask_credentials(self.url)!r})"
 
     async def _get_pool(self) -> AsyncConnectionPool[AsyncConnection[Any]]:
         pool = self._pool
@@ -358,8 +358,3 @@ class PostgresStore:
         self._pool = None
         if pool is not None:
             await pool.close()
-
-
-def _redact(url: str) -> str:
-    """The URL without its password, for reprs and error messages."""
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)

@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from beamfilter_core import Message, PauseState
+from beamfilter_core import Message, PauseState, mask_credentials
 from beamfilter_core.errors import ConfigError, StoreError
 
 from ._base import (
@@ -67,7 +67,7 @@ class RedisStore:
 
     def __init__(self, url: str, *, prefix: str = "beamfilter:", ttl: int | None = None) -> None:
         if not url.startswith(("redis://", "rediss://", "unix://")):
-            msg = f"Redis store URL {url!r} is invalid; write redis://host:port/db (or rediss://, unix://)."
+            msg = f"Redis store URL {mask_credentials(url)!r} is invalid; write redis://host:port/db (or rediss://, unix://)."
             raise ConfigError(msg)
         if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int) or ttl <= 0):
             msg = f"RedisStore(ttl={ttl!r}) is invalid; give whole seconds > 0, or None to keep forever."
@@ -83,7 +83,7 @@ class RedisStore:
         self._closed = False
 
     def __repr__(self) -> str:
-        return f"RedisStore({self.url!r}, prefix={self.prefix!r}, ttl={self.ttl!r})"
+        return f"RedisStore({mask_credentials(self.url)!r}, prefix={self.prefix!r}, ttl={self.ttl!r})"
 
     def _redis(self) -> Redis:
         client = self._client
