@@ -1,6 +1,6 @@
 """Fixtures of the fault suite: the real peers and database servers of the other suites, reused.
 
-llmock and aimock come from ``tests/peers/conftest.py`` and PostgreSQL from
+llmock and aimock come from ``tests/peers/conftest.py``, PostgreSQL and Redis from
 ``tests/memory/conftest.py``; importing their fixtures here starts one more instance of
 each for this directory when the suites run together (session scope is per definition).
 """
@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from memory.conftest import postgres_url
+from memory.conftest import postgres_url, redis_url
 from peers._peer import Peer
 from peers.conftest import aimock, llmock_server
 
-__all__ = ["aimock", "llmock", "llmock_server", "postgres_url"]
+__all__ = ["aimock", "llmock", "llmock_server", "postgres_url", "redis_url"]
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import contextlib
 import re
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import attrs
@@ -279,43 +279,60 @@ def _settle(future: asyncio.Future[Any], ok: bool, outcome: Any) -> None:
         future.set_exception(outcome)
 
 
-def start_sync_call(fn: Callable[..., Any], arguments: Mapping[str, Any]) -> asyncio.Future[Any] | None:
+def _work(
+    loop: asyncio.AbstractEventLoop,
+    future: asyncio.Future[Any],
+    context: contextvars.Context,
+    fn: Callable[..., Any],
+    arguments: Mapping[str, Any],
+) -> None:
+    """The body of a tool thread: run ``fn``, hand the outcome to the loop."""
+    ok, outcome = True, None
+    try:
+        outcome = context.run(fn, **arguments)
+    except BaseException as exc:  # noqa: BLE001  # handed to the awaiting task, which decides
+        ok, outcome = False, exc
+    finally:
+        with _SyncCalls.lock():
+            _SyncCalls.busy -= 1
+    # RuntimeError: the loop has closed, nobody waits for this result any more
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(_settle, future, ok, outcome)
+    # The tool's frames (in the exception's traceback) point back to this one: without
+    # these references there is no cycle, so what a failed tool opened (a socket) is
+    # freed at once, not at the next garbage collection.
+    del future, outcome
+
+
+async def _outcome(future: asyncio.Future[Any]) -> Any:
+    try:
+        return await future
+    finally:
+        del future  # the same cycle, through the awaiting frame
+
+
+def start_sync_call(fn: Callable[..., Any], arguments: Mapping[str, Any]) -> Awaitable[Any] | None:
     """Run ``fn(**arguments)`` on a thread of its own; None when :data:`SYNC_TOOL_THREADS` are busy.
 
     Sync tools never use the event loop's default executor: a tool that hangs would
     otherwise starve everything else queued there (DNS lookups of model calls, other
     kernels' tools). The threads are daemons, so a hung tool cannot block the exit.
     """
-    lock = _SyncCalls.lock()
-    with lock:
+    with _SyncCalls.lock():
         if _SyncCalls.busy >= SYNC_TOOL_THREADS:
             return None
         _SyncCalls.busy += 1
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
-    context = contextvars.copy_context()
-
-    def work() -> None:
-        ok, outcome = True, None
-        try:
-            outcome = context.run(fn, **arguments)
-        except BaseException as exc:  # noqa: BLE001  # handed to the awaiting task, which decides
-            ok, outcome = False, exc
-        finally:
-            with lock:
-                _SyncCalls.busy -= 1
-        # RuntimeError: the loop has closed, nobody waits for this result any more
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(_settle, future, ok, outcome)
-
+    args = (loop, future, contextvars.copy_context(), fn, arguments)
     name = getattr(fn, "__name__", "tool")
     try:
-        threading.Thread(target=work, name=f"beamfilter-tool-{name}", daemon=True).start()
+        threading.Thread(target=_work, args=args, name=f"beamfilter-tool-{name}", daemon=True).start()
     except BaseException:
-        with lock:
+        with _SyncCalls.lock():
             _SyncCalls.busy -= 1
         raise
-    return future
+    return _outcome(future)
 
 
 def busy_message(name: str) -> str:

@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import os
+import re
 from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
 from typing import Any
@@ -40,6 +41,7 @@ __all__ = ["OpenAIChatModel"]
 logger = logging.getLogger("beamfilter.models.openai")
 
 _OPENAI = "https://api.openai.com/v1"
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 # The retry wait; module-level so tests can observe delays without sleeping.
 _sleep = asyncio.sleep
@@ -190,6 +192,14 @@ class OpenAIChatModel:
                 raise ConfigError(msg)
         if options is not None and not isinstance(options, Mapping):
             msg = f"OpenAIChatModel(options={options!r}) must be a mapping of extra body fields."
+            raise ConfigError(msg)
+        if api_key_env is not None and not (isinstance(api_key_env, str) and _ENV_NAME.match(api_key_env)):
+            # never echoed: a key pasted here by mistake must not reach an error message
+            msg = (
+                "OpenAIChatModel(api_key_env=...) must name an environment variable (letters, digits, '_'), "
+                "such as 'OPENAI_API_KEY'; to pass the key itself use api_key= (in a config: "
+                'api_key = { "$env" = "NAME" }).'
+            )
             raise ConfigError(msg)
         if client is not None and transport is not None:
             msg = "OpenAIChatModel takes client= or transport=, not both; configure the transport on your client."
