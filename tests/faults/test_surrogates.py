@@ -1,0 +1,81 @@
+"""Lone surrogates (text read with ``errors="surrogateescape"``) follow one rule everywhere:
+they become U+FFFD where text leaves the process, in the model request and in every store.
+Nothing crashes with UnicodeEncodeError; clean text is passed through unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+from core.models._mock import Server
+
+from beamfilter_core import ChatResponse, Kernel, Message, ScriptedModel, ToolCall, tool, utf8_safe
+from beamfilter_memory import InMemoryStore, PostgresStore, RedisStore, SQLiteStore, memory_filter
+
+pytestmark = pytest.mark.anyio
+
+RAW = b"caf\xe9 \xff ok".decode("utf-8", "surrogateescape")  # 'caf\udce9 \udcff ok'
+SAFE = "caf\ufffd \ufffd ok"
+
+
+def test_utf8_safe_replaces_lone_surrogates_and_keeps_clean_text() -> None:
+    assert utf8_safe(RAW) == SAFE
+    clean = "naïve ☕ 🎉"
+    assert utf8_safe(clean) is clean
+
+
+@tool
+def read_file() -> str:
+    """A file read with surrogateescape."""
+    return RAW
+
+
+async def test_a_tool_result_with_surrogates_reaches_the_model_as_utf8() -> None:
+    answer = {"choices": [{"index": 0, "message": {"content": "done"}, "finish_reason": "stop"}]}
+    calls = {
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {"tool_calls": [{"id": "c1", "function": {"name": "read_file", "arguments": "{}"}}]},
+            }
+        ]
+    }
+    server = Server([httpx.Response(200, json=calls), httpx.Response(200, json=answer)])
+    async with server.model() as model:
+        result = await Kernel(model, tools=[read_file]).run("read it")
+    assert result.text == "done"
+    sent = json.loads(server.requests[1].content.decode("utf-8"))
+    assert sent["messages"][-1] == {"role": "tool", "content": SAFE, "tool_call_id": "c1"}
+
+
+async def _round_trip(store: object) -> list[Message]:
+    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("read_file", {}, "c1")), f"you said {RAW}"])
+    kernel = Kernel(model, tools=[read_file], filters=[memory_filter(store)])
+    await kernel.run(f"hi {RAW}", context={"conversation_id": "c1"})
+    loaded = list(await store.load("c1"))  # type: ignore[attr-defined]
+    await store.aclose()  # type: ignore[attr-defined]
+    return loaded
+
+
+def _expected() -> list[tuple[str, str]]:
+    return [("user", f"hi {SAFE}"), ("assistant", ""), ("tool", SAFE), ("assistant", f"you said {SAFE}")]
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres", "redis"])
+async def test_every_store_keeps_surrogates_as_replacement_characters(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if kind == "memory":
+        store: object = InMemoryStore()
+    elif kind == "sqlite":
+        store = SQLiteStore(f"sqlite:///{tmp_path / 'chats.db'}")
+    elif kind == "postgres":
+        store = PostgresStore(request.getfixturevalue("postgres_url"), prefix=f"surrogates_{tmp_path.name[-8:]}_")
+    else:
+        store = RedisStore(request.getfixturevalue("redis_url"), prefix=f"surrogates:{tmp_path.name}:")
+    loaded = await _round_trip(store)
+    assert [(m.role, m.text) for m in loaded] == _expected()
