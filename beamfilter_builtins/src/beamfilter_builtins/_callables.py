@@ -6,11 +6,11 @@ filter also accepts an import path, resolved when the filter is built.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Callable
 from typing import Any
 
+from beamfilter_core import config_import
 from beamfilter_core.errors import ConfigError
 
 __all__ = ["call_maybe_async", "resolve_callable", "resolve_object"]
@@ -25,7 +25,7 @@ def resolve_object(value: Any, *, option: str, owner: str) -> Any:
         msg = f"{owner}({option}={value!r}): a string must be an import path like 'package.module:function'."
         raise ConfigError(msg)
     try:
-        target: Any = importlib.import_module(module_name)
+        target: Any = config_import(module_name)
     except ImportError as exc:
         msg = f"{owner}({option}={value!r}): cannot import module {module_name!r} ({exc}); check the path."
         raise ConfigError(msg) from exc

@@ -6,10 +6,10 @@ these checks give Python callers the same clear :class:`ConfigError`.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any
 
+from beamfilter_core import config_import
 from beamfilter_core.errors import ConfigError
 
 
@@ -74,7 +74,7 @@ def resolve_callable(where: str, name: str, value: Any) -> Callable[..., Any]:
         raise ConfigError(msg)
     module_name, _, attribute = value.partition(":")
     try:
-        module = importlib.import_module(module_name)
+        module = config_import(module_name)
     except ImportError as exc:
         msg = f"{where}({name}={value!r}): cannot import module {module_name!r} ({exc}); check the path."
         raise ConfigError(msg) from exc

@@ -11,6 +11,7 @@ import typing as _typing
 from . import errors
 from ._chain import CompiledChain
 from ._filter import Filter, FilterLike, PersistHook, TokenTransform
+from ._imports import config_import
 from ._kernel import CancelToken, Kernel
 from ._messages import ContentPart, Message, ToolCall, Usage, utf8_safe
 from ._models._base import ChatModel
@@ -89,6 +90,7 @@ __all__ = [
     "TurnResult",
     "Usage",
     "__version__",
+    "config_import",
     "converter",
     "errors",
     "hookimpl",

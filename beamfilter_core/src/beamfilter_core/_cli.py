@@ -230,11 +230,19 @@ def _memory_warning(built: BuiltConfig, err: TextIO) -> None:
 
 def _cmd_chain(args: argparse.Namespace) -> int:
     """Draw the onion of each scope (turn, iteration, chat, tool) and the token transforms,
-    outermost filter first, as built from CONFIG."""
+    outermost filter first, as built from CONFIG. Runs no code the config names: modules
+    given as 'package.module:function' options are not imported (installed plugins are)."""
     from ._config import build_config
     from ._filter import SCOPES
+    from ._imports import import_policy
 
-    built = build_config(args.config)
+    with import_policy(inspect_only=True) as policy:
+        built = build_config(args.config)
+    if policy.skipped:
+        print(
+            f"note: not imported (chain runs no code a config names): {', '.join(dict.fromkeys(policy.skipped))}",
+            file=sys.stderr,
+        )
     kernel = built.kernel
     out = sys.stdout
     names = [b.qualified for b in built.filters]

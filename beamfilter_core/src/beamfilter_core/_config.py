@@ -19,6 +19,7 @@ import attrs
 import cattrs
 import fastjsonschema
 
+from ._imports import ImportPolicy, import_policy
 from ._kernel import Kernel
 from ._registry import Registered, Registry, suggest
 from ._serde import converter
@@ -500,15 +501,30 @@ def build_config(
 ) -> BuiltConfig:
     """Build a kernel from a config, keeping where each filter came from (used by the CLI).
 
+    Modules the config names are imported under :func:`import_policy`: never from a
+    blocked plugin, and not at all inside an inspect-only policy (``beamfilter chain``).
+
     Raises:
         ConfigError: with ``problems`` listing every problem found, each with its path.
     """
+    with import_policy() as policy:
+        return _build_config(config, policy, registry, tools, overrides)
+
+
+def _build_config(
+    config: Any,
+    policy: ImportPolicy,
+    registry: Registry | None,
+    tools: Iterable[Tool | Callable[..., Any]],
+    overrides: dict[str, Any],
+) -> BuiltConfig:
     data, config_dir, label = read_config(config)
     problems: list[str] = []
     # resolve per section: a top-level "$env" key is an unknown section, not an indirection
     secrets: dict[str, str] = {}
     data = {key: _resolve_env(value, key, problems, secrets) for key, value in data.items()}
     reg = _registry_for(_table(data, "plugins", problems), registry, problems)
+    policy.registry = reg
     plugin_sections = _plugin_sections(reg, data, problems)
     kernel_opts = _kernel_options(_table(data, "kernel", problems), problems)
     context = BuildContext(registry=reg, config_dir=config_dir)

@@ -349,6 +349,36 @@ class Registry:
             return "not listed in plugins.only"
         return None
 
+    def check_import(self, module_name: str) -> None:
+        """Refuse a module a config names when it lies inside a blocked plugin's package.
+
+        A plugin's package is the top-level package of its entry point (``pkg`` for
+        ``pkg._plugin``), unless a loaded plugin lives in the same package; then only the
+        entry point's own module is refused.
+
+        Raises:
+            ConfigError: naming the module, the plugin and why it is blocked.
+        """
+        self.load()
+        loaded = {
+            i.module.partition(":")[0].strip().split(".")[0]
+            for i in self._infos.values()
+            if i.status == "loaded" and i.module
+        }
+        target = module_name.strip()
+        for info in self._infos.values():
+            if info.status != "blocked" or not info.module:
+                continue
+            module = info.module.partition(":")[0].strip()
+            package = module.split(".")[0]
+            root = module if package in loaded else package
+            if target == root or target.startswith(root + "."):
+                msg = (
+                    f"The module {target!r} belongs to the plugin {info.name!r}, which is blocked "
+                    f"({info.error}); a config cannot import it by path either."
+                )
+                raise ConfigError(msg)
+
     # -- loading --------------------------------------------------------------------------
 
     def load(self) -> Registry:
