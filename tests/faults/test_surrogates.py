@@ -13,6 +13,7 @@ import pytest
 from core.models._mock import Server
 
 from beamfilter_core import ChatResponse, Kernel, Message, ScriptedModel, ToolCall, tool, utf8_safe
+from beamfilter_core.errors import ConfigError
 from beamfilter_memory import InMemoryStore, PostgresStore, RedisStore, SQLiteStore, memory_filter
 
 pytestmark = pytest.mark.anyio
@@ -79,3 +80,16 @@ async def test_every_store_keeps_surrogates_as_replacement_characters(
         store = RedisStore(request.getfixturevalue("redis_url"), prefix=f"surrogates:{tmp_path.name}:")
     loaded = await _round_trip(store)
     assert [(m.role, m.text) for m in loaded] == _expected()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_an_id_with_surrogates_is_refused_not_merged(kind: str, tmp_path: Path) -> None:
+    # replacing would make 'c\udcff' and 'c\udcfe' one conversation: ids are refused instead
+    store = InMemoryStore() if kind == "memory" else SQLiteStore(f"sqlite:///{tmp_path / 'ids.db'}")
+    with pytest.raises(ConfigError) as caught:
+        await store.append("c\udcff", [Message.user("x")])
+    await store.aclose()
+    assert str(caught.value) == (
+        "conversation_id 'c\\udcff' holds lone surrogates (undecodable bytes) and cannot be stored; "
+        "decode it properly or encode it (e.g. as hex)."
+    )

@@ -145,7 +145,10 @@ FACT_METHODS: Final = ("save_facts", "load_facts", "clear_facts")
 def check_user_id(user_id: Any) -> str:
     """Return ``user_id`` if it is a non-empty str, else raise ConfigError."""
     if type(user_id) is str and user_id:
-        return user_id
+        if utf8_safe(user_id) is user_id:
+            return user_id
+        msg = f"user_id {user_id!r} holds lone surrogates (undecodable bytes) and cannot be stored."
+        raise ConfigError(msg)
     msg = (
         f"user_id is {user_id!r} (a {type(user_id).__name__}); "
         "give a non-empty str, e.g. context={'user_id': 'user-42'}."
@@ -170,9 +173,19 @@ def check_facts(facts: Any) -> list[Fact]:
 
 
 def check_conversation_id(conversation_id: Any) -> str:
-    """Return ``conversation_id`` if it is a non-empty str, else raise ConfigError."""
+    """Return ``conversation_id`` if it is a non-empty str, else raise ConfigError.
+
+    An id holding lone surrogates is refused rather than repaired like message text:
+    two ids that differ only there would otherwise name one conversation.
+    """
     if type(conversation_id) is str and conversation_id:
-        return conversation_id
+        if utf8_safe(conversation_id) is conversation_id:
+            return conversation_id
+        msg = (
+            f"conversation_id {conversation_id!r} holds lone surrogates (undecodable bytes) "
+            "and cannot be stored; decode it properly or encode it (e.g. as hex)."
+        )
+        raise ConfigError(msg)
     msg = (
         f"conversation_id is {conversation_id!r} (a {type(conversation_id).__name__}); "
         "give a non-empty str, e.g. context={'conversation_id': 'user-42'}."
