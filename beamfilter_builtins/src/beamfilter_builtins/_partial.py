@@ -118,13 +118,24 @@ def _full_item(op: Any, av: Any, asserts: bool = True) -> str:
     raise _Unsupported(op)
 
 
-def _prefix(seq: Any, caseless: bool = False) -> str:
+def _looks_back(op: Any, av: Any) -> bool:
+    return (op is C.AT and av in (C.AT_BOUNDARY, C.AT_NON_BOUNDARY)) or (op in (C.ASSERT, C.ASSERT_NOT) and av[0] == -1)
+
+
+def _prefix(seq: Any, caseless: bool = False, at_start: bool = False) -> str:
     # Prefixes of a sequence a1 a2 ... an: a prefix of a1, or all of a1 then a prefix of the rest.
-    items = [(op, av) for op, av in seq if op not in (C.AT, C.ASSERT, C.ASSERT_NOT)]  # unknowable yet: drop
+    items = list(seq)
+    known = ""
+    if at_start:
+        # At the start of a match, which is a character already in the text, \b and
+        # lookbehinds see only known text: keep them, so "the" does not hold its "e".
+        while items and _looks_back(*items[0]):
+            known += _full_item(*items.pop(0))
+    items = [(op, av) for op, av in items if op not in (C.AT, C.ASSERT, C.ASSERT_NOT)]  # unknowable yet: drop
     out = ""
     for index in range(len(items) - 1, -1, -1):
         op, av = items[index]
-        head = _prefix_item(op, av, caseless)
+        head = _prefix_item(op, av, caseless, at_start and index == 0)
         if not out:
             out = head
             continue
@@ -132,7 +143,7 @@ def _prefix(seq: Any, caseless: bool = False) -> str:
         if not caseless and _run_stops_before(op, av, items[index + 1 :]):
             whole += "+"  # the run cannot share a character with what follows: never give one back
         out = f"(?:{head}|{whole}{out})"
-    return out
+    return f"{known}(?:{out})" if known else out
 
 
 def _chars_of(op: Any, av: Any, limit: int = 512) -> set[str] | None:
@@ -169,19 +180,19 @@ def _run_stops_before(op: Any, av: Any, rest: Any) -> bool:
     return not any(following.fullmatch(c) for c in chars)
 
 
-def _prefix_item(op: Any, av: Any, caseless: bool = False) -> str:
+def _prefix_item(op: Any, av: Any, caseless: bool = False, at_start: bool = False) -> str:
     # A prefix expression is always the last thing before the end of the text, so a run
     # of single characters in it can be possessive: giving characters back cannot help.
     if op in (C.LITERAL, C.NOT_LITERAL, C.ANY, C.IN):
         return f"(?:{_full_item(op, av)})?+"
     if op is C.BRANCH:
-        return "(?:" + "|".join(_prefix(branch, caseless) for branch in av[1]) + ")"
+        return "(?:" + "|".join(_prefix(branch, caseless, at_start) for branch in av[1]) + ")"
     if op is C.SUBPATTERN:
         _group, add, remove, body = av
         flags = _flag_letters(add) + ("-" + _flag_letters(remove) if _flag_letters(remove) else "")
-        return f"(?{flags}:{_prefix(body, caseless or bool(add & re.IGNORECASE))})"
+        return f"(?{flags}:{_prefix(body, caseless or bool(add & re.IGNORECASE), at_start)})"
     if op is C.ATOMIC_GROUP:
-        return f"(?:{_prefix(av, caseless)})"
+        return f"(?:{_prefix(av, caseless, at_start)})"
     if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
         _low, high, body = av
         if high == 0:
@@ -236,17 +247,32 @@ def fast_source(pattern: re.Pattern[str]) -> str:
     """
     whole = full_source(pattern)  # raises ValueError for what cannot be joined
     parsed = _parse(pattern)
-    items = list(parsed)
-    if not items or items[0] != (C.AT, C.AT_BOUNDARY):
+    try:
+        return _scoped(parsed.state.flags, _fast(list(parsed)))
+    except (_Unsupported, KeyError):  # pragma: no cover - full_source already accepted it
         return whole
-    end = 1
-    while end < len(items) and items[end][0] is C.LITERAL:
-        end += 1
-    word = "".join(chr(av) for _op, av in items[1:end])
-    if not word or not re.fullmatch(r"\w", word[0]):
-        return whole
-    rest = full_source(re.compile(_full(items[end:]) or "(?:)", parsed.state.flags))
-    return _scoped(parsed.state.flags, f"{re.escape(word)}(?<!\\w{re.escape(word)}){rest}")
+
+
+def _fast(items: list[Any]) -> str:
+    """A sequence whose look-back before its first character is checked after that character."""
+    if not items:
+        return ""
+    op, av = items[0]
+    if len(items) > 1 and items[1][0] is C.LITERAL:
+        char = _char(items[1][1])
+        if op is C.AT and av == C.AT_BOUNDARY and re.fullmatch(r"\w", chr(items[1][1])):
+            # \b before a word character: no word character before it
+            return f"{char}(?<!\\w{char})" + _full(items[2:])
+        if op in (C.ASSERT, C.ASSERT_NOT) and av[0] == -1:
+            kind = "<=" if op is C.ASSERT else "<!"
+            return f"{char}(?{kind}{_full(av[1])}{char})" + _full(items[2:])
+    if op is C.BRANCH:
+        return "(?:" + "|".join(_fast(list(branch)) for branch in av[1]) + ")" + _full(items[1:])
+    if op is C.SUBPATTERN:
+        _group, add, remove, body = av
+        flags = _flag_letters(add) + ("-" + _flag_letters(remove) if _flag_letters(remove) else "")
+        return f"(?{flags}:{_fast(list(body))})" + _full(items[1:])
+    return _full(items)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -254,7 +280,7 @@ def prefix_source(pattern: re.Pattern[str]) -> str:
     """A pattern matching every prefix of every match of ``pattern`` (the empty text too)."""
     parsed = _parse(pattern)
     try:
-        body = _prefix(parsed, bool(parsed.state.flags & re.IGNORECASE))
+        body = _prefix(parsed, bool(parsed.state.flags & re.IGNORECASE), at_start=True)
     except (_Unsupported, KeyError):
         body = _ANYTHING
     return _scoped(parsed.state.flags, body)

@@ -325,6 +325,8 @@ class Redactor:
             return result
 
         def step(token: str, held: str) -> tuple[Sequence[str], str]:
+            if not token:  # an empty delta: nothing to emit, nothing learnt
+                return (), held
             text = held + token if held else token
             found = remembered(text)
             if found is not None:
@@ -344,6 +346,8 @@ class Redactor:
         first = self.first
 
         def step(token: str, state: tuple[str, str]) -> tuple[Sequence[str], tuple[str, str]]:
+            if not token:  # an empty delta: nothing to emit, nothing learnt
+                return (), state
             context, held = state
             body = held + token if held else token
             # Only a rule starting in the first ``width`` characters can see the context:

@@ -101,10 +101,12 @@ def _cases(*words: str) -> str:
     """
     out: list[str] = []
     for word in words:
-        parts = word.split("_")
-        lower = "[_-]?".join(f"[{p[0].lower()}{p[0].upper()}]{p[1:]}" for p in parts)
-        upper = "[_-]?".join(p.upper() for p in parts)
-        out += [lower, upper]
+        first, *rest = word.split("_")
+        tail = "".join(f"[_-]?[{p[0].lower()}{p[0].upper()}]{p[1:]}" for p in rest)
+        upper = "[_-]?".join(p.upper() for p in (first, *rest))
+        # The lower-case form starts a name ("password", "db_password"), never the middle
+        # of a word ("thepassword"): the letter before a word in prose is then not held.
+        out += [f"(?<![A-Za-z0-9]){first}{tail}", f"{first.capitalize()}{tail}", upper]
     return "|".join(out)
 
 
@@ -195,7 +197,7 @@ DEFAULT_RULES: tuple[SecretRule, ...] = (
     SecretRule("flyio_token", "cloud", r"\bf[mo][12]_[A-Za-z0-9+/=_-]{40,1200}", "fo1_ / fm2_ + token"),
     SecretRule("cloudflare_origin_ca_key", "cloud", r"\bv1\.0-[a-f0-9]{24}-[a-f0-9]{146}", "v1.0- + hex"),
     SecretRule("vault_token", "cloud", r"\bhv[sb]\.[A-Za-z0-9_-]{24,200}", "hvs. + 90+ characters"),
-    SecretRule("terraform_cloud_token", "cloud", r"\.atlasv1\.(?P<secret>[A-Za-z0-9_=-]{60,70})", "….atlasv1.…"),
+    SecretRule("terraform_cloud_token", "cloud", r"(?<=\.)atlasv1\.(?P<secret>[A-Za-z0-9_=-]{60,70})", "….atlasv1.…"),
     SecretRule("supabase_token", "cloud", r"\bsbp_[a-f0-9]{40}", "sbp_ + 40 hex"),
     SecretRule("planetscale_token", "cloud", r"\bpscale_(?:tkn|pw|oauth)_[A-Za-z0-9_.=-]{32,64}", "pscale_tkn_ + 43"),
     SecretRule("databricks_token", "cloud", r"\bdapi[a-f0-9]{32}(?:-\d)?", "dapi + 32 hex"),
@@ -243,13 +245,13 @@ DEFAULT_RULES: tuple[SecretRule, ...] = (
     SecretRule(
         "slack_webhook",
         "chat",
-        r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>[A-Za-z0-9+/_-]{20,150})",
+        r"\bhooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>[A-Za-z0-9+/_-]{20,150})",
         "hooks.slack.com/services/T…/B…/…",
     ),
     SecretRule(
         "discord_webhook",
         "chat",
-        r"discord(?:app)?\.com/api/webhooks/(?P<secret>\d{17,20}/[A-Za-z0-9_-]{60,70})",
+        r"\bdiscord(?:app)?\.com/api/webhooks/(?P<secret>\d{17,20}/[A-Za-z0-9_-]{60,70})",
         "discord.com/api/webhooks/<id>/<token>",
     ),
     SecretRule(
@@ -268,7 +270,7 @@ DEFAULT_RULES: tuple[SecretRule, ...] = (
     SecretRule(
         "teams_webhook",
         "chat",
-        r"webhook\.office\.com/webhookb2/(?P<secret>[A-Za-z0-9@/_-]{40,300})",
+        r"\bwebhook\.office\.com/webhookb2/(?P<secret>[A-Za-z0-9@/_-]{40,300})",
         "….webhook.office.com/webhookb2/…",
     ),
     # Payment platforms
@@ -279,7 +281,7 @@ DEFAULT_RULES: tuple[SecretRule, ...] = (
     SecretRule(
         "braintree_token",
         "payment",
-        r"access_token\$(?:production|sandbox)\$[a-z0-9]{16}\$[a-f0-9]{32}",
+        r"\baccess_token\$(?:production|sandbox)\$[a-z0-9]{16}\$[a-f0-9]{32}",
         "access_token$production$…",
     ),
     SecretRule("shopify_token", "payment", r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}", "shpat_ + 32 hex"),
@@ -333,14 +335,14 @@ DEFAULT_RULES: tuple[SecretRule, ...] = (
     SecretRule(
         "bearer_token",
         "auth_header",
-        r"(?:[Bb]earer|BEARER)[ \t]{1,4}(?P<secret>[A-Za-z0-9._~+/=-]{8,4096})",
+        r"\b(?:[Bb]earer|BEARER)[ \t]{1,4}(?P<secret>[A-Za-z0-9._~+/=-]{8,4096})",
         "Bearer + token with a digit",
         has_digit,
     ),
     SecretRule(
         "basic_auth",
         "auth_header",
-        rf"(?:[Bb]asic|BASIC)[ \t]{{1,4}}(?P<secret>[{_B64}]{{8,1024}}={{0,2}})",
+        rf"\b(?:[Bb]asic|BASIC)[ \t]{{1,4}}(?P<secret>[{_B64}]{{8,1024}}={{0,2}})",
         "Basic + base64(user:password)",
         basic_credentials,
     ),
