@@ -24,7 +24,6 @@ from ._secret_rules import SecretRule
 __all__ = ["Redactor", "compile_rule"]
 
 _CACHED_TEXT = 32  # scans of texts up to this length are remembered
-_GROUPED_LEADS = 64  # at most this many lead characters: scan rule group by rule group
 _UNBOUNDED = _parser.MAXREPEAT - 1  # what getwidth() reports for unbounded patterns
 
 
@@ -100,7 +99,6 @@ class Redactor:
         "context",
         "first",
         "full",
-        "grouped",
         "groups",
         "hold",
         "lead",
@@ -151,10 +149,7 @@ class Redactor:
         # The leftmost tail that more text could still change, found in one search.
         # (Rules with known first characters use the per-character groups instead.)
         self.hold: Callable[[str, int], re.Match[str] | None]
-        # Position by position pays off while few characters can start a rule; with many
-        # (e-mail addresses start with any letter) one search of all rules is faster.
-        self.grouped = self.first is not None and len(self.first) <= _GROUPED_LEADS
-        if not self.grouped:
+        if self.first is None:
             holds = "|".join(hold_source(rule.pattern, rule.reach) for rule in compiled)
             self.hold = re.compile(f"(?=(?:{lead}))(?:{holds})\\Z").search
         self.limit = max(rule.width + rule.reach for rule in compiled)
@@ -162,11 +157,11 @@ class Redactor:
         # Per lead character, only the rules that can start with it (built on first use):
         # a token is then checked against a handful of rules, not all of them.
         self.starting: dict[str, tuple[int, ...]] = {}
-        if self.first is not None and self.grouped:
+        if self.first is not None:
             for c in self.first:
                 self.starting[c] = tuple(i for i, found in enumerate(chars) if found is not None and c in found)
         self.groups: dict[tuple[int, ...], _Group] = {}
-        if self.grouped:
+        if self.first is not None:
             self.hold = self._hold_grouped
         # Streams repeat a small vocabulary of tokens, and a short scan depends only on
         # its text: remember the results (bounded) so most tokens cost one dict lookup.
@@ -259,7 +254,7 @@ class Redactor:
         m = self.lead(text, base)
         if m is None:  # the common case: nothing here can start a secret
             return (text[base:],), ""
-        if not self.grouped:
+        if self.first is None:
             return self._scan_all(text, base, m.start())
         # Position by position from the first lead character: a tail more text could
         # change is held; else a match there is final (like re.sub, leftmost first).
