@@ -623,7 +623,7 @@ def test_multicast_and_reserved_addresses_are_internal(url: str, reason: str) ->
     )
 
 
-@pytest.mark.parametrize("char", ["\x01", "\x1f", "\x7f"])
+@pytest.mark.parametrize("char", ["\x00", "\x01", "\t", "\n", "\r", "\x1f", " ", "\\", "\x7f"])
 def test_control_characters_in_urls_are_refused(char: str) -> None:
     policy = ToolPolicy([{"tool": "fetch", "kind": "url"}])
     denial = policy.check("fetch", {"url": f"http://a{char}b.com/"})
@@ -708,6 +708,11 @@ def test_a_host_that_is_not_valid_idna_is_refused() -> None:
     assert policy.check("fetch", {"url": f"http://{host}/"}) == Denial(
         "rules[0] url 'url'", f"the host {host!r} is not a valid name"
     )
+
+
+def test_punctuation_above_space_is_not_a_control_character() -> None:
+    policy = ToolPolicy([{"tool": "fetch", "kind": "url"}])
+    assert policy.check("fetch", {"url": "https://example.com/a!b"}) is None
 
 
 def test_five_part_hosts_are_names() -> None:

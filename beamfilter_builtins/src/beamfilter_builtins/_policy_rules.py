@@ -103,7 +103,7 @@ def parse_host_ip(host: str) -> IPAddress | None:
             return None
         return _unwrap(address)
     parts = host.split(".")
-    if not 1 <= len(parts) <= 4 or not all(_IPV4_PART.fullmatch(p) for p in parts):
+    if len(parts) > 4 or not all(_IPV4_PART.fullmatch(p) for p in parts):  # split gives 1 part at least
         return None
     values = [_ipv4_part(p) for p in parts]
     *head, last = values
@@ -183,7 +183,7 @@ class UrlRule:
 
     def check(self, url: str) -> str | None:
         """Why ``url`` is denied, or None."""
-        if any(c in url for c in "\\\x00\t\r\n ") or any(ord(c) < 32 for c in url):
+        if "\\" in url or any(ord(c) <= 32 for c in url):  # backslash, space, controls
             return "the URL contains a backslash, whitespace or control character"
         try:
             parts = urlsplit(url)
@@ -236,7 +236,7 @@ class UrlRule:
 
     def _check_dns(self, host: str, port: int | None) -> str | None:
         try:
-            infos = socket.getaddrinfo(host, port or 443, proto=socket.IPPROTO_TCP)
+            infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
         except OSError as exc:
             return f"the host {host!r} cannot be resolved ({exc})"
         return self.check_resolved(host, [str(info[4][0]) for info in infos])
