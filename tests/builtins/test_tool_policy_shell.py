@@ -392,6 +392,15 @@ def test_builtin_rules_can_be_turned_off() -> None:
     assert off.check("echo 'x") == "the command cannot be parsed (syntax error at line 1, column 5)"
 
 
+def test_the_first_denial_in_the_command_is_reported() -> None:
+    rule = ShellRule([], None, True)
+    assert rule.check("mkfs /dev/sda; rm -rf /") == "the program 'mkfs' is destructive"
+    assert rule.check("rm -rf /; mkfs /dev/sda") == "the command runs rm recursively from / or the home directory"
+    assert rule.check("$A; $B") == "the program $A is only known at run time (allow_opaque is off)"
+    listed = ShellRule([], frozenset({"ls"}), True)
+    assert listed.check("cat; id") == "the program 'cat' is not in the allowed commands (ls)"
+
+
 def test_the_order_of_reasons() -> None:
     rule = ShellRule([re.compile("danger")], frozenset({"echo"}), True)
     assert rule.check("echo danger; rm -rf /") == "the command matches the deny pattern 'danger'"
@@ -643,9 +652,10 @@ def test_verdicts_are_remembered_for_recent_short_commands() -> None:
         rule.analyse(f"echo {index}")
     assert rule.analyse("rm -rf /") is not first  # evicted: the oldest of CACHE_SIZE + 1
     assert rule.analyse("rm -rf /") == first
-    long = "echo " + "x" * CACHED_LENGTH
+    assert (CACHE_SIZE, CACHED_LENGTH) == (256, 4096)
+    long = "echo " + "x" * 4092  # 4097 characters
     assert rule.analyse(long) is not rule.analyse(long)
-    short = "echo " + "x" * (CACHED_LENGTH - 5)
+    short = "echo " + "x" * 4091  # 4096 characters
     assert rule.analyse(short) is rule.analyse(short)
 
 

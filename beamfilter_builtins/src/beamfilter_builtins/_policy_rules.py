@@ -204,7 +204,7 @@ class UrlRule:
         host = unquote(host).lower().rstrip(".")
         if not host:
             return "the URL has no host"
-        if any(ord(c) > 127 for c in host):
+        if not host.isascii():
             try:
                 host = host.encode("idna").decode("ascii")
             except UnicodeError:
@@ -248,7 +248,7 @@ class UrlRule:
         already checked on the name, so a public address is not checked against it.
         """
         for text in addresses:
-            address = _unwrap(ipaddress.ip_address(text.split("%", 1)[0]))
+            address = _unwrap(ipaddress.ip_address(text.partition("%")[0]))
             if _internal(address) and not _allowed_network(address, self.allow_networks):
                 return f"the host {host!r} resolves to the internal address {address}"
         return None
