@@ -412,6 +412,7 @@ def test_the_order_of_reasons() -> None:
 
 
 def test_nested_code_is_bounded_and_must_parse() -> None:
+    assert MAX_DEPTH == 8
     rule = ShellRule([], None, True)
     nested = "ls"
     for _ in range(MAX_DEPTH):

@@ -294,7 +294,7 @@ def _recursive_change(name: str, args: tuple[Word, ...]) -> Iterator[str]:
 
 
 def _one_word(word: Opaque) -> bool:
-    return len(word.source) >= 2 and word.source[0] == word.source[-1] == '"'
+    return word.source.startswith('"') and word.source.endswith('"')  # "$x": never a lone quote
 
 
 _WILDCARD = re.compile(r"[.*?]*\*[.*?]*")
