@@ -469,6 +469,7 @@ SWEEPING = {
     "find -D tree / -delete": True,
     "find -O3 / -okdir ls ;": True,
     "find -delete": False,
+    "find src -name / -delete": False,  # "/" after the first option is not a start path
     "find src \\( -name x \\) -delete": False,
     "find /tmp / -delete": True,
 }
