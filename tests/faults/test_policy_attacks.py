@@ -200,6 +200,7 @@ MORE_SHELL_ATTACKS = [
     ("echo 'unbalanced", "the command cannot be parsed (syntax error at line 1, column 5)"),
     ("echo $((", "the command cannot be parsed (syntax error at line 1, column 6)"),
     ("ls\x00", "the command contains a NUL byte"),
+    ("echo \udcff", "the command contains a lone surrogate, which is not text a shell reads"),
     ("echo {a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}", opaque("")),  # placeholder, replaced below
 ]
 MORE_SHELL_ATTACKS[-1] = (
@@ -525,7 +526,8 @@ def test_no_spelling_of_an_ordinary_command_is_denied(command: str) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(max_size=80))
+@given(st.text(st.characters(exclude_categories=()), max_size=80))  # lone surrogates included
+@example("echo \ud800x")
 def test_any_text_gets_a_decision_not_an_exception(command: str) -> None:
     denial = BUILTIN.check("shell", {"command": command})
     assert denial is None or denial.reason

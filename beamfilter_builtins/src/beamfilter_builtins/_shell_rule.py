@@ -127,6 +127,11 @@ class ShellRule:
     def _analyse(self, command: str) -> ShellVerdict:
         if "\x00" in command:
             return ShellVerdict("the command contains a NUL byte")
+        if not command.isascii():
+            try:
+                command.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate (e.g. read with surrogateescape)
+                return ShellVerdict("the command contains a lone surrogate, which is not text a shell reads")
         script = parse_script(command)
         if script.error is not None:
             return ShellVerdict(script.error)

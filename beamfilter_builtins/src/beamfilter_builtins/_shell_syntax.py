@@ -97,7 +97,7 @@ def parse_script(command: str) -> Script:
     """Parse ``command`` and list every simple command in it (see the module docs)."""
     if len(command) > MAX_LENGTH:
         return Script((), error=f"the command is longer than {MAX_LENGTH} characters")
-    source = command.encode("utf-8", "surrogatepass")
+    source = command.encode("utf-8", "replace")  # a lone surrogate becomes "?" (the rule refuses them first)
     root = _parser().parse(source).root_node
     if root.has_error and b"{" in source:
         # tree-sitter-bash reads a word that starts with "{" ({rm,-rf,/}) as a group and
@@ -143,7 +143,7 @@ def _first_error(node: tree_sitter.Node) -> tree_sitter.Node | None:
 
 
 def _text(node: tree_sitter.Node) -> str:
-    return (node.text or b"").decode("utf-8", "surrogatepass")
+    return (node.text or b"").decode("utf-8", "replace")  # callers pass valid UTF-8: a safety net
 
 
 # Nodes whose children are walked as they are; everything else is handled by name below.
