@@ -19,6 +19,12 @@ def test_a_server_asking_for_no_delay_is_retried_at_once() -> None:
     assert retry_delay(True, 0.0, 3, lambda: 0.0) == 0.0
 
 
+def test_any_negative_delay_falls_back_to_the_backoff() -> None:
+    # a date a fraction of a second in the past, not only whole seconds
+    assert retry_delay(True, -0.5, 0, lambda: 0.0) == 0.5
+    assert retry_delay(True, -1.0, 1, lambda: 0.0) == 1.0
+
+
 def test_a_long_non_json_body_is_cut_to_500_characters() -> None:
     error = error_from_response(502, {}, b"<html>" + b"x" * 600)
     assert error.message == "<html>" + "x" * 494
