@@ -132,8 +132,8 @@ def test_plugins_lists_loaded_and_failed_plugins(site: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     assert "\nclifix  [loaded]  beamfilter-clifix 0.2\n" in done.stdout
-    assert "  filter clifix:upper" in done.stdout
-    assert "  model  clifix:counter" in done.stdout
+    assert "  filter  clifix:upper" in done.stdout
+    assert "  model   clifix:counter" in done.stdout
     assert (
         "\nclibroken  [failed]  beamfilter-clifix 0.2\n"
         "  error: ModuleNotFoundError: No module named 'beamfilter_clibroken_missing'\n" in done.stdout

@@ -165,7 +165,8 @@ def test_every_problem_is_reported_at_once_with_its_path(registry: Registry) -> 
     with pytest.raises(ConfigError) as info:
         Kernel.from_config(config, registry=registry)
     assert list(info.value.problems) == [
-        "filter: unknown section. Did you mean 'filters'? Known sections: filters, kernel, model, models, plugins.",
+        "filter: unknown section. Did you mean 'filters'? "
+        "Known sections: filters, kernel, model, models, plugins, tools.",
         "kernel.max_iterations: must be an integer >= 1, got 0",
         "kernel.timeout: unknown key. Did you mean 'tool_timeout'? Known "
         "keys: max_iterations, options, pause_key, system_prompt, tool_timeout, transient_context, "

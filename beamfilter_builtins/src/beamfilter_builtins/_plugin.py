@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from beamfilter_core import FilterSpec, PresetSpec, hookimpl
+from beamfilter_core import FilterSpec, PresetSpec, ToolsetSpec, hookimpl
 
 # Filters that shape content and control flow.
 _CONTENT_MODULES: tuple[str, ...] = (
@@ -82,3 +82,11 @@ PRESETS: tuple[PresetSpec, ...] = (
 def beamfilter_register_presets() -> list[PresetSpec]:
     """Return the built-in presets."""
     return list(PRESETS)
+
+
+@hookimpl
+def beamfilter_register_tools() -> list[ToolsetSpec]:
+    """Return the built-in toolsets (``mcp``; its SDK is imported only when one is built)."""
+    from ._mcp import SPEC
+
+    return [SPEC]

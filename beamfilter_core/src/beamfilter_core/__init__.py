@@ -31,9 +31,10 @@ from ._records import (
     TurnResult,
 )
 from ._secrets import mask_credentials
-from ._specs import BuildContext, CommandSpec, FilterSpec, ModelSpec, PresetSpec, SectionSpec, StoreSpec
+from ._specs import BuildContext, CommandSpec, FilterSpec, ModelSpec, PresetSpec, SectionSpec, StoreSpec, ToolsetSpec
 from ._streaming import Event, RunFinished, TextDelta, ToolCallFinished, ToolCallStarted
 from ._tools import Tool, tool
+from ._toolsets import Toolset
 
 if _typing.TYPE_CHECKING:
     from ._hookspecs import hookimpl
@@ -86,6 +87,8 @@ __all__ = [
     "ToolFailure",
     "ToolRequest",
     "ToolResult",
+    "Toolset",
+    "ToolsetSpec",
     "TurnRequest",
     "TurnResult",
     "Usage",

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import json
 import logging
+import os
+import re
 import sys
+import traceback
 import uuid
 from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
@@ -43,6 +47,35 @@ _TERMINALS = {
 _BUILTIN_COMMANDS = frozenset({"plugins", "chain", "run", "chat", "memory", "demo"})
 
 
+def _plain(doc: str | None) -> str:
+    """A docstring as --help shows it: no reStructuredText markup (``x``, :class:`X`)."""
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", doc or "")
+    return text.replace("``", "")
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """``1 filter``, ``2 filters``, ``0 filters``."""
+    return f"{count} {word if count == 1 else (many or word + 's')}"
+
+
+def _run_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--trace",
+        action="store_true",
+        help="print each filter's before/after lines (scope, filter, what changed, time) to stderr",
+    )
+    command.add_argument(
+        "--tool",
+        action="append",
+        default=[],
+        metavar="MODULE:FUNCTION",
+        help="add a Python function (or list of tools) as tools; repeatable; the current folder is importable",
+    )
+    command.add_argument(
+        "--debug", action="store_true", help="print the traceback of a failure (or BEAMFILTER_DEBUG=1)"
+    )
+
+
 def _parser(argv: Sequence[str] = (), registry: Any = None) -> argparse.ArgumentParser:
     from . import __version__
 
@@ -54,28 +87,34 @@ def _parser(argv: Sequence[str] = (), registry: Any = None) -> argparse.Argument
     parser.add_argument("--version", action="version", version=f"beamfilter-core {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    plugins = sub.add_parser("plugins", help="list plugins and what they provide", description=_cmd_plugins.__doc__)
+    plugins = sub.add_parser(
+        "plugins", help="list plugins and what they provide", description=_plain(_cmd_plugins.__doc__)
+    )
     plugins.add_argument("--json", action="store_true", help="print JSON instead of a table")
     plugins.set_defaults(handler=_cmd_plugins)
 
-    chain = sub.add_parser("chain", help="draw the filter onion of each scope", description=_cmd_chain.__doc__)
+    chain = sub.add_parser("chain", help="draw the filter onion of each scope", description=_plain(_cmd_chain.__doc__))
     chain.add_argument("config", help="path to a beamfilter.toml")
     chain.set_defaults(handler=_cmd_chain)
 
-    run = sub.add_parser("run", help="run one prompt, streaming the answer", description=_cmd_run.__doc__)
+    run = sub.add_parser("run", help="run one prompt, streaming the answer", description=_plain(_cmd_run.__doc__))
     run.add_argument("config", help="path to a beamfilter.toml")
     run.add_argument("prompt", help="the prompt ('-' reads it from stdin)")
-    run.add_argument("--json", action="store_true", help="print the TurnResult as JSON instead of streaming")
+    run.add_argument(
+        "--json", action="store_true", help="print the TurnResult as JSON (or a JSON error object) instead of streaming"
+    )
     run.add_argument("--conversation-id", help="context conversation_id (used by the memory filter)")
+    _run_options(run)
     run.set_defaults(handler=_cmd_run)
 
-    chat = sub.add_parser("chat", help="an interactive conversation", description=_cmd_chat.__doc__)
+    chat = sub.add_parser("chat", help="an interactive conversation", description=_plain(_cmd_chat.__doc__))
     chat.add_argument("config", help="path to a beamfilter.toml")
     chat.add_argument("--conversation-id", help="continue this conversation (default: a new id)")
+    _run_options(chat)
     chat.set_defaults(handler=_cmd_chat)
 
     memory = sub.add_parser(
-        "memory", help="memory store maintenance (migrate)", description=_cmd_memory_migrate.__doc__
+        "memory", help="memory store maintenance (migrate)", description=_plain(_cmd_memory_migrate.__doc__)
     )
     memory_sub = memory.add_subparsers(dest="action", metavar="ACTION", required=True)
     migrate = memory_sub.add_parser("migrate", help="create a store's tables ahead of a deployment")
@@ -83,7 +122,10 @@ def _parser(argv: Sequence[str] = (), registry: Any = None) -> argparse.Argument
     migrate.set_defaults(handler=_cmd_memory_migrate)
 
     demo = sub.add_parser(
-        "demo", help="the README's demo on the embedded local model", description=_cmd_demo.__doc__, add_help=False
+        "demo",
+        help="the README's demo on the embedded local model",
+        description=_plain(_cmd_demo.__doc__),
+        add_help=False,
     )
     demo.set_defaults(handler=_cmd_demo)
     _add_plugin_commands(sub, argv, registry)
@@ -137,20 +179,33 @@ def main(argv: Sequence[str] | None = None, *, registry: Any = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return USAGE_ERROR
+    debug = getattr(args, "debug", False) or os.environ.get("BEAMFILTER_DEBUG", "").strip() in ("1", "true", "yes")
     try:
         return int(args.handler(args))
-    # Error texts may quote a store URL or a base_url: credentials are shown as ***.
-    except (ConfigError, PluginError) as exc:
-        print(mask_credentials(f"beamfilter {args.command}: {exc}"), file=sys.stderr)
-        return USAGE_ERROR
-    except BeamfilterError as exc:
-        print(
-            mask_credentials(f"beamfilter {args.command}: the run failed: {type(exc).__name__}: {exc}"), file=sys.stderr
-        )
-        return RUN_ERROR
+    except BrokenPipeError:
+        # the reader went away (| head): end quietly, and keep Python from complaining at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return OK
     except KeyboardInterrupt:
         print(file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001  # every failure ends as one clear line (or JSON), never a bare traceback
+        usage = isinstance(exc, ConfigError | PluginError)
+        code = USAGE_ERROR if usage else RUN_ERROR
+        if debug:
+            traceback.print_exc()
+        # error texts may quote a store URL or a base_url: credentials are shown as ***
+        text = mask_credentials(str(exc))
+        if getattr(args, "json", False) and args.command == "run":
+            error = {"type": type(exc).__name__, "message": text, "exit_code": code}
+            print(json.dumps({"error": error}, indent=2, ensure_ascii=False))
+        elif usage:
+            print(f"beamfilter {args.command}: {text}", file=sys.stderr)
+        else:
+            hint = "" if debug else " (--debug or BEAMFILTER_DEBUG=1 shows the traceback)"
+            print(f"beamfilter {args.command}: the run failed: {type(exc).__name__}: {text}{hint}", file=sys.stderr)
+        return code
 
 
 # -- plugins ----------------------------------------------------------------------------
@@ -159,7 +214,7 @@ def main(argv: Sequence[str] | None = None, *, registry: Any = None) -> int:
 def _cmd_plugins(args: argparse.Namespace) -> int:
     """List every plugin of the ``beamfilter`` entry point group: distribution, version,
     status (loaded, failed with the reason, blocked) and the filters, stores, models,
-    presets, config sections and commands it provides. Failing plugins are listed, never fatal."""
+    presets, toolsets, config sections and commands it provides. Failing plugins are listed, never fatal."""
     from ._registry import Registry, core_version
 
     registry = Registry(strict=False)
@@ -172,6 +227,7 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
         ("store", registry.stores()),
         ("model", registry.models()),
         ("preset", registry.presets()),
+        ("toolset", registry.toolsets()),
         ("section", registry.sections()),
         ("command", registry.commands()),
     )
@@ -196,7 +252,7 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
         print(json.dumps({"core_version": core_version(), "plugins": data}, indent=2))
         return OK
     out = sys.stdout
-    print(f"beamfilter-core {core_version()}: {len(infos)} plugins", file=out)
+    print(f"beamfilter-core {core_version()}: {plural(len(infos), 'plugin')}", file=out)
     for info in infos:
         where = f"{info.distribution} {info.version}" if info.distribution else "(registered in code)"
         print(f"\n{info.name}  [{info.status}]  {where}", file=out)
@@ -208,7 +264,7 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
         for entry in provided.get(info.name, []):
             extra = ", ".join(entry.get("scopes", []) or entry.get("schemes", []) or entry.get("filters", []))
             extra = f"  ({extra})" if extra else ""
-            print(f"  {entry['kind']:<6} {entry['qualified']:<28} {entry['summary']}{extra}", file=out)
+            print(f"  {entry['kind']:<7} {entry['qualified']:<28} {entry['summary']}{extra}", file=out)
         if info.status == "loaded" and not provided.get(info.name):
             print("  (provides nothing yet)", file=out)
     return OK
@@ -248,7 +304,11 @@ def _cmd_chain(args: argparse.Namespace) -> int:
     names = [b.qualified for b in built.filters]
     # filters expanded from a preset are marked with it: "pii (builtins:pii) ← preset:production"
     marks = [f" ← {b.preset}" if b.preset else "" for b in built.filters]
-    print(f"{built.source}: model {built.model or type(kernel.model).__name__}, {len(names)} filters", file=out)
+    tools = f", {plural(len(built.toolsets), 'toolset')}" if built.toolsets else ""
+    print(
+        f"{built.source}: model {built.model or type(kernel.model).__name__}, {plural(len(names), 'filter')}{tools}",
+        file=out,
+    )
     presets: dict[tuple[int, str], list[str]] = {}
     for b in built.filters:
         if b.preset:
@@ -276,15 +336,64 @@ def _cmd_chain(args: argparse.Namespace) -> int:
 # -- run / chat -------------------------------------------------------------------------
 
 
+def _build(args: argparse.Namespace, err: TextIO) -> BuiltConfig:
+    """The config's kernel, with ``--tool`` functions added and, with ``--trace``, every
+    filter wrapped to print its before/after lines."""
+    from ._config import build_config
+    from ._toolsets import as_toolset, import_reference
+
+    extra = [as_toolset(import_reference(ref, os.getcwd()), ref) for ref in args.tool]
+    built = build_config(args.config, tools=extra)
+    if args.trace:
+        import attrs
+
+        from ._trace import traced_filters
+
+        built = attrs.evolve(built, kernel=built.kernel.with_filters(traced_filters(built.kernel.filters, err)))
+    return built
+
+
+def _has_memory(built: BuiltConfig) -> bool:
+    return any(b.qualified.rpartition(":")[2] == "memory" for b in built.filters)
+
+
+class _Answer:
+    """Writes streamed text, then makes sure the user sees the final answer: a turn
+    filter may change the answer after it was streamed (a sign-off, a rewrite)."""
+
+    def __init__(self, out: TextIO, err: TextIO) -> None:
+        self.out = out
+        self.err = err
+        self.streamed: list[str] = []
+
+    def write(self, text: str) -> None:
+        self.streamed.append(text)
+        self.out.write(text)
+        self.out.flush()
+
+    def finish(self, final: str) -> None:
+        streamed = "".join(self.streamed)
+        if final == streamed:
+            self.out.write("\n")
+        elif final.startswith(streamed):
+            self.out.write(final[len(streamed) :] + "\n")  # a filter appended: stream the rest
+        else:
+            self.out.write("\n")
+            self.out.flush()
+            print("[the final answer, changed by a filter after it was streamed:]", file=self.err)
+            self.out.write(final + "\n")
+        self.out.flush()
+
+
 async def _stream(kernel: Kernel, entry: Any, context: dict[str, Any] | None, out: TextIO, err: TextIO) -> TurnResult:
     from ._streaming import RunFinished, TextDelta, ToolCallFinished, ToolCallStarted
 
+    answer = _Answer(out, err)
     result: TurnResult | None = None
     async for event in kernel.run_stream(entry, context=context):
         kind = type(event)
         if kind is TextDelta:
-            out.write(event.text)  # type: ignore[union-attr]
-            out.flush()
+            answer.write(event.text)  # type: ignore[union-attr]
         elif kind is ToolCallStarted:
             call = event.call  # type: ignore[union-attr]
             print(f"[tool {call.name}({json.dumps(call.arguments)})]", file=err)
@@ -293,17 +402,19 @@ async def _stream(kernel: Kernel, entry: Any, context: dict[str, Any] | None, ou
             print(f"[tool {event.call.name}: {status}]", file=err)  # type: ignore[union-attr]
         elif isinstance(event, RunFinished):
             result = event.result
-    out.write("\n")
-    out.flush()
     if result is None:  # pragma: no cover - run_stream always ends with RunFinished
         msg = "the stream ended without a result"
         raise BeamfilterError(msg)
+    answer.finish(result.text if result.status == "completed" else "".join(answer.streamed))
     return result
 
 
 def _report_status(result: TurnResult, err: TextIO) -> None:
     if result.status == "paused" and result.pause is not None:
-        print(f"paused: awaiting a decision on tool calls {', '.join(result.pause.awaiting)}", file=err)
+        calls = plural(len(result.pause.awaiting), "tool call")
+        print(f"paused: awaiting a decision on {calls}: {', '.join(result.pause.awaiting)}", file=err)
+        if result.pause.reason:
+            print(f"  reason: {result.pause.reason}", file=err)
     elif result.status == "cancelled":
         print("cancelled", file=err)
     if result.blocked_by:
@@ -312,31 +423,42 @@ def _report_status(result: TurnResult, err: TextIO) -> None:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     """Run PROMPT through the kernel built from CONFIG, streaming the answer to stdout
-    (tool calls are shown on stderr). ``--json`` prints the whole TurnResult instead."""
-    from ._config import build_config
-
+    (tool calls are shown on stderr). --json prints the whole TurnResult instead, with
+    the final answer in "text"; on failure it prints {"error": {...}}."""
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
-    kernel = build_config(args.config).runner()  # the kernel, or e.g. its durable runner ([durable])
-    context = {"conversation_id": args.conversation_id} if args.conversation_id else None
+    built = _build(args, sys.stderr)
+    kernel = built.runner()  # the kernel, or e.g. its durable runner ([durable])
+    conversation_id = args.conversation_id
+    if conversation_id is None and _has_memory(built):
+        # without an id the memory filter has nothing to key the history by
+        conversation_id = uuid.uuid4().hex
+        print(
+            f"conversation: {conversation_id} (new; continue it with --conversation-id {conversation_id})",
+            file=sys.stderr,
+        )
+    context = {"conversation_id": conversation_id} if conversation_id else None
     if args.json:
         from ._serde import converter
 
         result = asyncio.run(_closing(kernel, kernel.run(prompt, context=context)))
-        print(json.dumps(converter.unstructure(result), indent=2, ensure_ascii=False))
+        data = {"text": result.text, **converter.unstructure(result)}
+        print(json.dumps(data, indent=2, ensure_ascii=False))
     else:
         result = asyncio.run(_closing(kernel, _stream(kernel, prompt, context, sys.stdout, sys.stderr)))
     _report_status(result, sys.stderr)
     return OK
 
 
+_CHAT_COMMANDS = {"/exit": "end the conversation (also /quit, Ctrl-D)", "/help": "list these commands"}
+
+
 def _cmd_chat(args: argparse.Namespace) -> int:
     """An interactive conversation with the kernel built from CONFIG. Each turn runs with
     context {"conversation_id": ID}, so a memory filter keeps the history; without one the
-    history is kept in this process. End with Ctrl-D or /exit."""
-    from ._config import build_config
-
-    built = build_config(args.config)
-    has_memory = any(b.qualified.rpartition(":")[2] == "memory" for b in built.filters)
+    history is kept in this process. Lines starting with / are commands (/help), never
+    sent to the model. End with Ctrl-D or /exit."""
+    built = _build(args, sys.stderr)
+    has_memory = _has_memory(built)
     conversation_id = args.conversation_id or uuid.uuid4().hex
     print(f"conversation: {conversation_id}")
     if not has_memory:
@@ -347,21 +469,40 @@ def _cmd_chat(args: argparse.Namespace) -> int:
     return OK
 
 
+def _read_line(prompt: str) -> str:
+    """One line from stdin; on a terminal with line editing (arrows, history)."""
+    if sys.stdin.isatty():
+        with contextlib.suppress(ImportError):  # Windows has no readline
+            import readline  # noqa: F401  # importing it gives input() line editing
+        try:
+            return input(prompt) + "\n"
+        except EOFError:
+            return ""
+    print(prompt, end="", flush=True)
+    return sys.stdin.readline()
+
+
 async def _chat_loop(kernel: Kernel, conversation_id: str, *, keep_history: bool) -> None:
     from ._messages import Message
 
     history: tuple[Message, ...] = ()
     context = {"conversation_id": conversation_id}
     while True:
-        print("you> ", end="", flush=True)
-        line = await asyncio.to_thread(sys.stdin.readline)
+        line = await asyncio.to_thread(_read_line, "you> ")
         if not line:  # EOF
             print()
             return
         text = line.strip()
-        if text in ("/exit", "/quit"):
-            return
         if not text:
+            continue
+        if text.startswith("/"):
+            command = text.split()[0]
+            if command in ("/exit", "/quit"):
+                return
+            if command != "/help":
+                print(f"unknown command {command}; it was not sent to the model.", file=sys.stderr)
+            for name, meaning in _CHAT_COMMANDS.items():
+                print(f"  {name:<6} {meaning}", file=sys.stderr)
             continue
         entry = (*history, Message("user", text)) if keep_history else text
         print("assistant> ", end="", flush=True)

@@ -1,6 +1,6 @@
 """Build a kernel from a ``beamfilter.toml`` file or a dict (see docs/configuration.md).
 
-Filters, models and stores are enabled by name through the :class:`Registry`. Every
+Filters, models, stores and toolsets are enabled by name through the :class:`Registry`. Every
 option is validated against its spec's compiled JSON schema when the kernel is built,
 and all problems are reported at once in one :class:`ConfigError`.
 """
@@ -19,15 +19,18 @@ import attrs
 import cattrs
 import fastjsonschema
 
+from ._filter import FILTER_NAME as _FILTER_NAME
+from ._filter import normalise
 from ._imports import ImportPolicy, import_policy
 from ._kernel import Kernel
 from ._registry import Registered, Registry, suggest
 from ._serde import converter
 from ._specs import BuildContext
 from ._tools import Tool
+from ._toolsets import CORE_OPTIONS, Toolset, as_toolset, check_core_options, import_reference, select_tools
 from .errors import BeamfilterError, ConfigError, PluginError
 
-__all__ = ["BuiltConfig", "BuiltFilter", "build_config", "kernel_from_config", "read_config"]
+__all__ = ["BuiltConfig", "BuiltFilter", "BuiltToolset", "build_config", "kernel_from_config", "read_config"]
 
 #: Stands for a ``$env`` value that could not be resolved (already reported).
 _UNRESOLVED: Any = type("Unresolved", (), {"__repr__": lambda self: "<unresolved $env>"})()
@@ -35,7 +38,7 @@ _UNRESOLVED: Any = type("Unresolved", (), {"__repr__": lambda self: "<unresolved
 #: A config nested deeper than this is refused (real configs use fewer than ten levels).
 MAX_DEPTH = 64
 
-_TOP_KEYS = ("filters", "kernel", "model", "models", "plugins")
+_TOP_KEYS = ("filters", "kernel", "model", "models", "plugins", "tools")
 _PLUGIN_KEYS = ("disable", "only", "strict")
 _KERNEL_KEYS = (
     "max_iterations",
@@ -61,6 +64,16 @@ class BuiltFilter:
 
 
 @attrs.frozen(slots=True)
+class BuiltToolset:
+    """One ``[[tools]]`` entry once built: its ``use`` (a toolset or a Python reference)
+    and the toolset."""
+
+    index: int
+    use: str
+    toolset: Toolset
+
+
+@attrs.frozen(slots=True)
 class BuiltConfig:
     """The kernel a config built, with the registry and the provenance of each filter."""
 
@@ -71,6 +84,8 @@ class BuiltConfig:
     source: str
     #: The objects the plugin-registered top-level sections built (``[durable]``...), by name.
     sections: Mapping[str, Any] = attrs.field(factory=dict)
+    #: The ``[[tools]]`` entries, built.
+    toolsets: tuple[BuiltToolset, ...] = ()
 
     def runner(self) -> Any:
         """What runs this config's turns: the kernel, or the object a section's ``runner(built)``
@@ -433,12 +448,50 @@ def _add_filter(
     except PluginError as exc:
         problems.append(f"{where}.use: {exc}")
         return
+    name = _core_name(item, options, where, problems)
     checked = _check_options(item, "filter", options, where, problems)
-    if checked is None:
+    if checked is None or name is _UNRESOLVED:
         return
     flt = _build(item, checked, context, where, problems)
     if flt is not None:
-        built.append(BuiltFilter(index, use, item.qualified, flt, preset))
+        built.append(BuiltFilter(index, use, item.qualified, _renamed(flt, name, where, problems), preset))
+
+
+def _core_name(item: Registered[Any], options: dict[str, Any], where: str, problems: list[str]) -> Any:
+    """The ``name`` every filter accepts; taken out of ``options`` unless the filter declares it.
+
+    A name lets the same filter be enabled twice (filter names key their private state).
+    Returns None when no name is given, ``_UNRESOLVED`` after a problem.
+    """
+    if "name" not in options:
+        return None
+    name = options["name"]
+    if not isinstance(name, str) or not _FILTER_NAME.match(name):
+        problems.append(
+            f"{where}.name: must be a filter name (letters, digits, '_', '-', '.' or ':', starting with a letter), "
+            f"got {name!r}."
+        )
+        options.pop("name")
+        return _UNRESOLVED
+    declared = "name" in item.spec.options_schema.get("properties", {})
+    if not declared and item.spec.options_type is None:
+        accepted = _accepted(item.spec.factory)
+        declared = accepted is None or "name" in accepted
+    if not declared:
+        options.pop("name")
+    return name
+
+
+def _renamed(flt: Any, name: str | None, where: str, problems: list[str]) -> Any:
+    """The built filter under the configured ``name`` (any filter-like object becomes a Filter)."""
+    if name is None or getattr(flt, "name", None) == name:
+        return flt
+    try:
+        compiled = normalise(flt, 0).filter
+    except ConfigError as exc:
+        problems.append(f"{where}: {exc}")
+        return flt
+    return attrs.evolve(compiled, name=name)
 
 
 def _preset_key(table: Mapping[str, Any]) -> str:
@@ -496,7 +549,7 @@ def build_config(
     config: Any,
     *,
     registry: Registry | None = None,
-    tools: Iterable[Tool | Callable[..., Any]] = (),
+    tools: Iterable[Tool | Toolset | Callable[..., Any]] = (),
     **overrides: Any,
 ) -> BuiltConfig:
     """Build a kernel from a config, keeping where each filter came from (used by the CLI).
@@ -577,19 +630,22 @@ def _build_config(
         if options is not None:
             sections[name] = _build(item, options, context, name, problems)
 
+    toolsets = _toolsets_from(reg, data.get("tools", []), context, problems)
+
     if problems:
         problems = _hide_env_values(problems, secrets)
         count = f"{len(problems)} problem" + ("s" if len(problems) > 1 else "")
         msg = f"{label} has {count}:\n" + "\n".join(f"  - {p}" for p in problems)
         raise ConfigError(msg, problems)
+    all_tools = [*tools, *(b.toolset for b in toolsets)]
     try:
-        kernel = Kernel(model, tools, [b.filter for b in built], **{**kernel_opts, **overrides})
+        kernel = Kernel(model, all_tools, [b.filter for b in built], **{**kernel_opts, **overrides})
     except ConfigError as exc:
         if not secrets:
             raise
         hidden = _hide_env_values([str(exc)], secrets)[0]
         raise ConfigError(hidden, _hide_env_values(list(exc.problems), secrets)) from None
-    return BuiltConfig(kernel, reg, tuple(built), model_use, label, sections)
+    return BuiltConfig(kernel, reg, tuple(built), model_use, label, sections, tuple(toolsets))
 
 
 def _plugin_sections(
@@ -616,11 +672,74 @@ def _plugin_sections(
     return found
 
 
+def _toolsets_from(reg: Registry, entries: Any, context: BuildContext, problems: list[str]) -> list[BuiltToolset]:
+    """The ``[[tools]]`` entries: ``use = "toolset"`` / ``"plugin:toolset"`` or a Python
+    reference ``"package.module:function"`` (a function, a Tool, a list or a Toolset)."""
+    if not isinstance(entries, list):
+        problems.append(f"tools: must be an array of tables ([[tools]] use = ...), got {entries!r}.")
+        return []
+    out: list[BuiltToolset] = []
+    plugins = {info.name for info in reg.plugins() if info.status == "loaded"}
+    for index, entry in enumerate(entries):
+        where = f"tools[{index}]"
+        if not isinstance(entry, Mapping):
+            problems.append(f"{where}: must be a table with use = ..., got {entry!r}.")
+            continue
+        parsed = _split_use(entry, where, problems)
+        if parsed is None:
+            continue
+        use, options = parsed
+        selection = check_core_options(options, where, problems)
+        head, colon, _ = use.partition(":")
+        if colon and head not in plugins:
+            if options:
+                problems.append(
+                    f"{where}: {use!r} is a Python reference and takes no options but "
+                    f"{', '.join(CORE_OPTIONS)}; got {', '.join(sorted(options))}."
+                )
+                continue
+            try:
+                value = import_reference(use, context.config_dir)
+                toolset = as_toolset(value, use)
+            except ConfigError as exc:
+                problems.append(f"{where}.use: {exc}")
+                continue
+        else:
+            toolset_or_none = _toolset_from_plugin(reg, use, options, where, context, problems)
+            if toolset_or_none is None:
+                continue
+            toolset = toolset_or_none
+        out.append(BuiltToolset(index, use, select_tools(toolset, **selection)))
+    return out
+
+
+def _toolset_from_plugin(
+    reg: Registry, use: str, options: dict[str, Any], where: str, context: BuildContext, problems: list[str]
+) -> Toolset | None:
+    try:
+        item = reg.get_toolset(use)
+    except PluginError as exc:
+        hint = "" if ":" in use else ' (a Python function is named "package.module:function")'
+        problems.append(f"{where}.use: {exc}{hint}")
+        return None
+    checked = _check_options(item, "toolset", options, where, problems)
+    if checked is None:
+        return None
+    value = _build(item, checked, context, where, problems)
+    if value is None:
+        return None
+    try:
+        return as_toolset(value, f"the toolset {item.qualified!r}")
+    except ConfigError as exc:
+        problems.append(f"{where}: {exc}")
+        return None
+
+
 def kernel_from_config(
     config: Any,
     *,
     registry: Registry | None = None,
-    tools: Iterable[Tool | Callable[..., Any]] = (),
+    tools: Iterable[Tool | Toolset | Callable[..., Any]] = (),
     **overrides: Any,
 ) -> Kernel:
     """Build a :class:`Kernel` from a TOML path or a dict; ``overrides`` are Kernel arguments.

@@ -48,7 +48,37 @@ _LOCAL_SCHEMA: dict[str, Any] = {
 _SCRIPTED_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "script": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+        "script": {
+            "type": "array",
+            "items": {
+                "anyOf": [
+                    {"type": "string"},
+                    {
+                        "type": "object",
+                        "properties": {
+                            "text": {"type": "string"},
+                            "tool_calls": {
+                                "type": "array",
+                                "minItems": 1,
+                                "items": {
+                                    "type": "object",
+                                    "properties": {
+                                        "name": {"type": "string", "minLength": 1},
+                                        "arguments": {"type": "object"},
+                                        "id": {"type": "string", "minLength": 1},
+                                    },
+                                    "required": ["name"],
+                                    "additionalProperties": False,
+                                },
+                            },
+                        },
+                        "required": ["tool_calls"],
+                        "additionalProperties": False,
+                    },
+                ]
+            },
+            "minItems": 1,
+        },
         "chunk": {"type": "integer", "minimum": 1},
         "token_delay": {"type": "number", "minimum": 0},
         "repeat": {"type": "boolean"},
@@ -83,9 +113,23 @@ def local_model(*, build: BuildContext | None = None, **options: Any) -> Any:
 
 def scripted_model(**options: Any) -> Any:
     """A :class:`~beamfilter_core.ScriptedModel` replaying ``script`` (tests, docs, demos)."""
+    from ._messages import ToolCall
     from ._models._scripted import ScriptedModel
+    from ._records import ChatResponse
 
-    script = options.pop("script")
+    # a table { tool_calls = [{ name = "...", arguments = {...} }], text = "..." } asks for tools
+    script = [
+        item
+        if isinstance(item, str)
+        else ChatResponse.tool_calls(
+            *(
+                ToolCall(c["name"], c.get("arguments", {}), *([c["id"]] if "id" in c else []))
+                for c in item["tool_calls"]
+            ),
+            text=item.get("text"),
+        )
+        for item in options.pop("script")
+    ]
     return ScriptedModel(script, **options)
 
 

@@ -24,7 +24,8 @@ Scope = Literal["turn", "iteration", "chat", "tool", "gate"]
 SCOPES: tuple[Scope, ...] = ("turn", "iteration", "chat", "tool", "gate")
 HOOK_NAMES: dict[Scope, str] = {scope: f"around_{scope}" for scope in SCOPES}
 
-_FILTER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]*$")
+#: What a filter name may look like (it keys the filter's private state).
+FILTER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]*$")
 
 
 @attrs.frozen(slots=True)
@@ -192,7 +193,7 @@ def normalise(item: Any, index: int) -> CompiledFilter:
             persist=getattr(item, "persist", None),
             extras=getattr(item, "extras", None) or {},
         )
-    if not _FILTER_NAME.match(flt.name):
+    if not FILTER_NAME.match(flt.name):
         msg = f"{where} has the name {flt.name!r}; use letters, digits, '_', '-', '.' or ':'."
         raise ConfigError(msg)
     for scope in SCOPES:

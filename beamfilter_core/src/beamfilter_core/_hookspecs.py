@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pluggy
 
-from ._specs import CommandSpec, FilterSpec, ModelSpec, PresetSpec, SectionSpec, StoreSpec
+from ._specs import CommandSpec, FilterSpec, ModelSpec, PresetSpec, SectionSpec, StoreSpec, ToolsetSpec
 
 PROJECT = "beamfilter"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -45,3 +45,8 @@ def beamfilter_register_sections() -> list[SectionSpec]:  # type: ignore[empty-b
 @hookspec
 def beamfilter_register_commands() -> list[CommandSpec]:  # type: ignore[empty-body]
     """Return the ``beamfilter`` sub-commands this plugin adds (``beamfilter durable ...``)."""
+
+
+@hookspec
+def beamfilter_register_tools() -> list[ToolsetSpec]:  # type: ignore[empty-body]
+    """Return the toolsets this plugin provides (enabled as ``[[tools]] use = "NAME"``)."""

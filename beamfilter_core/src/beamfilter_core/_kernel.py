@@ -15,6 +15,7 @@ from ._records import Decision, PauseState, TurnRequest, TurnResult
 from ._run import _Run
 from ._streaming import Channel, Event, RunFinished, TextDelta, pipeline
 from ._tools import Tool, make_tool
+from ._toolsets import Toolset
 from .errors import AlreadyResumedError, ConfigError, ResumeError, ToolDefinitionError
 
 if TYPE_CHECKING:
@@ -99,6 +100,22 @@ def _settle(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
+def _no_running_loop(method: str, instead: str) -> None:
+    """Refuse a ``*_sync`` call inside a running event loop, before any coroutine exists
+    (so no "coroutine was never awaited" warning follows the error)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    from .errors import RunningLoopError
+
+    msg = (
+        f"Kernel.{method}() was called inside a running event loop (Jupyter, or async code), "
+        f"where it cannot start its own; use `await kernel.{instead}(...)` there instead."
+    )
+    raise RunningLoopError(msg)
+
+
 def _check_positive(name: str, value: Any, *, allow_none: bool) -> None:
     if value is None and allow_none:
         return
@@ -123,7 +140,7 @@ class Kernel:
     def __init__(
         self,
         model: ChatModel,
-        tools: Iterable[Tool | Callable[..., Any]] = (),
+        tools: Iterable[Tool | Toolset | Callable[..., Any]] = (),
         filters: Iterable[Any] = (),
         *,
         max_iterations: int = 10,
@@ -171,19 +188,42 @@ class Kernel:
             raise ConfigError(msg)
         #: Accept pause states without a signature (forgeable: only for states you make yourself).
         self.unsafe_unsigned_pauses = unsafe_unsigned_pauses
-        self._given_tools = tuple(t if isinstance(t, Tool) else make_tool(t) for t in tools)
+        given: list[Tool] = []
+        toolsets: list[Toolset] = []
+        for item in tools:
+            if isinstance(item, Toolset):
+                if item.static:
+                    given.extend(item._tools)
+                else:
+                    toolsets.append(item)
+            else:
+                given.append(item if isinstance(item, Tool) else make_tool(item))
+        self._given_tools = tuple(given)
+        #: Toolsets opened before the first run (once per event loop) and closed by aclose().
+        self._toolsets: tuple[Toolset, ...] = tuple(toolsets)
+        self._opened_tools: tuple[tuple[Tool, str], ...] = ()
+        self._opening: tuple[asyncio.AbstractEventLoop, asyncio.Task[None]] | None = None
         self._compile(filters)
 
     def _compile(self, filters: Iterable[Any]) -> None:
         compiled = normalise_all(filters)
         self._filters: tuple[CompiledFilter, ...] = compiled
-        # the kernel's tools, then the tools filters provide (e.g. tool_search's search tool)
+        self._index_tools()
+        self._chains: dict[Scope, CompiledChain] = {scope: CompiledChain.compile(scope, compiled) for scope in SCOPES}
+        self._compile_rest(compiled)
+
+    def _index_tools(self) -> None:
+        # the kernel's tools, the opened toolsets' tools, then the tools filters provide
+        # (e.g. tool_search's search tool)
         by_name: dict[str, Tool] = {}
         owners: dict[str, str] = {}
         provided = [
-            (tool, f"filter {item.filter.name!r}") for item in compiled for tool in item.filter.extras.get("tools", ())
+            (tool, f"filter {item.filter.name!r}")
+            for item in self._filters
+            for tool in item.filter.extras.get("tools", ())
         ]
-        for tool, owner in [*((t, "the kernel's tools") for t in self._given_tools), *provided]:
+        given = [(t, "the kernel's tools") for t in self._given_tools]
+        for tool, owner in [*given, *self._opened_tools, *provided]:
             if not isinstance(tool, Tool):
                 msg = f"{owner} provides {tool!r}, which is not a Tool; build tools with @tool."
                 raise ToolDefinitionError(msg)
@@ -200,7 +240,8 @@ class Kernel:
             owners[tool.name] = owner
         self._tool_list = tuple(by_name.values())
         self._tools_by_name = by_name
-        self._chains: dict[Scope, CompiledChain] = {scope: CompiledChain.compile(scope, compiled) for scope in SCOPES}
+
+    def _compile_rest(self, compiled: tuple[CompiledFilter, ...]) -> None:
         transforms = [(item.filter.token, item.filter.name) for item in compiled if item.filter.token is not None]
         self._answer_transforms: tuple[TokenTransform, ...] = tuple(
             t for t, _ in transforms if t is not None and t.applies_to == "answer"
@@ -261,14 +302,55 @@ class Kernel:
         clone._compile(filters)
         return clone
 
-    async def aclose(self) -> None:
-        """Close what the kernel's model and filters hold open (connections, stores).
+    async def start(self) -> None:
+        """Open the kernel's toolsets (an MCP server starts, its tools are listed).
 
-        Calls ``aclose()`` once on the model and on each filter's ``extras["store"]`` that
-        has one; call it on the event loop that used them.
+        :meth:`run` and :meth:`resume` call it before their first model call; call it
+        yourself to see :attr:`tools` before a run. Once per event loop: a later
+        ``run_sync`` (a new loop) opens them again.
+
+        Raises:
+            ToolsetError: a toolset could not be opened (a server did not start).
+        """
+        if not self._toolsets:
+            return
+        loop = asyncio.get_running_loop()
+        opening = self._opening
+        if opening is None or opening[0] is not loop or (opening[1].done() and opening[1].exception() is not None):
+            opening = (loop, loop.create_task(self._open_toolsets()))
+            self._opening = opening
+        await asyncio.shield(opening[1])
+
+    async def _open_toolsets(self) -> None:
+        from .errors import ToolsetError
+
+        opened: list[tuple[Tool, str]] = []
+        for toolset in self._toolsets:
+            try:
+                tools = await toolset.open()
+            except ToolsetError:
+                raise
+            except Exception as exc:
+                msg = f"The toolset {toolset.name!r} could not be opened: {type(exc).__name__}: {exc}"
+                raise ToolsetError(msg, toolset=toolset.name) from exc
+            opened.extend((tool, f"toolset {toolset.name!r}") for tool in tools)
+        self._opened_tools = tuple(opened)
+        self._index_tools()
+
+    async def aclose(self) -> None:
+        """Close what the kernel holds open: its toolsets (MCP servers stop), its model's
+        connections and each filter's ``extras["store"]``.
+
+        Calls ``aclose()`` once on each toolset, on the model and on each filter's
+        ``extras["store"]`` that has one; call it on the event loop that used them.
         """
         seen: set[int] = set()
-        for resource in (self.model, *(item.filter.extras.get("store") for item in self._filters)):
+        opening, self._opening = self._opening, None
+        if opening is not None and not opening[1].done():
+            opening[1].cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await opening[1]
+        for resource in (*self._toolsets, self.model, *(item.filter.extras.get("store") for item in self._filters)):
             close = getattr(resource, "aclose", None)
             if close is not None and id(resource) not in seen:
                 seen.add(id(resource))
@@ -303,6 +385,8 @@ class Kernel:
     ) -> TurnResult:
         """Run one turn: the tool loop until the model answers, pauses or is cancelled."""
         messages = as_messages(input)
+        if self._toolsets:
+            await self.start()
         run = _Run(self, context, cancel=cancel)
         return await self._execute(run, TurnRequest(messages, run.view))
 
@@ -313,7 +397,13 @@ class Kernel:
         context: Mapping[str, Any] | None = None,
         cancel: CancelToken | None = None,
     ) -> TurnResult:
-        """:meth:`run` from synchronous code (starts an event loop)."""
+        """:meth:`run` from synchronous code (starts an event loop).
+
+        Raises:
+            RunningLoopError: called where an event loop already runs (Jupyter, async
+                code): ``await kernel.run(...)`` there instead.
+        """
+        _no_running_loop("run_sync", "run")
         return asyncio.run(self.run(input, context=context, cancel=cancel))
 
     def run_stream(
@@ -326,9 +416,24 @@ class Kernel:
         """Run one turn, yielding text deltas and tool events; the last event is
         :class:`RunFinished` with the :class:`TurnResult`."""
         messages = as_messages(input)
+        if self._toolsets:
+            return self._started_stream(messages, context, cancel)
         channel = Channel()
         run = _Run(self, context, sink=channel.push_text, emit=channel.push, cancel=cancel)
         return self._pump(channel, run, TurnRequest(messages, run.view))
+
+    async def _started_stream(
+        self, messages: tuple[Message, ...], context: Mapping[str, Any] | None, cancel: CancelToken | None
+    ) -> AsyncGenerator[Event, None]:
+        await self.start()
+        channel = Channel()
+        run = _Run(self, context, sink=channel.push_text, emit=channel.push, cancel=cancel)
+        pump = self._pump(channel, run, TurnRequest(messages, run.view))
+        try:
+            async for event in pump:
+                yield event
+        finally:
+            await pump.aclose()
 
     async def _pump(self, channel: Channel, run: _Run, request: TurnRequest) -> AsyncGenerator[Event, None]:
         task = asyncio.ensure_future(self._execute(run, request))
@@ -422,6 +527,8 @@ class Kernel:
         give ``conversation_id=`` to resume the pause a memory filter stored for it. See
         docs/approvals.md for what is checked before anything runs.
         """
+        if self._toolsets:
+            await self.start()
         state, checked, merged, kept = await self._prepare_resume(pause, decisions, conversation_id, context)
         run = _Run(self, merged, cancel=cancel, resume=(state, checked), restored=kept)
         return await self._execute(run, TurnRequest((), run.view, True, pause=state))
@@ -434,7 +541,12 @@ class Kernel:
         conversation_id: str | None = None,
         context: Mapping[str, Any] | None = None,
     ) -> TurnResult:
-        """:meth:`resume` from synchronous code."""
+        """:meth:`resume` from synchronous code.
+
+        Raises:
+            RunningLoopError: called where an event loop already runs: ``await kernel.resume(...)``.
+        """
+        _no_running_loop("resume_sync", "resume")
         return asyncio.run(self.resume(pause, decisions, conversation_id=conversation_id, context=context))
 
     def resume_stream(
@@ -457,6 +569,8 @@ class Kernel:
         context: Mapping[str, Any] | None,
         cancel: CancelToken | None,
     ) -> AsyncIterator[Event]:
+        if self._toolsets:
+            await self.start()
         state, checked, merged, kept = await self._prepare_resume(pause, decisions, conversation_id, context)
         channel = Channel()
         run = _Run(

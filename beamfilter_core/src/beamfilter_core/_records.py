@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import attrs
 
-from ._messages import Message, ToolCall, Usage
+from ._messages import ContentPart, Message, ToolCall, Usage
 from ._tools import Tool
 
 TurnStatus = Literal["completed", "paused", "cancelled"]
@@ -119,6 +119,9 @@ class ToolResult(_Replaceable):
     content: str
     error: ToolFailure | None = None
     writes: Mapping[str, Any] = _EMPTY
+    #: The result as content parts, when it holds more than text (an MCP tool's images
+    #: become ``image_url`` parts with ``data:`` URLs). The model reads ``content``.
+    parts: tuple[ContentPart, ...] = ()
 
     @classmethod
     def failure(cls, kind: ToolErrorKind, message: str) -> ToolResult:

@@ -24,7 +24,7 @@ import fastjsonschema
 import pluggy
 
 from . import _hookspecs
-from ._specs import CommandSpec, FilterSpec, ModelSpec, PresetSpec, SectionSpec, StoreSpec
+from ._specs import CommandSpec, FilterSpec, ModelSpec, PresetSpec, SectionSpec, StoreSpec, ToolsetSpec
 from .errors import AmbiguousFilterError, ConfigError, PluginLoadError, UnknownNameError
 
 __all__ = [
@@ -45,9 +45,9 @@ CORE_PLUGIN = "core"
 _CORE_MODULE = "beamfilter_core._core_plugin"
 _CORE_DIST = "beamfilter-core"
 
-Kind = Literal["filter", "store", "model", "preset", "section", "command"]
+Kind = Literal["filter", "store", "model", "preset", "section", "command", "toolset"]
 Status = Literal["loaded", "failed", "blocked"]
-SpecT = TypeVar("SpecT", FilterSpec, StoreSpec, ModelSpec, PresetSpec, SectionSpec, CommandSpec)
+SpecT = TypeVar("SpecT", FilterSpec, StoreSpec, ModelSpec, PresetSpec, SectionSpec, CommandSpec, ToolsetSpec)
 
 # hook name -> (kind, record type it must return)
 _HOOKS: dict[str, tuple[Kind, type[Any]]] = {
@@ -57,6 +57,7 @@ _HOOKS: dict[str, tuple[Kind, type[Any]]] = {
     "beamfilter_register_presets": ("preset", PresetSpec),
     "beamfilter_register_sections": ("section", SectionSpec),
     "beamfilter_register_commands": ("command", CommandSpec),
+    "beamfilter_register_tools": ("toolset", ToolsetSpec),
 }
 _PLURAL: dict[Kind, str] = {
     "filter": "filters",
@@ -65,6 +66,7 @@ _PLURAL: dict[Kind, str] = {
     "preset": "presets",
     "section": "sections",
     "command": "commands",
+    "toolset": "toolsets",
 }
 
 
@@ -156,6 +158,7 @@ class PluginInfo:
     presets: tuple[str, ...] = ()
     sections: tuple[str, ...] = ()
     commands: tuple[str, ...] = ()
+    toolsets: tuple[str, ...] = ()
     error: str | None = None
     hint: str | None = None
     #: The beamfilter-core version a failure happened with.
@@ -227,7 +230,7 @@ class _Loaded:
 
 
 class Registry:
-    """Filters, stores and model providers of the installed ``beamfilter`` plugins.
+    """Filters, stores, model providers, presets and toolsets of the installed ``beamfilter`` plugins.
 
     Args:
         entry_points: where plugins come from; default the ``beamfilter`` entry-point
@@ -482,6 +485,7 @@ class Registry:
             presets=tuple(kinds["preset"]),
             sections=tuple(kinds["section"]),
             commands=tuple(kinds["command"]),
+            toolsets=tuple(kinds["toolset"]),
         )
 
     def _collect(self, obj: Any, name: str, dist: str | None, ver: str | None, contrib: _Loaded) -> None:
@@ -584,6 +588,10 @@ class Registry:
         """Every registered ``beamfilter`` sub-command, sorted by name then plugin."""
         return self._all("command")
 
+    def toolsets(self) -> tuple[Registered[ToolsetSpec], ...]:
+        """Every registered toolset, sorted by name then plugin."""
+        return self._all("toolset")
+
     def _get(self, kind: Kind, name: str, *, by_scheme: bool = False) -> Registered[Any]:
         self.load()
         if not isinstance(name, str) or not name:
@@ -643,6 +651,15 @@ class Registry:
             UnknownNameError: no plugin reads such a section.
         """
         return self._get("section", name)
+
+    def get_toolset(self, name: str) -> Registered[ToolsetSpec]:
+        """The toolset named ``name`` (``mcp``) or ``plugin:name``.
+
+        Raises:
+            UnknownNameError: no plugin provides it (the message suggests close names).
+            AmbiguousFilterError: several plugins provide the unqualified name.
+        """
+        return self._get("toolset", name)
 
     def get_model(self, name: str) -> Registered[ModelSpec]:
         """The chat model provider named ``name`` (``openai``) or ``plugin:name``."""

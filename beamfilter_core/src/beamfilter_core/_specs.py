@@ -1,5 +1,5 @@
-"""Records that plugins return from their hooks: filters, stores, models, presets, config
-sections and CLI commands."""
+"""Records that plugins return from their hooks: filters, stores, models, presets, toolsets,
+config sections and CLI commands."""
 
 from __future__ import annotations
 
@@ -84,6 +84,26 @@ class ModelSpec:
 
     ``factory(**options)`` returns a :class:`ChatModel`; ``options_type`` as for
     :class:`FilterSpec`.
+    """
+
+    name: str = attrs.field(validator=_check_name)
+    factory: Callable[..., Any] = attrs.field(validator=_check_callable)
+    options_schema: Mapping[str, Any] = attrs.field(factory=lambda: {"type": "object"})
+    summary: str = ""
+    options_type: type | None = None
+
+
+@attrs.frozen(slots=True)
+class ToolsetSpec:
+    """Tools a plugin provides, enabled in config as ``[[tools]] use = "NAME"`` with options.
+
+    ``factory(**options)`` returns a :class:`Toolset`, a :class:`Tool`, a function, or a
+    list of them; ``options_type`` as for :class:`FilterSpec`. Every ``[[tools]]`` entry
+    also takes ``include``, ``exclude`` and ``prefix``, handled by the core.
+
+    Example::
+
+        ToolsetSpec("clock", lambda *, zone="UTC": [make_clock(zone)], summary="the time of day")
     """
 
     name: str = attrs.field(validator=_check_name)

@@ -34,6 +34,10 @@ The tree::
         AlreadyResumedError              the pause was resumed already (or a newer turn answered it)
       StoreError                         a memory store failed
       DurableError                       a durable turn cannot be started, decided or found
+      RunningLoopError (RuntimeError)    a *_sync method was called inside a running event loop
+      ToolsetError                       a toolset could not be opened (a server did not start)
+      ToolServerError (ConnectionError)  a tool's server died, hung up or answered garbage;
+                                         a tool call that meets it fails as "transient"
 
 Errors raised *by a filter's own code* are re-raised as :class:`FilterError` with the
 filter's name, unless they already are a :class:`BeamfilterError`, in which case the
@@ -76,9 +80,12 @@ __all__ = [
     "RateLimitError",
     "ResponseTooLargeError",
     "ResumeError",
+    "RunningLoopError",
     "ScriptExhaustedError",
     "StoreError",
     "ToolDefinitionError",
+    "ToolServerError",
+    "ToolsetError",
     "UnknownNameError",
     "UnprocessableEntityError",
 ]
@@ -288,3 +295,27 @@ class StoreError(BeamfilterError):
 class DurableError(BeamfilterError):
     """A durable turn (beamfilter-durable) cannot be started, decided, resumed or found:
     an unknown turn id, a decision for a turn that is not paused, a cancelled turn."""
+
+
+class ToolsetError(BeamfilterError):
+    """A toolset could not be opened (an MCP server did not start or did not answer).
+
+    ``toolset`` names it.
+    """
+
+    def __init__(self, message: str, *, toolset: str | None = None) -> None:
+        self.toolset = toolset
+        super().__init__(message)
+
+
+class ToolServerError(BeamfilterError, ConnectionError):
+    """The server behind a tool died, hung up or answered something that is not the protocol.
+
+    Being a ``ConnectionError``, a tool that raises it fails as ``"transient"``: the model
+    reads the message and the loop goes on (``tool_retry`` may retry it).
+    """
+
+
+class RunningLoopError(BeamfilterError, RuntimeError):
+    """``Kernel.run_sync`` (or ``resume_sync``) was called inside a running event loop;
+    ``await kernel.run(...)`` there instead."""

@@ -100,7 +100,9 @@ def test_a_config_enables_the_plugin_filters_and_a_run_applies_them(fresh_venv: 
     )
     done = _run(fresh_venv / "bin" / "beamfilter", "run", config, "hi")
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "HELLO FROM THE PLUGIN\n"  # the stream, upper-cased by the token transform
+    # the stream, upper-cased by the token transform, then the sign-off the turn filter
+    # added after streaming: the final answer is what the user sees
+    assert done.stdout == "HELLO FROM THE PLUGIN\n-- bye\n"
     assert done.stderr.startswith("beamfilter plugin 'broken' from beamfilter-broken 0.0.1 failed to load")
     as_json = _run(fresh_venv / "bin" / "beamfilter", "run", config, "hi", "--json")
     assert json.loads(as_json.stdout)["message"]["content"] == "HELLO FROM THE PLUGIN\n-- bye"

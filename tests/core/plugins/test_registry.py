@@ -358,6 +358,7 @@ def test_every_hookspec_is_documented_with_its_signature() -> None:
         "beamfilter_register_presets",
         "beamfilter_register_sections",
         "beamfilter_register_stores",
+        "beamfilter_register_tools",
     ]
     for name in hooks:
         returns = inspect.signature(getattr(_hookspecs, name)).return_annotation

@@ -1,0 +1,402 @@
+"""The ``mcp`` toolset: the tools of an MCP server, through the official ``mcp`` SDK.
+
+``[[tools]] use = "mcp"`` with ``command = [...]`` starts a server over stdio; with ``url``
+(and ``headers``) it talks streamable HTTP. The server's tools become beamfilter tools
+with the server's schemas, so every call goes through the kernel's tool chain
+(tool_policy, approval, tool_retry... apply as to Python tools).
+
+One background task owns the SDK client for the kernel's lifetime: the SDK's task groups
+must be entered and left by the same task, while tool calls come from the run's tasks.
+A server that dies, hangs or answers garbage makes the call fail with
+:class:`ToolServerError` (a transient tool failure); the next call starts it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from beamfilter_core import ContentPart, Tool, ToolResult, Toolset, ToolsetSpec
+from beamfilter_core.errors import ConfigError, ToolServerError, ToolsetError
+
+if TYPE_CHECKING:
+    from mcp import Client
+
+__all__ = ["MCPToolset", "mcp_toolset"]
+
+#: JSON-RPC codes the SDK uses for a lost connection or a request it gave up on (not the
+#: server's answer): CONNECTION_CLOSED and REQUEST_TIMEOUT.
+_CONNECTION_CODES = (-32000, -32001)
+
+_INSTALL = "the mcp toolset needs the MCP SDK: pip install 'beamfilter-builtins[mcp]'"
+
+
+def _sdk() -> Any:
+    try:
+        import mcp
+    except ModuleNotFoundError as exc:
+        raise ConfigError(_INSTALL) from exc
+    return mcp
+
+
+class MCPToolset(Toolset):
+    """The tools of one MCP server (stdio ``command`` or streamable HTTP ``url``).
+
+    Args:
+        command: the server's command line, e.g. ``["npx", "-y", "@modelcontextprotocol/server-filesystem", "."]``.
+        url: a streamable HTTP endpoint, e.g. ``http://127.0.0.1:8931/mcp``.
+        headers: HTTP headers for ``url`` (an ``Authorization`` token).
+        env: extra environment variables for ``command``.
+        cwd: the working directory of ``command``.
+        timeout: seconds one tool call may take before it fails as transient.
+        start_timeout: seconds the server has to start and list its tools.
+        name: how errors and listings name this server.
+
+    Example::
+
+        kernel = Kernel(model, tools=[MCPToolset(command=["python", "server.py"])])
+    """
+
+    def __init__(
+        self,
+        *,
+        command: Sequence[str] | None = None,
+        url: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float = 30.0,
+        start_timeout: float = 30.0,
+        name: str | None = None,
+    ) -> None:
+        if (command is None) == (url is None):
+            msg = 'give the MCP server as command = ["program", "arg", ...] (stdio) or url = "http://..." (HTTP).'
+            raise ConfigError(msg)
+        if command is not None and (isinstance(command, str) or not command):
+            msg = f'command is {command!r}; give the program and its arguments as a list, e.g. ["npx", "-y", "pkg"].'
+            raise ConfigError(msg)
+        if headers and url is None:
+            msg = "headers apply to url servers only; a command server gets env = { NAME = value }."
+            raise ConfigError(msg)
+        super().__init__(name=name or (url if url is not None else " ".join(command or ())))
+        self.command = tuple(command) if command is not None else None
+        self.url = url
+        self._headers = dict(headers or {})
+        self._env = dict(env or {})
+        self.cwd = cwd
+        self.timeout = float(timeout)
+        self.start_timeout = float(start_timeout)
+        self._tools_listed: tuple[Tool, ...] = ()
+        self._client: Client | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stop: asyncio.Event | None = None
+        self._restart: asyncio.Lock | None = None
+        #: Sessions being stopped in the background after a failure (awaited by aclose).
+        self._retiring: set[asyncio.Task[None]] = set()
+
+    def __repr__(self) -> str:
+        # headers and env may hold secrets: never shown
+        where = f"url={self.url!r}" if self.url is not None else f"command={list(self.command or ())!r}"
+        return f"MCPToolset({where})"
+
+    # -- the session task ---------------------------------------------------------------
+
+    def _server(self) -> Any:
+        mcp = _sdk()
+        if self.command is not None:
+            from mcp.client.stdio import StdioServerParameters
+
+            program, *args = self.command
+            return StdioServerParameters(command=program, args=args, env=self._env or None, cwd=self.cwd)
+        from mcp.client.streamable_http import streamable_http_client
+
+        del mcp
+        if not self._headers:
+            return self.url
+        import httpx2
+
+        http = httpx2.AsyncClient(headers=self._headers, timeout=httpx2.Timeout(30.0, read=300.0))
+        return _OwningTransport(streamable_http_client(str(self.url), http_client=http), http)
+
+    async def _serve(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:
+        mcp = _sdk()
+        try:
+            async with mcp.Client(self._server(), read_timeout_seconds=self.timeout) as client:
+                if not ready.done():
+                    ready.set_result(client)
+                await stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc if isinstance(exc, Exception) else ToolServerError(f"{self.name}: stopped"))
+            if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
+                raise
+        finally:
+            self._client = None
+
+    async def _connect(self) -> Client:
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[Client] = loop.create_future()
+        self._stop = stop = asyncio.Event()
+        self._task = task = loop.create_task(self._serve(ready, stop), name=f"mcp server {self.name}")
+        try:
+            client = await asyncio.wait_for(asyncio.shield(ready), self.start_timeout)
+        except BaseException:
+            await self._cancel(task)
+            raise
+        self._client = client
+        return client
+
+    @staticmethod
+    async def _cancel(task: asyncio.Task[None]) -> None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+
+    # -- Toolset --------------------------------------------------------------------------
+
+    async def open(self) -> Sequence[Tool]:
+        """Start the server (or connect to it) and list its tools."""
+        if self._task is not None and not self._task.done() and self._task.get_loop() is asyncio.get_running_loop():
+            return self._tools_listed
+        try:
+            client = await self._connect()
+            listed = await asyncio.wait_for(self._list(client), self.start_timeout)
+        except TimeoutError:
+            await self.aclose()
+            msg = f"The MCP server {self.name!r} did not answer within {self.start_timeout:g} s (start_timeout)."
+            raise ToolsetError(msg, toolset=self.name) from None
+        except ToolsetError:
+            raise
+        except Exception as exc:
+            await self.aclose()
+            msg = f"The MCP server {self.name!r} could not be started: {_describe(exc)}."
+            raise ToolsetError(msg, toolset=self.name) from exc
+        self._tools_listed = tuple(self._tool(item) for item in listed)
+        return self._tools_listed
+
+    async def _list(self, client: Client) -> list[Any]:
+        tools: list[Any] = []
+        cursor: str | None = None
+        for _ in range(100):  # a server whose pages never end cannot hang the start
+            page = await client.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        return tools
+
+    async def aclose(self) -> None:
+        """Stop the server (a stdio process exits; an HTTP session is closed)."""
+        task, self._task = self._task, None
+        stop, self._stop = self._stop, None
+        self._client = None
+        if task is not None and task.get_loop() is asyncio.get_running_loop():
+            await self._stop_session(task, stop)
+        retiring = [t for t in self._retiring if t.get_loop() is asyncio.get_running_loop()]
+        self._retiring.clear()
+        for pending in retiring:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await pending
+
+    async def _stop_session(self, task: asyncio.Task[None], stop: asyncio.Event | None) -> None:
+        if stop is not None:
+            stop.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(task), 10)
+        except (TimeoutError, Exception):  # noqa: BLE001  # closing must not fail the caller
+            await self._cancel(task)
+
+    def _retire(self) -> None:
+        """Forget a broken session now and stop it in the background: the failed call
+        returns at once and the next call starts a new server."""
+        task, self._task = self._task, None
+        stop, self._stop = self._stop, None
+        self._client = None
+        if task is not None and not task.done():
+            stopping = asyncio.get_running_loop().create_task(self._stop_session(task, stop))
+            self._retiring.add(stopping)
+            stopping.add_done_callback(self._retiring.discard)
+
+    # -- one tool -------------------------------------------------------------------------
+
+    def _tool(self, listed: Any) -> Tool:
+        remote = str(listed.name)
+        schema = dict(listed.input_schema or {"type": "object"})
+
+        async def call(**arguments: Any) -> ToolResult:
+            return await self._call(remote, arguments)
+
+        return Tool(
+            remote,
+            str(listed.description or ""),
+            schema,
+            call,
+            is_async=True,
+            validate=_validator(schema),
+        )
+
+    async def _client_now(self) -> Client:
+        client = self._client
+        if client is not None and self._task is not None and not self._task.done():
+            return client
+        # the server died (or was never started on this loop): start it again, once at a time
+        if self._restart is None:
+            self._restart = asyncio.Lock()
+        async with self._restart:
+            if self._client is not None and self._task is not None and not self._task.done():
+                return self._client
+            await self.aclose()
+            try:
+                return await self._connect()
+            except Exception as exc:
+                msg = f"the MCP server {self.name!r} is not running and could not be restarted: {_describe(exc)}"
+                raise ToolServerError(msg) from exc
+
+    async def _call(self, remote: str, arguments: dict[str, Any]) -> ToolResult:
+        client = await self._client_now()
+        try:
+            result = await asyncio.wait_for(client.call_tool(remote, arguments), self.timeout)
+        except TimeoutError:
+            self._retire()  # a hung server is replaced on the next call
+            msg = f"the MCP server {self.name!r} did not answer {remote!r} within {self.timeout:g} s"
+            raise ToolServerError(msg) from None
+        except Exception as exc:
+            mcp = _sdk()
+            code = getattr(exc, "code", None) if isinstance(exc, mcp.MCPError) else None
+            if code is not None and code not in _CONNECTION_CODES and self._task is not None and not self._task.done():
+                # the server is alive and refused the call (unknown tool, bad arguments)
+                return ToolResult.failure(
+                    "semantic", f"The MCP server refused {remote!r}: {code}: {getattr(exc, 'message', exc)}"
+                )
+            self._retire()
+            msg = f"the MCP server {self.name!r} failed during {remote!r}: {_describe(exc)}"
+            raise ToolServerError(msg) from exc
+        return to_result(result)
+
+
+class _OwningTransport:
+    """A transport that also closes the HTTP client it was given (its headers are ours)."""
+
+    def __init__(self, inner: Any, http: Any) -> None:
+        self.inner = inner
+        self.http = http
+
+    async def __aenter__(self) -> Any:
+        await self.http.__aenter__()
+        try:
+            return await self.inner.__aenter__()
+        except BaseException:
+            await self.http.__aexit__(None, None, None)
+            raise
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        try:
+            return await self.inner.__aexit__(*exc)
+        finally:
+            await self.http.__aexit__(None, None, None)
+
+
+def _describe(exc: BaseException) -> str:
+    """One line for an exception; task groups wrap the real cause in an ExceptionGroup."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = str(exc) or "no message"
+    return f"{type(exc).__name__}: {text}"
+
+
+def _validator(schema: Mapping[str, Any]) -> Any:
+    """A compiled validator of the server's input schema, or None when fastjsonschema
+    cannot compile it (the server validates anyway)."""
+    import fastjsonschema
+
+    try:
+        return fastjsonschema.compile(dict(schema))
+    except Exception:  # noqa: BLE001  # a schema dialect fastjsonschema lacks: leave it to the server
+        return None
+
+
+def to_result(result: Any) -> ToolResult:
+    """A :class:`ToolResult` from an MCP ``CallToolResult``: text for the model, images and
+    resources as content parts, ``is_error`` as a semantic failure."""
+    texts: list[str] = []
+    parts: list[ContentPart] = []
+    for block in result.content:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            texts.append(block.text)
+            parts.append(ContentPart("text", text=block.text))
+        elif kind in ("image", "audio"):
+            size = len(base64.b64decode(block.data, validate=False)) if block.data else 0
+            texts.append(f"[{kind}: {block.mime_type}, {size} bytes]")
+            parts.append(
+                ContentPart("image_url" if kind == "image" else kind, url=f"data:{block.mime_type};base64,{block.data}")
+            )
+        elif kind == "resource":
+            resource = block.resource
+            text = getattr(resource, "text", None)
+            if text is not None:
+                texts.append(f"[resource {resource.uri}]\n{text}")
+                parts.append(ContentPart("text", text=text))
+            else:
+                mime = resource.mime_type or "application/octet-stream"
+                texts.append(f"[resource {resource.uri}: {mime}]")
+                parts.append(ContentPart("resource", url=f"data:{mime};base64,{resource.blob}"))
+        elif kind == "resource_link":
+            texts.append(f"[resource link {block.uri}: {block.name}]")
+            parts.append(ContentPart("resource", url=str(block.uri), text=block.name))
+    if not result.content and result.structured_content is not None:
+        texts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    content = "\n".join(texts)
+    if result.is_error:
+        return ToolResult.failure("semantic", content or "the MCP tool reported an error")
+    only_text = all(p.type == "text" for p in parts)
+    return ToolResult(content, parts=() if only_text else tuple(parts))
+
+
+def mcp_toolset(
+    *,
+    command: list[str] | None = None,
+    url: str | None = None,
+    headers: dict[str, str] | None = None,
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
+    timeout: float = 30.0,
+    start_timeout: float = 30.0,
+    build: Any = None,
+) -> MCPToolset:
+    """The ``mcp`` toolset's factory (``cwd`` is relative to the config file's folder)."""
+    _sdk()
+    base = getattr(build, "config_dir", None)
+    if base is not None:
+        from pathlib import Path
+
+        cwd = str(Path(base, cwd)) if cwd is not None else base
+    return MCPToolset(
+        command=command, url=url, headers=headers, env=env, cwd=cwd, timeout=timeout, start_timeout=start_timeout
+    )
+
+
+_STRINGS = {"type": "object", "additionalProperties": {"type": "string"}}
+
+SPEC = ToolsetSpec(
+    "mcp",
+    mcp_toolset,
+    {
+        "type": "object",
+        "properties": {
+            "command": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            "url": {"type": "string", "pattern": "^https?://"},
+            "headers": _STRINGS,
+            "env": _STRINGS,
+            "cwd": {"type": "string"},
+            "timeout": {"type": "number", "exclusiveMinimum": 0},
+            "start_timeout": {"type": "number", "exclusiveMinimum": 0},
+        },
+        "additionalProperties": False,
+    },
+    "the tools of an MCP server (stdio command or streamable HTTP url)",
+)

@@ -1,0 +1,122 @@
+"""End to end, a TOML file alone (no Python) gives an agent the real MCP filesystem server
+(``@modelcontextprotocol/server-filesystem`` from npm), ``tool_policy`` denies a path
+outside the root, the write tool is marked sensitive, and ``beamfilter run --trace`` shows
+each layer as the real command runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from _support import require
+
+pytest.importorskip("mcp")
+pytest.importorskip("beamfilter_builtins")
+
+pytestmark = [pytest.mark.peers, pytest.mark.packages]
+
+FILESYSTEM = Path(__file__).resolve().parents[1] / "peers" / "node_modules" / ".bin" / "mcp-server-filesystem"
+
+
+def test_a_toml_file_alone_gives_an_agent_an_mcp_filesystem_with_policy(tmp_path: Path) -> None:
+    require(FILESYSTEM.exists(), "server-filesystem is not installed; run ./run setup (npm ci in tests/peers)")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "plan.txt").write_text("ship on friday")
+    (tmp_path / "secret.txt").write_text("the launch codes")
+    config = tmp_path / "beamfilter.toml"
+    config.write_text(
+        textwrap.dedent(
+            f"""
+            [model]
+            use = "scripted"
+            script = [
+              {{ tool_calls = [
+                {{ name = "fs_read_text_file", arguments = {{ path = "{data / "plan.txt"}" }}, id = "in" }},
+                {{ name = "fs_read_text_file", arguments = {{ path = "{tmp_path / "secret.txt"}" }}, id = "out" }},
+              ] }},
+              "The plan: ship on friday. The other file is outside what I may read.",
+            ]
+
+            [[tools]]
+            use = "mcp"
+            command = ["{FILESYSTEM}", "./data"]
+            include = ["read_text_file", "list_directory", "write_file"]
+            prefix = "fs_"
+            sensitive = ["write_*"]
+
+            [[filters]]
+            use = "logging"
+
+            [[filters]]
+            use = "tool_errors"
+
+            [[filters]]
+            use = "tool_policy"
+            rules = [{{ tool = "fs_*", kind = "path", roots = ["{data}"] }}]
+            """
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "beamfilter_core", "run", str(config), "What is the plan?", "--trace"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "The plan: ship on friday. The other file is outside what I may read.\n"
+    # the server's own log lines share stderr with the trace: keep the trace's
+    lines = [line for line in done.stderr.splitlines() if line.lstrip().startswith(("-> ", "<- ", "[tool "))]
+    # each layer, outermost first and indented by its place, on the way in and out
+    assert lines[0] == "-> turn logging: 1 new message(s): 'What is the plan?'"
+    assert lines[1] == "-> iteration logging: round 0, 10 model call(s) left"
+    reads = [line for line in lines if line.startswith("    -> tool tool_policy: fs_read_text_file(")]
+    assert len(reads) == 2
+    denied = [line for line in lines if line.startswith('    <- tool tool_policy: failed (permission): "The call to')]
+    assert len(denied) == 1, "\n".join(lines)
+    assert "[short-circuited: the inner layers were not called]" in denied[0]
+    allowed = [line for line in lines if line.startswith("    <- tool tool_policy: ok: 'ship on friday' [no change]")]
+    assert len(allowed) == 1
+    wrapped = [line for line in lines if line.startswith("  <- tool tool_errors: ")]
+    assert len(wrapped) == 2
+    assert any(line.startswith("<- turn logging: completed: 'The plan: ship on friday.") for line in lines)
+    assert "[tool fs_read_text_file: ok]" in lines
+    assert "[tool fs_read_text_file: failed]" in lines
+    # the server's write tool is there, marked sensitive for the gate and approval
+    listed = subprocess.run(
+        [sys.executable, "-c", _LIST.format(config=str(config))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert sorted(listed.stdout.splitlines()) == [
+        "fs_list_directory False",
+        "fs_read_text_file False",
+        "fs_write_file True",
+    ]
+
+
+_LIST = """
+import asyncio
+from beamfilter_core import Kernel
+
+kernel = Kernel.from_config({config!r})
+
+async def main():
+    await kernel.start()
+    try:
+        for tool in kernel.tools:
+            print(tool.name, tool.sensitive)
+    finally:
+        await kernel.aclose()
+
+asyncio.run(main())
+"""
