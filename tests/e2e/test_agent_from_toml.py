@@ -1,7 +1,8 @@
 """End to end, a TOML file alone (no Python) gives an agent the real MCP filesystem server
 (``@modelcontextprotocol/server-filesystem`` from npm), ``tool_policy`` denies a path
-outside the root, the write tool is marked sensitive, and ``beamfilter run --trace`` shows
-each layer as the real command runs."""
+outside the root, a second ``tool_policy`` (``action = "pause"``, enabled under another
+``name``) pauses a write for a human at the gate, the write tool is marked sensitive, and
+``beamfilter run --trace`` shows each layer as the real command runs."""
 
 from __future__ import annotations
 
@@ -120,3 +121,59 @@ async def main():
 
 asyncio.run(main())
 """
+
+
+def test_a_write_pauses_for_a_human_from_toml_alone(tmp_path: Path) -> None:
+    require(FILESYSTEM.exists(), "server-filesystem is not installed; run ./run setup (npm ci in tests/peers)")
+    data = tmp_path / "data"
+    data.mkdir()
+    target = data / "note.txt"
+    config = tmp_path / "beamfilter.toml"
+    config.write_text(
+        textwrap.dedent(
+            f"""
+            [model]
+            use = "scripted"
+            script = [
+              {{ tool_calls = [{{ name = "write_file", arguments = {{ path = "{target}", content = "hi" }}, id = "w1" }}] }},
+              "unused",
+            ]
+
+            [kernel]
+            pause_key = "e2e-pause-key-0123456789abcdef"
+
+            [[tools]]
+            use = "mcp"
+            command = ["{FILESYSTEM}", "./data"]
+            include = ["read_text_file", "write_file"]
+            sensitive = ["write_*"]
+
+            [[filters]]
+            use = "tool_policy"
+            rules = [{{ tool = "*", kind = "path", roots = ["{data}"] }}]
+
+            [[filters]]
+            use = "tool_policy"
+            name = "writes_need_a_human"
+            action = "pause"
+            rules = [{{ tool = "write_*", kind = "deny", reason = "writes need a human" }}]
+            """
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "beamfilter_core", "run", str(config), "Write a note", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    import json
+
+    result = json.loads(done.stdout)
+    assert result["status"] == "paused"
+    assert result["pause"]["awaiting"] == ["w1"]
+    assert "writes need a human" in result["pause"]["reason"]
+    assert not target.exists()  # the write never reached the server
+    assert "paused: awaiting a decision on 1 tool call: w1" in done.stderr
