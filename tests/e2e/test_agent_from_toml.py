@@ -135,7 +135,9 @@ def test_a_write_pauses_for_a_human_from_toml_alone(tmp_path: Path) -> None:
             [model]
             use = "scripted"
             script = [
-              {{ tool_calls = [{{ name = "write_file", arguments = {{ path = "{target}", content = "hi" }}, id = "w1" }}] }},
+              {{ tool_calls = [
+                {{ name = "write_file", arguments = {{ path = "{target}", content = "hi" }}, id = "w1" }},
+              ] }},
               "unused",
             ]
 
