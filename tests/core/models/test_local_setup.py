@@ -75,5 +75,5 @@ def test_the_demo_falls_back_to_scripted_answers_and_says_why(monkeypatch: pytes
         "The local model is not available: xllamacpp (llama.cpp's server) is not installed; "
         "run: pip install 'beamfilter-core[local]'"
     )
-    assert lines[3] == "Using ScriptedModel (canned answers) instead."
+    assert lines[3] == "model: ScriptedModel (canned answers)"
     assert "assistant> Your API key is [REDACTED]. Keep it safe!" in lines

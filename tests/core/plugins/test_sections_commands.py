@@ -111,7 +111,7 @@ def test_every_problem_of_a_section_is_reported_with_its_place(registry: Registr
 def test_unknown_sections_stay_errors_and_name_the_registered_ones(registry: Registry) -> None:
     with pytest.raises(ConfigError) as caught:
         build_config({"model": MODEL, "sped": {"use": "fast"}, "$env": "X"}, registry=registry)
-    known = "filters, kernel, model, models, plugins, speed"
+    known = "filters, kernel, model, models, plugins, speed, tools"
     assert caught.value.problems == (
         f"sped: unknown section. Did you mean 'speed'? Known sections: {known}.",
         f"$env: unknown section. Known sections: {known}.",
