@@ -568,7 +568,7 @@ def _build_config(
     config: Any,
     policy: ImportPolicy,
     registry: Registry | None,
-    tools: Iterable[Tool | Callable[..., Any]],
+    tools: Iterable[Tool | Toolset | Callable[..., Any]],
     overrides: dict[str, Any],
 ) -> BuiltConfig:
     data, config_dir, label = read_config(config)
