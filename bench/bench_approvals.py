@@ -2,10 +2,11 @@
 that consumes a pause in each store, and the cost of all of it for turns that never
 pause (target: within 5 % of the baseline commit, measured in this same run).
 
-A script, not a timed test. The turn figures run in child processes, alternating between
-the baseline commit's ``beamfilter_core`` (extracted with ``git archive``) and this
-working tree's, so both see the same machine load; each child reports the median CPU time
-per turn. PostgreSQL and Redis are real servers started here (``tests/memory/_servers.py``).
+A script, not a timed test. The turn figures load the baseline commit's ``beamfilter_core``
+(extracted with ``git archive``, as ``beamfilter_core_baseline``) next to this working
+tree's in one process and alternate between them round by round, so both see the same
+machine load; the ratio is the median of the per-round ratios. PostgreSQL and Redis are
+real servers started here (``tests/memory/_servers.py``).
 
 Run it with::
 
@@ -26,9 +27,8 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import textwrap
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -127,86 +127,89 @@ async def bench_cas(urls: dict[str, str], pause: PauseState, rounds: int, repeat
         print(f"{kind:<10}{m['save']:>9.3f}{m['take']:>10.3f}{m['stale']:>11.3f}{m['claim']:>9.3f}{m['again']:>12.3f}")
 
 
-CHILD = textwrap.dedent(
-    """
-    import asyncio, statistics, sys, time
-    import beamfilter_core
-    from beamfilter_core import ChatResponse, Filter, Kernel, ScriptedModel, ToolCall, tool
-
-    @tool
-    async def lookup(city: str) -> str:
-        \"\"\"Weather.\"\"\"
-        return "sunny"
-
-    async def passthrough(request, state, call_next):
-        return await call_next(request)
-
-    ROUNDS, INNER = int(sys.argv[1]), int(sys.argv[2])
-    filters = [Filter(f"f{i}", around_chat=passthrough, around_tool=passthrough) for i in range(3)]
-    call = ToolCall("lookup", {"city": "Oslo"}, "c1")
-    shapes = {
-        "no-tool_turn": lambda: ScriptedModel(["Hi."] * INNER),
-        "one-tool-round": lambda: ScriptedModel([ChatResponse.tool_calls(call), "Sunny."] * INNER),
-    }
-
-    async def main():
-        out = []
-        for name, model in shapes.items():
-            samples = []
-            for _ in range(ROUNDS):
-                kernel = Kernel(model(), tools=[lookup], filters=filters)
-                started = time.process_time()
-                for _ in range(INNER):
-                    await kernel.run("weather in Oslo?")
-                samples.append((time.process_time() - started) / INNER * 1e6)
-            out.append(f"{name}={statistics.median(samples):.3f}")
-        print(beamfilter_core.__file__, *out)
-
-    asyncio.run(main())
-    """
-)
-
-
-def extract(rev: str, into: Path) -> Path:
+def extract(rev: str, into: Path) -> str:
+    """The baseline's ``beamfilter_core`` as the package ``beamfilter_core_baseline`` under ``into``
+    (its modules import each other relatively, so both versions load side by side)."""
     archive = subprocess.run(
-        ["git", "archive", rev, "beamfilter_core/src"], cwd=ROOT, capture_output=True, check=True
+        ["git", "archive", rev, "beamfilter_core/src/beamfilter_core"], cwd=ROOT, capture_output=True, check=True
     ).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(into, filter="data")
-    return into / "beamfilter_core" / "src"
+    (into / "beamfilter_core" / "src" / "beamfilter_core").rename(into / "beamfilter_core_baseline")
+    return "beamfilter_core_baseline"
 
 
-def child(src: Path, rounds: int, inner: int) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": str(src)}
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(rounds), str(inner)], env=env, capture_output=True, text=True, check=True
-    )
-    where, *pairs = done.stdout.split()
-    if not Path(where).is_relative_to(src):
-        raise SystemExit(f"the child imported {where}, not the tree under {src}")
-    return {name: float(value) for name, value in (pair.split("=") for pair in pairs)}
+def turn_makers(core: Any) -> dict[str, Callable[[], Any]]:
+    """Kernels of one version of the core: no gate, three pass-through chat and tool filters."""
+
+    @core.tool
+    async def lookup(city: str) -> str:
+        """Weather."""
+        return "sunny"
+
+    async def passthrough(request: Any, state: Any, call_next: Any) -> Any:
+        return await call_next(request)
+
+    filters = [core.Filter(f"f{i}", around_chat=passthrough, around_tool=passthrough) for i in range(3)]
+    call = core.ToolCall("lookup", {"city": "Oslo"}, "c1")
+    return {
+        "no-tool turn": lambda: core.Kernel(core.ScriptedModel(["Hi."] * 10**6), tools=[lookup], filters=filters),
+        "one tool round": lambda: core.Kernel(
+            core.ScriptedModel([core.ChatResponse.tool_calls(call), "Sunny."] * 10**6), tools=[lookup], filters=filters
+        ),
+    }
 
 
-def bench_turns(baseline: str, children: int, rounds: int, inner: int) -> bool:
-    print(f"\n3. turns that never pause: baseline {baseline} vs this tree, CPU us per turn")
-    print(f"   {children} child processes each, alternating; each child: median of {rounds} rounds of {inner} turns")
+async def per_turn_us(kernel: Any, turns: int) -> float:
+    started = time.process_time()
+    for _ in range(turns):
+        await kernel.run("weather in Oslo?")
+    return (time.process_time() - started) / turns * 1e6
+
+
+async def paired(baseline: Any, current: Any, rounds: int, turns: int) -> dict[str, tuple[float, float, float]]:
+    out = {}
+    for name in current:
+        before_kernel, after_kernel = baseline[name](), current[name]()
+        await per_turn_us(before_kernel, turns)  # warm up both
+        await per_turn_us(after_kernel, turns)
+        before, after, ratios = [], [], []
+        for n in range(rounds):
+            # alternate which goes first, so a load change hits both sides alike
+            if n % 2:
+                a = await per_turn_us(after_kernel, turns)
+                b = await per_turn_us(before_kernel, turns)
+            else:
+                b = await per_turn_us(before_kernel, turns)
+                a = await per_turn_us(after_kernel, turns)
+            before.append(b)
+            after.append(a)
+            ratios.append(a / b)
+        out[name] = (statistics.median(before), statistics.median(after), statistics.median(ratios))
+    return out
+
+
+def bench_turns(baseline: str, rounds: int, turns: int) -> bool:
+    print(f"\n3. turns that never pause: baseline {baseline} vs this tree, CPU us per turn, one process")
+    print(f"   {rounds} rounds of {turns} turns per side, alternating; ratio = median of the per-round ratios")
+    import importlib
+
+    import beamfilter_core
+
     with tempfile.TemporaryDirectory(prefix="beamfilter-baseline-") as tmp:
-        before_src = extract(baseline, Path(tmp))
-        after_src = ROOT / "beamfilter_core" / "src"
-        before: list[dict[str, float]] = []
-        after: list[dict[str, float]] = []
-        for _ in range(children):
-            before.append(child(before_src, rounds, inner))
-            after.append(child(after_src, rounds, inner))
+        name = extract(baseline, Path(tmp))
+        sys.path.insert(0, tmp)
+        try:
+            base = importlib.import_module(name)
+        finally:
+            sys.path.remove(tmp)
+        figures = asyncio.run(paired(turn_makers(base), turn_makers(beamfilter_core), rounds, turns))
     ok = True
     print(f"{'turn':<18}{'baseline':>10}{'this tree':>11}{'ratio':>8}   target")
-    for name in before[0]:
-        b = statistics.median(x[name] for x in before)
-        a = statistics.median(x[name] for x in after)
-        ratio = a / b
+    for label, (b, a, ratio) in figures.items():
         hit = ratio <= TARGET_TURN_RATIO
         ok &= hit
-        print(f"{name:<18}{b:>10.2f}{a:>11.2f}{ratio:>8.3f}   <= {TARGET_TURN_RATIO:.2f}: {'ok' if hit else 'MISS'}")
+        print(f"{label:<18}{b:>10.2f}{a:>11.2f}{ratio:>8.3f}   <= {TARGET_TURN_RATIO:.2f}: {'ok' if hit else 'MISS'}")
     print("   (3 pass-through chat+tool filters, no gate: the path every run without approvals takes)")
     return ok
 
@@ -217,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--baseline", default=DEFAULT_BASELINE, help="the commit to compare turns against")
     parser.add_argument("--store", action="append", choices=KINDS, help="only these stores (repeatable)")
     args = parser.parse_args(argv)
-    rounds, repeat, children, turn_rounds, inner = (3, 20, 2, 3, 100) if args.quick else (9, 100, 6, 7, 400)
+    rounds, repeat, turn_rounds, turns = (3, 20, 6, 100) if args.quick else (9, 100, 40, 300)
     print(
         f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cores, "
         f"load average {os.getloadavg()[0]:.2f}"
@@ -225,7 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench_signing(rounds)
     with servers(args.store or list(KINDS)) as urls:
         asyncio.run(bench_cas(urls, make_pause(20), rounds, repeat))
-    ok = bench_turns(args.baseline, children, turn_rounds, inner)
+    ok = bench_turns(args.baseline, turn_rounds, turns)
     assert Decision  # the records the figures are about
     return 0 if ok or args.quick else 1
 

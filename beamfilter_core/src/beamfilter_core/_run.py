@@ -214,7 +214,9 @@ class _Run:
         if request.system is not None:
             request = request.replace(messages=(Message("system", request.system), *request.messages))
         model = request.model if request.model is not None else self.model
-        response = self._unique_ids(await model.complete(request), request.messages)
+        response = await model.complete(request)
+        if response.message.tool_calls:
+            response = self._unique_ids(response, request.messages)
         answer = self.kernel._answer_transforms
         if answer and response.message.content is not None:
             text = apply_to_text(answer, response.message.text)
@@ -249,7 +251,9 @@ class _Run:
 
             flush = flush_all
         model = request.model if request.model is not None else self.model
-        response = self._unique_ids(await model.stream(request, push), request.messages)
+        response = await model.stream(request, push)
+        if response.message.tool_calls:
+            response = self._unique_ids(response, request.messages)
         if flush is not None:
             flush()
         if response.message.content:
@@ -262,13 +266,12 @@ class _Run:
         # at the model boundary, so every chat filter already sees the ids the run uses
         message = response.message
         calls = message.tool_calls
-        if calls:
-            fixed = unique_calls(calls, self.loop.transcript, prompt)
-            if fixed is not None:
-                self.checked_calls = fixed
-                return response.replace(message=message.replace(tool_calls=fixed))  # type: ignore[no-any-return]
+        fixed = unique_calls(calls, self.loop.transcript, prompt)
+        if fixed is None:
             self.checked_calls = calls
-        return response
+            return response
+        self.checked_calls = fixed
+        return response.replace(message=message.replace(tool_calls=fixed))  # type: ignore[no-any-return]
 
     # -- tools --------------------------------------------------------------------------
 
