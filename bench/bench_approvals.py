@@ -12,7 +12,7 @@ Run it with::
 
     .venv/bin/python bench/bench_approvals.py             # full run, about a minute
     .venv/bin/python bench/bench_approvals.py --quick     # a fast smoke run
-    .venv/bin/python bench/bench_approvals.py --baseline 711a9f2
+    .venv/bin/python bench/bench_approvals.py --baseline 711a9f2   # another baseline
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_memory import servers  # noqa: E402  # after the path set-up
 
 KINDS = ("memory", "sqlite", "postgres", "redis")
-DEFAULT_BASELINE = "711a9f2"  # main before approvals were hardened
+DEFAULT_BASELINE = "499cee3"  # main just before the approvals work landed
 TARGET_TURN_RATIO = 1.05
 
 
