@@ -214,6 +214,12 @@ def test_resume_in_another_process_with_the_same_key(tmp_path: Path) -> None:
 
 def test_a_pause_state_passed_as_something_else_is_a_resume_error() -> None:
     kernel = _kernel(["x"])
+    for text in ["{not json", '{"messages": 3}', "[]", "x" * 100_000, b"\xff"]:
+        with pytest.raises(ResumeError) as info:
+            kernel.resume_sync(text, {})  # type: ignore[arg-type]
+        assert str(info.value).startswith(
+            "Cannot resume: the text given as the pause state is not a PauseState's JSON ("
+        )
     with pytest.raises(ResumeError, match=r"^Cannot resume: \{'a': 1\} is not a PauseState"):
         kernel.resume_sync({"a": 1}, {})  # type: ignore[arg-type]
     assert attrs.has(PauseState)

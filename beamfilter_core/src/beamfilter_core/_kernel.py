@@ -468,7 +468,14 @@ class Kernel:
 
     async def _pause_for(self, pause: PauseState | str | None, conversation_id: str | None) -> PauseState:
         if pause is not None:
-            return PauseState.from_json(pause) if isinstance(pause, str) else pause
+            if not isinstance(pause, str | bytes):
+                return pause
+            try:
+                return PauseState.from_json(pause)
+            except Exception as exc:  # noqa: BLE001  # json or cattrs: not a state this kernel wrote
+                shown = type(exc).__name__
+                msg = f"Cannot resume: the text given as the pause state is not a PauseState's JSON ({shown})."
+                raise ResumeError(msg) from None
         if conversation_id is None:
             msg = "Kernel.resume needs a pause state, or conversation_id= with a memory filter that saved one."
             raise ResumeError(msg)
