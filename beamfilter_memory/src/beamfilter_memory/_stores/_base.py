@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 import enum
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Protocol, runtime_checkable
 
 from beamfilter_core import Message, PauseState, converter, mask_credentials, utf8_safe
@@ -159,6 +159,9 @@ def check_user_id(user_id: Any) -> str:
 def check_facts(facts: Any) -> list[Fact]:
     """``facts`` with one fact per subject (the last one wins, in its position), or
     ConfigError naming the bad item."""
+    if isinstance(facts, str | bytes | Mapping) or not isinstance(facts, Iterable):
+        msg = f"save_facts(facts={facts!r}) is a {type(facts).__name__}; give a list of beamfilter_memory.Fact values."
+        raise ConfigError(msg)
     latest: dict[str, Fact] = {}
     for index, item in enumerate(tuple(facts)):
         if type(item) is not Fact or type(item.subject) is not str or not item.subject or type(item.text) is not str:
@@ -203,6 +206,12 @@ def check_limit(limit: Any) -> int | None:
 
 def check_messages(messages: Any) -> tuple[Message, ...]:
     """Return ``messages`` as a tuple of Message, or raise ConfigError naming the bad item."""
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
+        msg = (
+            f"append(messages={messages!r}) is a {type(messages).__name__}; "
+            "give a list of beamfilter_core.Message values."
+        )
+        raise ConfigError(msg)
     items = tuple(messages)
     for index, item in enumerate(items):
         if type(item) is not Message:
