@@ -69,8 +69,10 @@ class Cluster:
         missing = sorted(set(executors) - set(self.workers))
         assert not missing, f"workers {missing} did not start; see {self.folder}"
 
-    def start(self, executor: str) -> Worker:
+    def start(self, executor: str, recover: str | None = None) -> Worker:
+        """Start a worker; with ``recover``, it also takes over that dead worker's turns."""
         log = self.folder / f"{executor}-{len(self.kills)}.log"
+        extra = ["--recover", recover] if recover else []
         with log.open("w") as err:
             proc = subprocess.Popen(
                 [
@@ -82,6 +84,7 @@ class Cluster:
                     str(self.config),
                     "--executor-id",
                     executor,
+                    *extra,
                 ],
                 stdout=subprocess.PIPE,
                 stderr=err,
@@ -149,7 +152,12 @@ def killer(
                 continue
             executor = rng.choice(busy)
             cluster.kill(executor)
-            restart = threading.Thread(target=cluster.start, args=(executor,))
+            if len(cluster.kills) == kills and "-heir" not in executor:
+                # the last victim stays dead: a new worker takes over its unfinished turns
+                del cluster.workers[executor]
+                restart = threading.Thread(target=cluster.start, args=(f"{executor}-heir", executor))
+            else:
+                restart = threading.Thread(target=cluster.start, args=(executor,))
             restart.start()
             restarts.append(restart)
     except BaseException as exc:  # noqa: BLE001  # reported by the test

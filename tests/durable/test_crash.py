@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from durable._crash import run_crash_scenario
 
-pytestmark = [pytest.mark.packages, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 FULL = os.environ.get("BEAMFILTER_DURABLE_FULL") == "1"
 SCALES = [pytest.param(12, 4, id="12-turns")]

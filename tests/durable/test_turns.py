@@ -16,7 +16,7 @@ from beamfilter_core.errors import ConfigError, DurableError
 from beamfilter_durable import DurableOptions, DurableRunner
 from beamfilter_durable._runtime import DECISION_TOPIC
 
-pytestmark = [pytest.mark.packages, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 
 def kernel_of(local: Local) -> Kernel:
