@@ -56,7 +56,9 @@ def app_env(ledger: str, memory: str | None = None) -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="session")
+# module scope: the engine's background threads (which draw from the global random module)
+# stop when the module's tests are done, not at the end of the whole session
+@pytest.fixture(scope="module")
 def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
     folder = tmp_path_factory.mktemp("durable")
     ledger = f"sqlite:///{folder / 'ledger.db'}"
@@ -78,6 +80,7 @@ def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
             shutdown()
             loop.call_soon_threadsafe(loop.stop)
             thread.join(10)
+            loop.close()  # its self-pipe sockets, before the garbage collector finds them
             for key, value in saved.items():
                 if value is None:
                     os.environ.pop(key, None)

@@ -107,6 +107,19 @@ def info_of(status: WorkflowStatus, steps: Sequence[Any] = ()) -> TurnInfo:
     )
 
 
+def _private_jitter() -> None:
+    """DBOS's polling threads draw their jitter from the global ``random`` module, which
+    would move the application's own (seeded) random sequence from a background thread;
+    give those modules a generator of their own."""
+    import importlib
+    import random
+
+    for name in ("dbos._queue", "dbos._scheduler", "dbos._sys_db", "dbos._workflow_commands"):
+        module = importlib.import_module(name)
+        if getattr(module, "random", None) is random:
+            module.random = random.Random()  # type: ignore[attr-defined]
+
+
 def sqlite_engine(url: str) -> Any:
     """DBOS's SQLite engine settings plus WAL with synchronous=NORMAL: a commit costs no
     fsync of its own, and stays durable when a process is killed (a power cut may lose the
@@ -182,6 +195,7 @@ class DbosBackend:
             self.launch_error = exc
 
     def _launch(self) -> None:
+        _private_jitter()
         options = self.options
         config: DBOSConfig = {
             "name": "beamfilter",
