@@ -124,3 +124,36 @@ async def test_an_approval_still_reaches_the_kernel_gate() -> None:
     assert seen == [{"path": "/tmp/x"}]
     assert ran == ["read /b"]
     assert result.messages[2].text == "The call to 'delete' was rejected: the kernel says no"
+
+
+async def test_without_an_approver_every_sensitive_call_waits_for_a_human(stream: bool) -> None:
+    ran: list[str] = []
+    kernel, model = make(None, ran)
+    paused, _text = await run_turn(kernel, "go", stream=stream)
+    assert paused.status == "paused"
+    assert paused.pause is not None
+    assert paused.pause.awaiting == ("c1",)
+    assert paused.pause.reason == "'delete' is a sensitive tool: a human decides"
+    assert ran == []  # the batch waits: the read did not run either
+    rejected = await kernel.resume(paused.pause, {"c1": Decision.reject("not today")})
+    assert rejected.text == "done"
+    assert ran == ["read /b"]
+    assert len(model.requests) == 2
+
+
+async def test_without_an_approver_a_human_approval_runs_the_call_once() -> None:
+    ran: list[str] = []
+    kernel, _ = make(None, ran)
+    paused = await kernel.run("go")
+    assert paused.pause is not None
+    done = await kernel.resume(paused.pause, {"c1": "approve"})
+    assert done.text == "done"
+    assert sorted(ran) == ["delete /a", "read /b"]
+
+
+def test_enabled_by_name_with_no_options_it_pauses_for_a_human() -> None:
+    from beamfilter_core import Kernel as K
+
+    kernel = K.from_config({"model": {"use": "scripted", "script": ["hi"]}, "filters": [{"use": "approval"}]})
+    assert [f.name for f in kernel.filters] == ["approval"]
+    assert kernel.filters[0].scopes == ("gate",)

@@ -179,3 +179,84 @@ def test_a_write_pauses_for_a_human_from_toml_alone(tmp_path: Path) -> None:
     assert "writes need a human" in result["pause"]["reason"]
     assert not target.exists()  # the write never reached the server
     assert "paused: awaiting a decision on 1 tool call: w1" in done.stderr
+
+
+_RESUME = """
+import asyncio, sys
+from beamfilter_core import Kernel, ScriptedModel
+
+async def main():
+    # the same config; a scripted model's script does not survive its process, so this
+    # worker's model holds what the model answers after the tool result
+    kernel = Kernel.from_config({config!r}, model=ScriptedModel(["Written."]))
+    try:
+        result = await kernel.resume(sys.stdin.read(), {{"w1": "approve"}})
+        print(result.status, result.text)
+    finally:
+        await kernel.aclose()
+
+asyncio.run(main())
+"""
+
+
+def test_approval_from_toml_alone_pauses_a_write_and_a_second_process_completes_it(tmp_path: Path) -> None:
+    require(FILESYSTEM.exists(), "server-filesystem is not installed; run ./run setup (npm ci in tests/peers)")
+    data = tmp_path / "data"
+    data.mkdir()
+    target = data / "note.txt"
+    config = tmp_path / "beamfilter.toml"
+    config.write_text(
+        textwrap.dedent(
+            f"""
+            [model]
+            use = "scripted"
+            script = [
+              {{ tool_calls = [
+                {{ name = "write_file", arguments = {{ path = "{target}", content = "hi" }}, id = "w1" }},
+              ] }},
+              "Written.",
+            ]
+
+            [kernel]
+            pause_key = "e2e-pause-key-0123456789abcdef"
+
+            [[tools]]
+            use = "mcp"
+            command = ["{FILESYSTEM}", "./data"]
+            include = ["write_file"]
+            sensitive = ["write_*"]
+
+            [[filters]]
+            use = "approval"
+            """
+        )
+    )
+    import json
+
+    paused = subprocess.run(
+        [sys.executable, "-m", "beamfilter_core", "run", str(config), "Write a note", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert paused.returncode == 0, paused.stderr
+    result = json.loads(paused.stdout)
+    assert result["status"] == "paused"
+    assert result["pause"]["awaiting"] == ["w1"]
+    assert result["pause"]["reason"] == "'write_file' is a sensitive tool: a human decides"
+    assert not target.exists()  # nothing reached the server before the human decided
+    # a second process (another worker) resumes the signed pause with the human's approval
+    resumed = subprocess.run(
+        [sys.executable, "-c", _RESUME.format(config=str(config))],
+        input=json.dumps(result["pause"]),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout == "completed Written.\n"
+    assert target.read_text() == "hi"

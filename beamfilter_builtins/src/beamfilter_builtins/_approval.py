@@ -1,4 +1,5 @@
-"""``approval``: ask ``approve(name, arguments)`` at the gate before any ``sensitive`` tool runs."""
+"""``approval``: ask ``approve(name, arguments)`` at the gate before any ``sensitive`` tool runs;
+without an approver, every sensitive call waits for a human."""
 
 from __future__ import annotations
 
@@ -10,14 +11,16 @@ from beamfilter_core.errors import ConfigError
 
 from ._callables import call_maybe_async, resolve_callable
 
-__all__ = ["DEFAULT_REJECTION", "SPEC", "approval_filter"]
+__all__ = ["DEFAULT_REJECTION", "HUMAN_REASON", "SPEC", "approval_filter"]
 
 #: ``{tool}`` is the tool's name, ``{reason}`` the approver's reason (or "").
 DEFAULT_REJECTION = "The user rejected this call to the sensitive tool {tool!r}{reason}. Do not retry it."
+#: Why the run paused when no approver is given (``{tool}`` is the tool's name).
+HUMAN_REASON = "{tool!r} is a sensitive tool: a human decides"
 
 
 def approval_filter(
-    approve: Callable[[str, dict[str, Any]], Any] | str,
+    approve: Callable[[str, dict[str, Any]], Any] | str | None = None,
     *,
     rejection: str = DEFAULT_REJECTION,
     name: str = "approval",
@@ -33,12 +36,17 @@ def approval_filter(
     Tools not marked sensitive never reach the approver. An approved call still goes to
     the inner gate layers (later filters, then ``Kernel(gate=...)``).
 
+    Without ``approve`` every call of a sensitive tool pauses the run for a human (the
+    pause's reason is :data:`HUMAN_REASON`), so a config file alone can put a human in
+    front of writes.
+
     Args:
-        approve: the approver, or an import path ``"package.module:function"``.
+        approve: the approver, or an import path ``"package.module:function"``; None
+            (the default) pauses every sensitive call for a human.
         rejection: the text the model reads on a rejection (``{tool}``, ``{reason}``).
         name: the filter's name.
     """
-    approver = resolve_callable(approve, option="approve", owner="approval_filter")
+    approver = None if approve is None else resolve_callable(approve, option="approve", owner="approval_filter")
     if not isinstance(rejection, str):
         msg = f"approval_filter(rejection={rejection!r}): give a string."
         raise ConfigError(msg)
@@ -53,6 +61,8 @@ def approval_filter(
         if not tool.sensitive:
             return await call_next(request)
         call = request.call
+        if approver is None:
+            return Decision.pause(HUMAN_REASON.format(tool=tool.name))
         verdict = await call_maybe_async(approver, tool.name, dict(call.arguments))
         if verdict is True:
             return await call_next(request)
@@ -87,9 +97,8 @@ SPEC = FilterSpec(
             "rejection": {"type": "string"},
             "name": {"type": "string", "minLength": 1},
         },
-        "required": ["approve"],
         "additionalProperties": False,
     },
-    "Asks approve(name, arguments) at the gate before a sensitive tool runs; may reject, reply or pause.",
+    "Asks approve(name, arguments) at the gate before a sensitive tool runs (without one: pauses for a human).",
     ("gate",),
 )
