@@ -67,6 +67,38 @@ def test_the_zen_of_python_is_not_printed_by_chain(tmp_path: Path, capsys: pytes
     assert "this" not in sys.modules
 
 
+def test_chain_imports_no_tools_module_either(evil: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sys.modules.pop("this", None)
+    config = tmp_path / "tools.toml"
+    config.write_text(
+        '[model]\nuse = "scripted"\nscript = ["hi"]\n\n'
+        '[[tools]]\nuse = "this:s"\n\n[[tools]]\nuse = "evil_on_import:check"\n',
+        encoding="utf-8",
+    )
+    assert main(["chain", str(config)]) == 0
+    captured = capsys.readouterr()
+    assert "Beautiful is better than ugly" not in captured.out + captured.err
+    assert "this" not in sys.modules
+    assert not evil.exists()
+    assert "evil_on_import" not in sys.modules
+    assert captured.err == "note: not imported (chain runs no code a config names): this, evil_on_import\n"
+
+
+def test_a_tools_path_into_a_disabled_plugin_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "tools.toml"
+    config.write_text(
+        '[plugins]\ndisable = ["memory"]\n\n[model]\nuse = "scripted"\nscript = ["hi"]\n\n'
+        '[[tools]]\nuse = "beamfilter_memory._stores:open_store"\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError) as caught:
+        Kernel.from_config(config)
+    assert caught.value.problems == (
+        "tools[0].use: The module 'beamfilter_memory._stores' belongs to the plugin 'memory', which is blocked "
+        "(disabled by Registry(disable=...)); a config cannot import it by path either.",
+    )
+
+
 @pytest.mark.parametrize(
     "path",
     [

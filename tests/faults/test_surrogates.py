@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -93,3 +94,24 @@ async def test_an_id_with_surrogates_is_refused_not_merged(kind: str, tmp_path: 
         "conversation_id 'c\\udcff' holds lone surrogates (undecodable bytes) and cannot be stored; "
         "decode it properly or encode it (e.g. as hex)."
     )
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres", "redis"])
+async def test_every_store_keeps_surrogates_in_facts_as_replacement_characters(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    from beamfilter_memory import Fact
+
+    if kind == "memory":
+        store: Any = InMemoryStore()
+    elif kind == "sqlite":
+        store = SQLiteStore(f"sqlite:///{tmp_path / 'facts.db'}")
+    elif kind == "postgres":
+        store = PostgresStore(request.getfixturevalue("postgres_url"), prefix=f"sfacts_{tmp_path.name[-8:]}_")
+    else:
+        store = RedisStore(request.getfixturevalue("redis_url"), prefix=f"sfacts:{tmp_path.name}:")
+    try:
+        await store.save_facts("u1", [Fact(f"file {RAW}", f"read {RAW}"), Fact("plain", "kept as is")])
+        assert await store.load_facts("u1") == [Fact(f"file {SAFE}", f"read {SAFE}"), Fact("plain", "kept as is")]
+    finally:
+        await store.aclose()

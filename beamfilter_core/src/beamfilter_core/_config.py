@@ -21,7 +21,7 @@ import fastjsonschema
 
 from ._filter import FILTER_NAME as _FILTER_NAME
 from ._filter import normalise
-from ._imports import ImportPolicy, import_policy
+from ._imports import ImportPolicy, NotImported, import_policy
 from ._kernel import Kernel
 from ._registry import Registered, Registry, suggest
 from ._serde import converter
@@ -700,7 +700,8 @@ def _toolsets_from(reg: Registry, entries: Any, context: BuildContext, problems:
                 continue
             try:
                 value = import_reference(use, context.config_dir)
-                toolset = as_toolset(value, use)
+                # an inspection build imports nothing: an empty toolset stands for the reference
+                toolset = Toolset(name=use) if isinstance(value, NotImported) else as_toolset(value, use)
             except ConfigError as exc:
                 problems.append(f"{where}.use: {exc}")
                 continue

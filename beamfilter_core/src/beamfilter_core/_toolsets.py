@@ -9,13 +9,13 @@ toolset once per event loop, before the first model call, and closes them in
 from __future__ import annotations
 
 import fnmatch
-import importlib
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
 
+from ._imports import NotImported, config_import
 from ._tools import Tool, make_tool
 from .errors import ConfigError, ToolDefinitionError
 
@@ -172,7 +172,11 @@ def import_reference(reference: str, base_dir: str | None) -> Any:
     if added:
         sys.path.insert(0, str(base_dir))
     try:
-        module = importlib.import_module(module_name)
+        # under the config's import policy: never from a blocked plugin, and nothing at all
+        # while an inspection command (beamfilter chain) builds the config
+        module = config_import(module_name)
+    except ConfigError:
+        raise
     except ModuleNotFoundError as exc:
         where = f" (looked in {base_dir} and on sys.path)" if base_dir else ""
         msg = f"cannot import {module_name!r} for {reference!r}: {exc}{where}."
@@ -183,6 +187,8 @@ def import_reference(reference: str, base_dir: str | None) -> Any:
     finally:
         if added:
             sys.path.remove(str(base_dir))
+    if isinstance(module, NotImported):
+        return module
     obj: Any = module
     for part in attribute.split("."):
         try:

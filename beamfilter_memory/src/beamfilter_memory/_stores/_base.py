@@ -170,6 +170,9 @@ def check_facts(facts: Any) -> list[Fact]:
                 "values with a non-empty subject str and a text str."
             )
             raise ConfigError(msg)
+        if utf8_safe(item.subject) is not item.subject or utf8_safe(item.text) is not item.text:
+            # lone surrogates become U+FFFD, as in messages: no backend stores them as UTF-8
+            item = Fact(utf8_safe(item.subject), utf8_safe(item.text))
         latest.pop(item.subject, None)  # moves a repeated subject to its last position
         latest[item.subject] = item
     return list(latest.values())
