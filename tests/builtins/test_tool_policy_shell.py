@@ -739,3 +739,58 @@ def test_options_of_find_before_its_start_paths() -> None:
     assert rule.check("find -L -P / -delete") == (
         "the command deletes or runs commands on every file from / or the home directory"
     )
+
+
+def test_non_ascii_text_keeps_its_real_characters() -> None:
+    script = parse_script('cat /home/é/naïve.txt | grep "héllo wörld" > /tmp/ü')
+    assert script.error is None
+    assert [c.argv for c in script.commands] == [(), ("cat", "/home/é/naïve.txt"), ("grep", "héllo wörld")]
+    assert script.commands[0].redirects[0].target == "/tmp/ü"
+    braces = parse_script("echo {é,ü}{a,b}")
+    assert braces.commands[0].argv == ("echo", "éa", "éb", "üa", "üb")
+
+
+class _Spy:
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.seen: list[bytes] = []
+
+    def parse(self, source: bytes) -> object:
+        self.seen.append(source)
+        return self.inner.parse(source)  # type: ignore[attr-defined]
+
+
+def test_the_parser_only_ever_sees_ascii(monkeypatch: pytest.MonkeyPatch) -> None:
+    # tree-sitter-bash's scanner corrupts memory on some non-ASCII input ("{" followed by a
+    # character outside the BMP killed the process with SIGSEGV): it is given an ASCII shadow
+    import beamfilter_builtins._shell_syntax as syntax
+
+    spy = _Spy(syntax._parser())
+    monkeypatch.setattr(syntax, "_parser", lambda: spy)
+    script = parse_script("echo {\U000932e3a} ünïcode {rm,-rf,/é}")
+    assert spy.seen
+    assert all(source.isascii() for source in spy.seen)
+    assert script.commands[0].argv[1] == "{\U000932e3a}"
+
+
+_FUZZ_NON_ASCII = """
+import random
+from beamfilter_builtins._shell_syntax import parse_script
+rnd = random.Random(7)
+pool = [chr(c) for c in range(0, 0x250)] + list("{}$()'\\"`;|&<> \\n")
+def high():
+    return chr(rnd.choice([rnd.randint(0x80, 0xD7FF), rnd.randint(0xE000, 0x10FFFF)]))
+for _ in range(20000):
+    parse_script("".join(rnd.choice(pool) if rnd.random() < 0.6 else high() for _ in range(rnd.randint(1, 80))))
+print("parsed", flush=True)
+"""
+
+
+def test_random_non_ascii_text_never_crashes_the_process() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _FUZZ_NON_ASCII], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert (done.returncode, done.stdout) == (0, "parsed\n"), done.stderr[-2000:]

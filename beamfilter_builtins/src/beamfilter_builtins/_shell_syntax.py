@@ -93,30 +93,50 @@ def _parser() -> tree_sitter.Parser:
     return parser
 
 
+def _ascii_shadow(source: bytes) -> bytes:
+    """``source`` with each byte of every non-ASCII character replaced by ``a``.
+
+    tree-sitter-bash's scanner corrupts memory (and crashes the process) on some non-ASCII
+    input, e.g. ``{`` followed by a character outside the BMP, so it only ever sees ASCII.
+    Byte offsets stay the same and the text of every node is read from the real source;
+    to bash a non-ASCII character is a word character, like ``a``.
+    """
+    return source if source.isascii() else _NON_ASCII.sub(lambda found: b"a" * len(found.group()), source)
+
+
+_NON_ASCII = re.compile(rb"[\x80-\xff]+")
+
+
 def parse_script(command: str) -> Script:
     """Parse ``command`` and list every simple command in it (see the module docs)."""
     if len(command) > MAX_LENGTH:
         return Script((), error=f"the command is longer than {MAX_LENGTH} characters")
     source = command.encode("utf-8", "replace")  # a lone surrogate becomes "?" (the rule refuses them first)
-    root = _parser().parse(source).root_node
-    if root.has_error and b"{" in source:
+    shadow = _ascii_shadow(source)
+    root = _parser().parse(shadow).root_node
+    if root.has_error and b"{" in shadow:
         # tree-sitter-bash reads a word that starts with "{" ({rm,-rf,/}) as a group and
         # fails, while bash opens a group only with "{" as a word of its own. To bash,
         # ""{rm,-rf,/} is the same word, and tree-sitter reads that: parse again with it.
-        starts = [m.start() for m in _BRACE_WORD.finditer(source) if not _quoted(root, m.start())]
+        starts = [m.start() for m in _BRACE_WORD.finditer(shadow) if not _quoted(root, m.start())]
         for at in reversed(starts):
             source = source[:at] + b'""' + source[at:]
+            shadow = shadow[:at] + b'""' + shadow[at:]
         if starts:
-            root = _parser().parse(source).root_node
+            root = _parser().parse(shadow).root_node
     if root.has_error:
         bad = _first_error(root)
         row, column = bad.start_point if bad is not None else (0, 0)
         return Script((), error=f"the command cannot be parsed (syntax error at line {row + 1}, column {column + 1})")
     walker = _Walker(source)
+    outer: bytes = getattr(_LOCAL, "source", b"")
+    _LOCAL.source = source
     try:
         walker.walk(root, None, None)
     except _Unreadable as exc:
         return Script((), error=str(exc))
+    finally:
+        _LOCAL.source = outer
     return Script(tuple(walker.commands), frozenset(walker.functions))
 
 
@@ -143,7 +163,9 @@ def _first_error(node: tree_sitter.Node) -> tree_sitter.Node | None:
 
 
 def _text(node: tree_sitter.Node) -> str:
-    return (node.text or b"").decode("utf-8", "replace")  # callers pass valid UTF-8: a safety net
+    # from the real source: the parser saw its ASCII shadow (see _ascii_shadow)
+    source: bytes = _LOCAL.source
+    return source[node.start_byte : node.end_byte].decode("utf-8", "replace")  # valid UTF-8: a safety net
 
 
 # Nodes whose children are walked as they are; everything else is handled by name below.
