@@ -133,10 +133,35 @@ def sqlite_engine(url: str) -> Any:
         dbapi_conn.isolation_level = "IMMEDIATE"  # serialise writers, as DBOS does
         dbapi_conn.execute("PRAGMA busy_timeout=30000")
         dbapi_conn.execute("PRAGMA foreign_keys=ON")
-        dbapi_conn.execute("PRAGMA journal_mode=WAL")
+        _use_wal(dbapi_conn)
         dbapi_conn.execute("PRAGMA synchronous=NORMAL")
 
     return engine
+
+
+def _use_wal(dbapi_conn: Any, patience: float = 30.0) -> None:
+    """Switch the file to WAL (a persistent setting) unless it is already.
+
+    Workers started at once on a new file race for this switch, and SQLite answers the
+    losers "database is locked" without waiting for busy_timeout: retry until ``patience``
+    seconds have passed.
+    """
+    import sqlite3
+    import time
+
+    deadline = time.monotonic() + patience
+    pause = 0.02
+    while True:
+        try:
+            mode = dbapi_conn.execute("PRAGMA journal_mode").fetchone()[0]
+            if str(mode).lower() != "wal":
+                dbapi_conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
 
 
 class DbosBackend:
