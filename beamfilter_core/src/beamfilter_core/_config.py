@@ -11,7 +11,7 @@ import copy
 import inspect
 import os
 import tomllib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -407,6 +407,22 @@ def _kernel_options(table: dict[str, Any] | None, problems: list[str]) -> dict[s
     return out
 
 
+def _entries(section: str, entries: Any, problems: list[str]) -> Iterator[tuple[int, str, str, dict[str, Any]]]:
+    """``(index, where, use, options)`` of each well-formed table of an array section
+    (``[[filters]]``, ``[[tools]]``); what is malformed is reported and skipped."""
+    if not isinstance(entries, list):
+        problems.append(f"{section}: must be an array of tables ([[{section}]] use = ...), got {entries!r}.")
+        return
+    for index, entry in enumerate(entries):
+        where = f"{section}[{index}]"
+        if not isinstance(entry, Mapping):
+            problems.append(f"{where}: must be a table with use = ..., got {entry!r}.")
+            continue
+        parsed = _split_use(entry, where, problems)
+        if parsed is not None:
+            yield index, where, *parsed
+
+
 def _split_use(table: Mapping[str, Any], where: str, problems: list[str]) -> tuple[str, dict[str, Any]] | None:
     use = table.get("use")
     if not isinstance(use, str) or not use:
@@ -604,20 +620,8 @@ def _build_config(
         models[name], _ = _model_from(reg, table, where, context, problems)
     context = attrs.evolve(context, models=models)
 
-    entries = data.get("filters", [])
-    if not isinstance(entries, list):
-        problems.append(f"filters: must be an array of tables ([[filters]] use = ...), got {entries!r}.")
-        entries = []
     built: list[BuiltFilter] = []
-    for index, entry in enumerate(entries):
-        where = f"filters[{index}]"
-        if not isinstance(entry, Mapping):
-            problems.append(f"{where}: must be a table with use = ..., got {entry!r}.")
-            continue
-        parsed = _split_use(entry, where, problems)
-        if parsed is None:
-            continue
-        use, options = parsed
+    for index, where, use, options in _entries("filters", data.get("filters", []), problems):
         if not use.startswith("preset:"):
             _add_filter(reg, use, options, (index, where, None), context, built, problems)
             continue
@@ -675,20 +679,9 @@ def _plugin_sections(
 def _toolsets_from(reg: Registry, entries: Any, context: BuildContext, problems: list[str]) -> list[BuiltToolset]:
     """The ``[[tools]]`` entries: ``use = "toolset"`` / ``"plugin:toolset"`` or a Python
     reference ``"package.module:function"`` (a function, a Tool, a list or a Toolset)."""
-    if not isinstance(entries, list):
-        problems.append(f"tools: must be an array of tables ([[tools]] use = ...), got {entries!r}.")
-        return []
     out: list[BuiltToolset] = []
     plugins = {info.name for info in reg.plugins() if info.status == "loaded"}
-    for index, entry in enumerate(entries):
-        where = f"tools[{index}]"
-        if not isinstance(entry, Mapping):
-            problems.append(f"{where}: must be a table with use = ..., got {entry!r}.")
-            continue
-        parsed = _split_use(entry, where, problems)
-        if parsed is None:
-            continue
-        use, options = parsed
+    for index, where, use, options in _entries("tools", entries, problems):
         selection = check_core_options(options, where, problems)
         head, colon, _ = use.partition(":")
         if colon and head not in plugins:
