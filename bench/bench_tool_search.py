@@ -169,7 +169,7 @@ async def run_turn(with_search: bool) -> list[int]:
     if with_search:
         flt = tool_search_filter()
         model = ScriptedModel(script())
-        kernel = Kernel(model, tools=[*tools, *flt.extras["tools"]], filters=[flt])
+        kernel = Kernel(model, tools=[*tools, *flt.tools], filters=[flt])
     else:
         model = ScriptedModel(script()[1:])
         kernel = Kernel(model, tools=tools)

@@ -57,7 +57,7 @@ def names(request: object) -> list[str]:
 async def test_search_then_call(stream: bool) -> None:
     tools = catalog()
     flt = tool_search_filter()
-    search_tool = flt.extras["tools"][0]
+    search_tool = flt.tools[0]
     model = ScriptedModel(
         [
             ChatResponse.tool_calls(ToolCall("tool_search", {"query": "weather"}, "s1")),
@@ -86,7 +86,7 @@ async def test_accumulate_union_or_latest() -> None:
     ):
         flt = tool_search_filter(accumulate=accumulate)
         model = ScriptedModel(list(script))
-        await Kernel(model, tools=[*catalog(), *flt.extras["tools"]], filters=[flt]).run("x")
+        await Kernel(model, tools=[*catalog(), *flt.tools], filters=[flt]).run("x")
         assert names(model.requests[2]) == expected
 
 
@@ -108,7 +108,7 @@ async def test_transcript_rules_and_unindexed_tools_pass() -> None:
         Message.tool("s2", "no json here"),  # malformed: no search
     ]
     model = ScriptedModel([answer])
-    await Kernel(model, tools=[*tools, *flt.extras["tools"]], filters=[flt]).run([*history, Message.user("now")])
+    await Kernel(model, tools=[*tools, *flt.tools], filters=[flt]).run([*history, Message.user("now")])
     assert seen == [["send_email", "convert_currency", "tool_search"]]
 
 
@@ -118,7 +118,7 @@ async def test_no_tools_passes_through_and_search_results() -> None:
     await Kernel(model, filters=[flt]).run("x")
     # the kernel registers the search tool the filter provides; nothing else is indexed
     assert [t.name for t in model.requests[0].tools] == ["tool_search"]
-    search = flt.extras["tools"][0]
+    search = flt.tools[0]
     kernel = Kernel(
         ScriptedModel([ChatResponse.tool_calls(ToolCall("tool_search", {"query": "calendar event"}, "s1")), "done"]),
         tools=[*catalog(), search],
@@ -188,7 +188,7 @@ async def test_discovery_survives_turns_through_memory() -> None:
             "second turn",
         ]
     )
-    kernel = Kernel(model, tools=[*catalog(), *flt.extras["tools"]], filters=[memory_filter(InMemoryStore()), flt])
+    kernel = Kernel(model, tools=[*catalog(), *flt.tools], filters=[memory_filter(InMemoryStore()), flt])
     context = {"conversation_id": "c1"}
     await kernel.run("find mail", context=context)
     await kernel.run("now send it", context=context)
@@ -292,7 +292,7 @@ async def test_a_huge_query_is_cut_before_searching() -> None:
     from beamfilter_builtins._tool_search import MAX_QUERY_CHARS
 
     flt = tool_search_filter(tools=catalog())
-    search = flt.extras["tools"][0]
+    search = flt.tools[0]
     head = "weather " + "zq " * 700
     huge = head + " send an email" * 100_000  # 1.4 MB; the e-mail words lie past the cut
     started = time.perf_counter()

@@ -257,7 +257,7 @@ def test_aclose_closes_the_model_and_the_filters_stores_once() -> None:
     store = Closing("store")
     kernel = Kernel(
         ClosingModel(),
-        filters=[Filter("a", extras={"store": store}), Filter("b", extras={"store": store}), Filter("c")],
+        filters=[Filter("a", resources=[store]), Filter("b", resources=(store,)), Filter("c", extras={"store": store})],
     )
     asyncio.run(kernel.aclose())
     assert closed == ["model", "store"]

@@ -328,7 +328,7 @@ def test_bad_tool_declarations_are_rejected() -> None:
     ):
         Kernel(ScriptedModel([]), tools=[g, other_g])
     with pytest.raises(ToolDefinitionError, match=r"Two tools are named 'g' \(the kernel's tools and filter 'f'\)"):
-        Kernel(ScriptedModel([]), tools=[g], filters=[Filter("f", extras={"tools": [other_g]})])
+        Kernel(ScriptedModel([]), tools=[g], filters=[Filter("f", tools=[other_g])])
 
 
 def test_a_tool_raising_timeout_error_itself_is_a_transient_error() -> None:
@@ -360,7 +360,7 @@ def test_filters_can_provide_tools() -> None:
         """Look a term up."""
         return f"{term}: found"
 
-    provider = Filter("provider", extras={"tools": [lookup]})
+    provider = Filter("provider", tools=[lookup])
     model = ScriptedModel([ChatResponse.tool_calls(ToolCall("lookup", {"term": "x"})), "done"])
     kernel = Kernel(model, filters=[provider])
     assert [t.name for t in kernel.tools] == ["lookup"]

@@ -261,7 +261,7 @@ def skills_filter(
         folder: a folder of Markdown skill files (see :func:`parse_skill`); relative to
             the config file's folder when built from config.
         tools: Tool objects the skills use; the kernel registers them
-            (``extras["tools"]``). Skills may also name the kernel's own tools.
+            (``filter.tools``). Skills may also name the kernel's own tools.
         router: any :class:`SkillRouter`; default :class:`BM25SkillRouter`.
         min_score: the BM25 score the best skill must exceed (default router only).
         index_header: the first line of the skill index.
@@ -333,7 +333,8 @@ def skills_filter(
         name,
         around_turn=around_turn,
         around_chat=around_chat,
-        extras={"tools": tuple(tools), "skills": tuple(catalogue), "router": router},
+        tools=tuple(tools),
+        extras={"skills": tuple(catalogue), "router": router},
     )
 
 

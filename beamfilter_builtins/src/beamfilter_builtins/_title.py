@@ -209,7 +209,8 @@ def title_filter(
         found = await call_maybe_async(titles.get_title, conversation_id)
         return found if isinstance(found, str) else None
 
-    return Filter(name, around_turn=around_turn, extras={"store": titles, "title": read})
+    closable = (titles,) if callable(getattr(titles, "aclose", None)) else ()
+    return Filter(name, around_turn=around_turn, resources=closable, extras={"store": titles, "title": read})
 
 
 SPEC = FilterSpec(

@@ -125,9 +125,9 @@ def tool_search_filter(
 ) -> Filter:
     """A chat filter that hides tools until the model searches for them.
 
-    The filter provides its search tool in ``filter.extras["tools"]``; the kernel registers
-    it next to the kernel's own tools (``Kernel(model, tools=tools, filters=[flt])``, or
-    ``use = "tool_search"`` in a config file). The search tool returns a JSON array of
+    The filter contributes its search tool (``filter.tools``): the kernel registers it
+    next to its own tools, so ``Kernel(model, tools=tools, filters=[flt])`` (or
+    ``use = "tool_search"`` in a config file) is all it takes. The search tool returns a JSON array of
     tool names. The filter advertises, in catalog order: the
     search tool (always), the tools found by earlier searches (their union, or only the
     latest search with ``accumulate=False``) and every tool it does not index. The model
@@ -215,7 +215,7 @@ def tool_search_filter(
         shown = tuple(t for t in catalog if t.name == tool_name or t.name not in indexed or t.name in found)
         return await call_next(request.replace(tools=shown))
 
-    return Filter(name, around_chat=around_chat, extras={"tools": (search_tool,), "index": index})
+    return Filter(name, around_chat=around_chat, tools=(search_tool,), extras={"index": index})
 
 
 SPEC = FilterSpec(

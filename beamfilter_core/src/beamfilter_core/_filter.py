@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 import attrs
 
 from ._lazy import lazy_module
+from ._tools import Tool
 from .errors import ConfigError
 
 if TYPE_CHECKING:
@@ -73,6 +74,33 @@ class PersistHook:
 PauseLoader = Callable[[str], Awaitable[Any]]
 
 
+def _checked_tools(name: str, tools: Any) -> tuple[Tool, ...]:
+    if isinstance(tools, str | bytes | Mapping) or not isinstance(tools, Iterable):
+        msg = f"Filter {name!r} has tools={tools!r}; give a list of Tools (built with @tool)."
+        raise ConfigError(msg)
+    checked = tuple(tools)
+    for item in checked:
+        if not isinstance(item, Tool):
+            msg = f"Filter {name!r} has tools=[..., {item!r}, ...], which is not a Tool; build tools with @tool."
+            raise ConfigError(msg)
+    return checked
+
+
+def _checked_resources(name: str, resources: Any) -> tuple[Any, ...]:
+    if isinstance(resources, str | bytes | Mapping) or not isinstance(resources, Iterable):
+        msg = f"Filter {name!r} has resources={resources!r}; give a list of objects with async aclose()."
+        raise ConfigError(msg)
+    checked = tuple(resources)
+    for item in checked:
+        if not callable(getattr(item, "aclose", None)):
+            msg = (
+                f"Filter {name!r} has resources=[..., {item!r}, ...], which has no aclose(); "
+                "the kernel closes each resource with 'await resource.aclose()'."
+            )
+            raise ConfigError(msg)
+    return checked
+
+
 def _new_state_factory(init: Any) -> Callable[[], dict[str, Any]]:
     if init is None:
         return dict
@@ -115,12 +143,32 @@ class Filter:
     around_gate: Hook | None = attrs.field(default=None, kw_only=True)
     token: TokenTransform | None = attrs.field(default=None, kw_only=True)
     init: Mapping[str, Any] | Callable[[], dict[str, Any]] | None = attrs.field(default=None, kw_only=True)
+    #: Tools this filter contributes (e.g. tool_search's search tool); the kernel
+    #: registers them next to its own tools.
+    tools: Sequence[Tool] = attrs.field(default=(), kw_only=True)
+    #: Objects the kernel closes with ``await resource.aclose()`` in ``Kernel.aclose()``
+    #: (e.g. the memory filter's store).
+    resources: Sequence[Any] = attrs.field(default=(), kw_only=True)
     #: Lets ``Kernel.resume(conversation_id=...)`` find a paused run (the memory filter's).
     load_pause: PauseLoader | None = attrs.field(default=None, kw_only=True)
     #: Carries this filter's per-run state across a pause (see :class:`PersistHook`).
     persist: PersistHook | None = attrs.field(default=None, kw_only=True)
-    #: What a filter exposes to the kernel and to users, e.g. ``{"store": store}``.
+    #: What a filter shows its users, e.g. ``{"store": store}``; the kernel never reads it.
     extras: Mapping[str, Any] = attrs.field(factory=dict, kw_only=True)
+
+    def __attrs_post_init__(self) -> None:
+        # the fields the kernel acts on are checked here, so a wrong one fails where it is written
+        object.__setattr__(self, "tools", _checked_tools(self.name, self.tools))
+        object.__setattr__(self, "resources", _checked_resources(self.name, self.resources))
+        if self.token is not None and not isinstance(self.token, TokenTransform):
+            msg = f"Filter {self.name!r} has token={self.token!r}; it must be a TokenTransform."
+            raise ConfigError(msg)
+        if self.load_pause is not None and not callable(self.load_pause):
+            msg = f"Filter {self.name!r} has load_pause={self.load_pause!r}; give an async callable."
+            raise ConfigError(msg)
+        if self.persist is not None and not isinstance(self.persist, PersistHook):
+            msg = f"Filter {self.name!r} has persist={self.persist!r}; give a PersistHook(save, restore)."
+            raise ConfigError(msg)
 
     def hook(self, scope: Scope) -> Hook | None:
         """The hook of ``scope``, or None."""
@@ -138,8 +186,8 @@ class Filter:
 @runtime_checkable
 class FilterLike(Protocol):
     """Any object with a ``name`` and some of ``around_turn``, ``around_iteration``,
-    ``around_chat``, ``around_tool``, ``around_gate``, ``token``, ``init``, ``load_pause``
-    and ``persist``; normalised at assembly."""
+    ``around_chat``, ``around_tool``, ``around_gate``, ``token``, ``init``, ``tools``,
+    ``resources``, ``load_pause`` and ``persist``; normalised at assembly."""
 
     name: str
 
@@ -167,6 +215,24 @@ def _check_hook(owner: str, scope: str, hook: Any, where: str) -> None:
             raise ConfigError(msg)
 
 
+def _from_filter_like(item: Any, name: str) -> Filter:
+    return Filter(
+        name,
+        around_turn=getattr(item, "around_turn", None),
+        around_iteration=getattr(item, "around_iteration", None),
+        around_chat=getattr(item, "around_chat", None),
+        around_tool=getattr(item, "around_tool", None),
+        around_gate=getattr(item, "around_gate", None),
+        token=getattr(item, "token", None),
+        init=getattr(item, "init", None),
+        tools=getattr(item, "tools", None) or (),
+        resources=getattr(item, "resources", None) or (),
+        load_pause=getattr(item, "load_pause", None),
+        persist=getattr(item, "persist", None),
+        extras=getattr(item, "extras", None) or {},
+    )
+
+
 def normalise(item: Any, index: int) -> CompiledFilter:
     """Check one filter (or filter-like object) at assembly and return it compiled."""
     where = f"filters[{index}]"
@@ -180,19 +246,11 @@ def normalise(item: Any, index: int) -> CompiledFilter:
                 "and at least one of around_turn, around_iteration, around_chat, around_tool, around_gate, token."
             )
             raise ConfigError(msg)
-        flt = Filter(
-            name,
-            around_turn=getattr(item, "around_turn", None),
-            around_iteration=getattr(item, "around_iteration", None),
-            around_chat=getattr(item, "around_chat", None),
-            around_tool=getattr(item, "around_tool", None),
-            around_gate=getattr(item, "around_gate", None),
-            token=getattr(item, "token", None),
-            init=getattr(item, "init", None),
-            load_pause=getattr(item, "load_pause", None),
-            persist=getattr(item, "persist", None),
-            extras=getattr(item, "extras", None) or {},
-        )
+        try:
+            flt = _from_filter_like(item, name)
+        except ConfigError as exc:
+            msg = f"{where}: {exc}"
+            raise ConfigError(msg) from None
     if not FILTER_NAME.match(flt.name):
         msg = f"{where} has the name {flt.name!r}; use letters, digits, '_', '-', '.' or ':'."
         raise ConfigError(msg)
@@ -200,15 +258,6 @@ def normalise(item: Any, index: int) -> CompiledFilter:
         hook = flt.hook(scope)
         if hook is not None:
             _check_hook(flt.name, scope, hook, where)
-    if flt.token is not None and not isinstance(flt.token, TokenTransform):
-        msg = f"{where}: filter {flt.name!r} has token={flt.token!r}; it must be a TokenTransform."
-        raise ConfigError(msg)
-    if flt.load_pause is not None and not callable(flt.load_pause):
-        msg = f"{where}: filter {flt.name!r} has load_pause={flt.load_pause!r}; give an async callable."
-        raise ConfigError(msg)
-    if flt.persist is not None and not isinstance(flt.persist, PersistHook):
-        msg = f"{where}: filter {flt.name!r} has persist={flt.persist!r}; give a PersistHook(save, restore)."
-        raise ConfigError(msg)
     return CompiledFilter(flt, _new_state_factory(flt.init))
 
 

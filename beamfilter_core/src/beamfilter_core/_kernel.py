@@ -217,11 +217,7 @@ class Kernel:
         # (e.g. tool_search's search tool)
         by_name: dict[str, Tool] = {}
         owners: dict[str, str] = {}
-        provided = [
-            (tool, f"filter {item.filter.name!r}")
-            for item in self._filters
-            for tool in item.filter.extras.get("tools", ())
-        ]
+        provided = [(tool, f"filter {item.filter.name!r}") for item in self._filters for tool in item.filter.tools]
         given = [(t, "the kernel's tools") for t in self._given_tools]
         for tool, owner in [*given, *self._opened_tools, *provided]:
             if not isinstance(tool, Tool):
@@ -339,10 +335,10 @@ class Kernel:
 
     async def aclose(self) -> None:
         """Close what the kernel holds open: its toolsets (MCP servers stop), its model's
-        connections and each filter's ``extras["store"]``.
+        connections and each filter's ``resources`` (e.g. the memory filter's store).
 
-        Calls ``aclose()`` once on each toolset, on the model and on each filter's
-        ``extras["store"]`` that has one; call it on the event loop that used them.
+        Calls ``aclose()`` once on each toolset, on the model if it has one and on each
+        object of the filters' ``resources``; call it on the event loop that used them.
         """
         seen: set[int] = set()
         opening, self._opening = self._opening, None
@@ -350,7 +346,7 @@ class Kernel:
             opening[1].cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await opening[1]
-        for resource in (*self._toolsets, self.model, *(item.filter.extras.get("store") for item in self._filters)):
+        for resource in (*self._toolsets, self.model, *(r for item in self._filters for r in item.filter.resources)):
             close = getattr(resource, "aclose", None)
             if close is not None and id(resource) not in seen:
                 seen.add(id(resource))

@@ -99,7 +99,8 @@ def memory_filter(
             this package's is then looked up among the stores other plugins register.
 
     Returns:
-        A :class:`Filter` with ``extras={"store": store}`` and a ``load_pause``, so
+        A :class:`Filter` with the store in ``extras["store"]`` and in ``resources`` (closed
+        by ``Kernel.aclose()``) and a ``load_pause``, so
         ``kernel.resume(conversation_id=..., decisions=...)`` finds a paused run on any worker.
 
     Example::
@@ -195,5 +196,6 @@ def memory_filter(
         around_turn=around_turn,
         around_chat=around_chat,
         load_pause=load_pause,
+        resources=(chat_store,),
         extras={"store": chat_store, "window": window},
     )

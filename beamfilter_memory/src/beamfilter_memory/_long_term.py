@@ -311,7 +311,8 @@ def long_term_memory_filter(
         build: given by ``Kernel.from_config``.
 
     Returns:
-        A :class:`Filter` (turn and chat scope) with ``extras={"store": store}``.
+        A :class:`Filter` (turn and chat scope) with ``extras={"store": store}``; the store
+        is also in ``resources``, closed by ``Kernel.aclose()``.
 
     Example::
 
@@ -392,4 +393,7 @@ def long_term_memory_filter(
             state["system"] = (system, extended)
         return await call_next(request.replace(system=extended))
 
-    return Filter(name, around_turn=around_turn, around_chat=around_chat, extras={"store": fact_store})
+    closable = (fact_store,) if callable(getattr(fact_store, "aclose", None)) else ()
+    return Filter(
+        name, around_turn=around_turn, around_chat=around_chat, resources=closable, extras={"store": fact_store}
+    )
