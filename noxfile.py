@@ -26,6 +26,7 @@ PACKAGES = {
     "beamfilter_builtins": ("otel,embeddings", "tests/builtins"),
     "beamfilter_memory": ("postgres,redis", "tests/memory"),
     "beamfilter_durable": ("postgres", "tests/durable"),
+    "beamfilter_server": ("", "tests/server"),
 }
 TEST_TOOLS = ["-r", "requirements-dev.txt"]
 
@@ -118,6 +119,7 @@ def docs(session: nox.Session) -> None:
         "./beamfilter_builtins[otel,embeddings]",
         "./beamfilter_memory",
         "./beamfilter_durable",
+        "./beamfilter_server",
         *TEST_TOOLS,
     )
     _install_local_model(session)  # docs/models.md runs the local model

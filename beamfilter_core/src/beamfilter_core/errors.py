@@ -35,6 +35,7 @@ The tree::
       StoreError                         a memory store failed
       DurableError                       a durable turn cannot be started, decided or found
       RunningLoopError (RuntimeError)    a *_sync method was called inside a running event loop
+      GatewayError                       a request to ``beamfilter serve`` is refused; ``.status`` is its HTTP status
       ToolsetError                       a toolset could not be opened (a server did not start)
       ToolServerError (ConnectionError)  a tool's server died, hung up or answered garbage;
                                          a tool call that meets it fails as "transient"
@@ -62,6 +63,7 @@ __all__ = [
     "ConflictError",
     "DurableError",
     "FilterError",
+    "GatewayError",
     "IncompleteStreamError",
     "InternalServerError",
     "LimitError",
@@ -319,3 +321,26 @@ class ToolServerError(BeamfilterError, ConnectionError):
 class RunningLoopError(BeamfilterError, RuntimeError):
     """``Kernel.run_sync`` (or ``resume_sync``) was called inside a running event loop;
     ``await kernel.run(...)`` there instead."""
+
+
+class GatewayError(BeamfilterError):
+    """A request to the ``beamfilter serve`` gateway is refused (beamfilter-server).
+
+    ``status`` is the HTTP status, ``type`` and ``code`` the fields of OpenAI's error JSON,
+    ``param`` the request field at fault (or None).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int,
+        type: str = "invalid_request_error",
+        code: str | None = None,
+        param: str | None = None,
+    ) -> None:
+        self.status = status
+        self.type = type
+        self.code = code
+        self.param = param
+        super().__init__(message)

@@ -1,0 +1,103 @@
+"""Helpers of the gateway tests: llmock as the upstream model, and ``beamfilter serve``
+started as a real process on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from _support import free_port
+from peers._peer import Peer
+
+#: The API key of the test gateways (given through $env, as a deployment would).
+API_KEY = "sk-test-gateway-key-0123456789"
+REVIEWER_KEY = "reviewer-key-abcdefghijklmnop"
+KEY_ENV = {"BF_TEST_API_KEY": API_KEY, "BF_TEST_REVIEWER_KEY": REVIEWER_KEY}
+
+
+def upstream(llmock_url: str) -> str:
+    """The [model] table of a config whose model is llmock."""
+    return textwrap.dedent(
+        f"""
+        [model]
+        use = "openai"
+        model = "gpt-4o-mini"
+        base_url = "{llmock_url}/v1"
+        api_key = "llmock-key"
+        max_retries = 0
+        """
+    )
+
+
+class Gateway:
+    """A running ``beamfilter serve``: its process, URL and captured log."""
+
+    def __init__(self, process: subprocess.Popen[str], url: str, log: Path) -> None:
+        self.process = process
+        self.url = url
+        self.log = log
+
+    @property
+    def output(self) -> str:
+        return self.log.read_text()
+
+    def headers(self, **extra: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {API_KEY}", **extra}
+
+    def post(self, path: str, body: Any, **headers: str) -> httpx.Response:
+        return httpx.post(self.url + path, json=body, headers=self.headers(**headers), timeout=30)
+
+    def get(self, path: str, **headers: str) -> httpx.Response:
+        return httpx.get(self.url + path, headers=self.headers(**headers), timeout=30)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        return self.process.returncode
+
+
+def start(config: Path, *, env: dict[str, str] | None = None, cwd: Path | None = None) -> Gateway:
+    """``beamfilter serve CONFIG`` on a free port; returns once /healthz answers."""
+    port = free_port()
+    log = config.with_suffix(".log")
+    handle = log.open("w")
+    argv = [sys.executable, "-m", "beamfilter_core", "serve", str(config), "--port", str(port), "--log-level", "info"]
+    process = subprocess.Popen(
+        argv,
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, **KEY_ENV, **(env or {})},
+        cwd=cwd or config.parent,
+    )
+    handle.close()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return Gateway(process, url, log)
+        except httpx.HTTPError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise AssertionError("beamfilter serve did not start:\n" + log.read_text())
+        time.sleep(0.1)
+
+
+def scenario(peer: Peer, *behaviors: dict[str, Any]) -> None:
+    """Queue llmock's next answers (the queue is cleared first)."""
+    peer.delete("/_llmock/scenario")
+    peer.post("/_llmock/scenario", {"behaviors": list(behaviors)})
