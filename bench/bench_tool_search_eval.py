@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 import tempfile
@@ -37,9 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from beamfilter_builtins import BM25ToolIndex, ToolIndex
-from beamfilter_builtins._bm25 import BM25Index
 from beamfilter_core import Tool
 from beamfilter_core.errors import ConfigError
+from beamfilter_core.text import BM25Index
 
 HERE = Path(__file__).resolve().parent
 CATALOG = HERE / "data" / "mcp_tools.json"
@@ -47,11 +48,27 @@ REQUESTS = HERE / "data" / "tool_requests.json"
 KINDS = ("direct", "paraphrase", "typo", "language", "multi-step")
 
 
+# The tokenizer before issue 17: ASCII letters only (``café`` -> ``caf``), CJK as bigrams.
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_BEFORE_PIECE = re.compile(rf"[{_CJK}]+|[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+
+
+def before_tokenize(text: str) -> list[str]:
+    tokens: list[str] = []
+    for piece in _BEFORE_PIECE.findall(text):
+        if piece[0] >= "\u3040" and len(piece) > 1:
+            tokens.extend(piece[i : i + 2] for i in range(len(piece) - 1))
+        else:
+            tokens.append(piece.lower())
+    return tokens
+
+
 class BeforeIndex:
     """The BM25 backend as it was before issue 17 (ASCII tokenizer, name x3, no stop words)."""
 
     def build(self, tools: Sequence[Tool]) -> None:
-        self._index = BM25Index([(t.name, ((t.name, 3), (t.description, 1))) for t in tools])
+        documents = [(t.name, ((t.name, 3), (t.description, 1))) for t in tools]
+        self._index = BM25Index(documents, analyzer=before_tokenize)
 
     def search(self, query: str, limit: int) -> list[str]:
         return self._index.search(query, limit) if query.strip() else []

@@ -27,7 +27,7 @@ import sys
 import time
 import tomllib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -314,9 +314,9 @@ def confirm(
                     killed = True
             if killed:
                 print(f"  confirm: line {spec.start_pos[0]} {spec.operator_name} is caught by the whole folders")
-                result.output = "killed by the whole test folders"
-                result.test_outcome = TestOutcome.KILLED
-                db.set_result(item.job_id, result)
+                # cosmic-ray's WorkResult is a frozen dataclass: store a changed copy
+                caught = replace(result, output="killed by the whole test folders", test_outcome=TestOutcome.KILLED)
+                db.set_result(item.job_id, caught)
 
 
 def load_equivalents(path: Path = EQUIVALENTS) -> dict[tuple[str, str, str], str]:

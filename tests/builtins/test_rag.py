@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -94,3 +95,17 @@ async def test_outside_validation_retrieves_once_per_turn() -> None:
     assert result.text == "good"
     assert queries == ["q"]
     assert [m.text for m in model.requests[1].messages][:2] == ["q [ctx]", "bad"]
+
+
+def test_in_memory_retriever_scores_are_plain_bm25_and_ties_keep_document_order() -> None:
+
+    texts = [f"filler number {i}" for i in range(11)] + ["Paris is the capital of France.", "Paris, Texas"]
+    retriever = InMemoryRetriever(texts)
+    # Equal scores (every filler document) come in document order, 2 before 10.
+    assert [d.text for d in retriever.retrieve("filler", 11)] == texts[:11]
+    found = retriever._index.scores("paris")
+    idf = math.log(1 + (13 - 2 + 0.5) / (2 + 0.5))
+    average = (11 * 3 + 6 + 2) / 13  # stop words are kept: rag indexes every word
+    expected = [idf * 2.2 / (1 + 1.2 * (0.25 + 0.75 * length / average)) for length in (2, 6)]
+    assert [score for _, score in found] == pytest.approx(expected, rel=1e-12)
+    assert [d.text for d in retriever.retrieve("Paris", 5)] == ["Paris, Texas", "Paris is the capital of France."]

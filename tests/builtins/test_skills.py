@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from beamfilter_builtins import Skill, parse_skill, skills_filter
+from beamfilter_builtins import BM25SkillRouter, Skill, parse_skill, skills_filter
 from beamfilter_builtins._skills import SPEC as SKILLS_SPEC
 from beamfilter_core import ChatResponse, Kernel, ScriptedModel, ToolCall, TurnResult, tool
 from beamfilter_core.errors import ConfigError
@@ -170,3 +171,27 @@ async def test_resume_routes_from_the_prompt_and_keeps_the_skill_tools() -> None
     assert after.system is not None
     assert after.system.endswith("Active skill: payments\nConfirm amounts.")
     assert [t.name for t in after.tools] == ["pay"]
+
+
+def test_skills_router_compares_raw_scores_with_min_score() -> None:
+    skills = [
+        Skill("weather-report", "Forecast and current weather for a city"),
+        Skill("trip-planner", "Plan a trip: flights, hotels and a city guide"),
+    ]
+    router = BM25SkillRouter()
+    router.build(skills)
+    assert router.route("what's the weather in Oslo?") == "weather-report"
+    assert router.route("plan a trip to Rome") == "trip-planner"
+    assert router.route("tell me a joke") is None  # stop words only: no score at all
+    # "weather" is in the name (x2) and the description of one skill of two.
+    idf = math.log(1 + 1.5 / 1.5)
+    lengths = [2 * 2 + 7, 2 * 2 + 9]  # name words x2 plus description words (stop words kept)
+    norm = 1.2 * (0.25 + 0.75 * lengths[0] / (sum(lengths) / 2))
+    score = idf * 3 * 2.2 / (3 + norm)
+    assert router._index.scores("weather")[0][1] == pytest.approx(score, rel=1e-12)
+    below = BM25SkillRouter(min_score=score - 1e-9)
+    below.build(skills)
+    assert below.route("weather") == "weather-report"
+    at = BM25SkillRouter(min_score=score)
+    at.build(skills)
+    assert at.route("weather") is None  # the best score must exceed min_score

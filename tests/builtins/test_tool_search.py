@@ -8,7 +8,6 @@ from collections.abc import Sequence
 import pytest
 
 from beamfilter_builtins import BM25ToolIndex, RegexToolIndex, tool_search_filter
-from beamfilter_builtins._bm25 import tokenize
 from beamfilter_builtins._tool_search import SPEC
 from beamfilter_core import (
     ChatResponse,
@@ -22,6 +21,7 @@ from beamfilter_core import (
 )
 from beamfilter_core.errors import ConfigError
 from beamfilter_core.testing import run_turn
+from beamfilter_core.text import words
 
 pytestmark = pytest.mark.anyio
 
@@ -133,9 +133,9 @@ async def test_no_tools_passes_through_and_search_results() -> None:
 
 
 def test_bm25_and_tokenizer() -> None:
-    assert tokenize("getHTTPServer_status") == ["get", "http", "server", "status"]
-    assert tokenize("天气预报") == ["天气", "气预", "预报"]
-    assert tokenize("天") == ["天"]
+    assert words("getHTTPServer_status") == ["get", "http", "server", "status"]
+    assert words("天气预报") == ["天气", "气预", "预报"]
+    assert words("天") == ["天"]
     index = BM25ToolIndex()
     index.build(catalog())
     assert index.search("calendar", 5) == ["createCalendarEvent"]

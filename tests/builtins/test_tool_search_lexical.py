@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beamfilter_builtins import BM25ToolIndex
-from beamfilter_builtins._analysis import STOP_WORDS, analyze, stem, words
 from beamfilter_builtins._fusion import interleave, reciprocal_rank_fusion, split_steps
 from beamfilter_builtins._tool_lexical import split_server, tool_text_fields
 from beamfilter_builtins._typos import TypoCorrector, trigrams
 from beamfilter_core import Tool
+from beamfilter_core.text import analyze, words
 
 CATALOG = Path(__file__).resolve().parents[2] / "bench" / "data" / "mcp_tools.json"
 
@@ -29,49 +29,6 @@ def mcp_index() -> BM25ToolIndex:
     index = BM25ToolIndex()
     index.build(real_tools())
     return index
-
-
-def test_words_keep_every_script_and_split_identifiers() -> None:
-    assert words("github__createIssue") == ["github", "create", "issue"]
-    assert words("getHTTPServer2_status") == ["get", "http", "server", "2", "status"]
-    assert words("Wie spät ist es in Tōkyō? café") == ["wie", "spät", "ist", "es", "in", "tōkyō", "café"]
-    assert words("ÉCOLE Straße") == ["école", "strasse"]  # casefold
-    assert words("天气预报 x") == ["天气", "气预", "预报", "x"]
-    assert words("天") == ["天"]
-    assert words("notion__API-get-user") == ["notion", "api", "get", "user"]
-    assert words("") == []
-    assert words("__ -- !!") == []
-    assert words("e\u0301t\u00e9") == ["été"]  # NFC: a combining accent joins its letter
-
-
-def test_stem_maps_word_forms_to_one_term() -> None:
-    for group in (
-        ("file", "files"),
-        ("create", "creating", "created", "creation"),
-        ("query", "queries", "queried"),
-        ("unstage", "unstages", "unstaged"),
-        ("run", "running"),
-        ("install", "installed", "installing"),
-    ):
-        assert len({stem(word) for word in group}) == 1, group
-    assert stem("status") == "status"  # -us kept
-    assert stem("process") == "process"  # -ss kept
-    assert stem("this") == "this"  # -is kept
-    assert stem("days") == "days"  # -ys kept
-    assert stem("map") == "map"
-    assert stem("use") == "use"
-    assert stem("größe") == "größe"
-    assert stem("v2") == "v2"
-    assert stem("relational") == "relat"
-    assert stem("rings") == "ring"
-
-
-def test_analyze_drops_stop_words_and_stems() -> None:
-    assert analyze("Show me what's inside the config files, please") == ["show", "insid", "config", "fil"]
-    assert {"the", "please", "could", "want"} <= STOP_WORDS
-    assert "show" not in STOP_WORDS
-    assert "list" not in STOP_WORDS
-    assert "get" not in STOP_WORDS
 
 
 def test_typo_corrector_finds_one_edit_neighbours_keeping_the_first_letter() -> None:

@@ -373,3 +373,28 @@ async def test_bad_options_and_user_ids_are_config_errors() -> None:
     kernel = Kernel(ScriptedModel(["x"]), filters=[long_term_memory_filter(store)])
     with pytest.raises(ConfigError, match=r"^user_id is 42 \(a int\); give a non-empty str"):
         await kernel.run("hi", context={"user_id": 42})
+
+
+def test_fact_ranking_uses_the_shared_bm25_stems_and_ignores_the_word_user() -> None:
+    from beamfilter_memory._long_term import rank_facts
+
+    home, job = Fact("home", PARIS), Fact("job", "The user works as a pilot.")
+    assert rank_facts([home, job], "Where does she live?", 1, 0) == [home]  # live = lives
+    assert rank_facts([home, job], "what about the user?", 5, 0) == []  # only stop words and "user"
+    assert rank_facts([home, job], "", 5, 1) == [job]  # the newest is always told
+    assert rank_facts([], "Paris", 5, 5) == []
+    assert rank_facts([home, job], "Paris pilot", 0, 0) == []  # top_k 0: none by relevance
+
+
+def test_fact_ranking_counts_a_query_word_once_and_prefers_the_newest_on_ties() -> None:
+    from beamfilter_memory._long_term import rank_facts
+
+    cat, dog = Fact("pet", "The user has a cat."), Fact("pet", "The user has a dog.")
+    # "cat" twice weighs as much as "dog" once: a tie, so the newer fact wins.
+    assert rank_facts([cat, dog], "cat cat dog", 1, 0) == [dog]
+    assert rank_facts([dog, cat], "cat cat dog", 1, 0) == [cat]
+    assert rank_facts([cat, dog], "cat", 1, 0) == [cat]
+    # a fact matching two words beats one matching one; both are told in stored order
+    both = Fact("pet", "The user has a cat and a dog.")
+    assert rank_facts([both, cat, dog], "cat dog", 1, 0) == [both]
+    assert rank_facts([cat, both, dog], "cat dog", 2, 0) == [both, dog]

@@ -9,8 +9,8 @@ import attrs
 
 from beamfilter_core import Filter, FilterSpec, TurnRequest, TurnResult
 from beamfilter_core.errors import ConfigError
+from beamfilter_core.text import BM25Index
 
-from ._bm25 import BM25Index
 from ._callables import call_maybe_async, resolve_object
 
 __all__ = ["DEFAULT_TEMPLATE", "SPEC", "Document", "InMemoryRetriever", "Retriever", "rag_filter"]
@@ -59,7 +59,8 @@ class InMemoryRetriever:
                 msg = f"InMemoryRetriever: documents[{position}] is {item!r}; give str or Document."
                 raise ConfigError(msg)
             self.documents.append(item)
-        self._index = BM25Index((str(i), ((d.text, 1),)) for i, d in enumerate(self.documents))
+        # Keys of one width: equal scores keep the documents' order (ties are sorted by key).
+        self._index = BM25Index((f"{i:012d}", ((d.text, 1),)) for i, d in enumerate(self.documents))
 
     def retrieve(self, query: str, top_k: int) -> list[Document]:
         """The ``top_k`` best-scoring documents (none score zero)."""

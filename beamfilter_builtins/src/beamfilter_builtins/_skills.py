@@ -21,8 +21,7 @@ from beamfilter_core import (
     TurnResult,
 )
 from beamfilter_core.errors import ConfigError
-
-from ._bm25 import BM25Index, tokenize
+from beamfilter_core.text import STOP_WORDS, BM25Index, words
 
 __all__ = [
     "DEFAULT_INDEX_HEADER",
@@ -38,47 +37,6 @@ __all__ = [
 #: The first line of the skill index added to the system prompt.
 DEFAULT_INDEX_HEADER = "Skills (the one that fits the request is activated with its instructions):"
 
-# Words too common to say which skill fits ("tell me a joke" must not pick "... for a city").
-_STOPWORDS = frozenset(
-    {
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "can",
-        "do",
-        "for",
-        "from",
-        "how",
-        "i",
-        "in",
-        "is",
-        "it",
-        "me",
-        "my",
-        "of",
-        "on",
-        "or",
-        "please",
-        "the",
-        "this",
-        "to",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "why",
-        "will",
-        "with",
-        "you",
-        "your",
-    }
-)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _FRONT = re.compile(r"\A---[ \t]*\n(?P<head>.*?)\n---[ \t]*(?:\n|\Z)(?P<body>.*)\Z", re.DOTALL)
 _HEADING = re.compile(r"\A#[ \t]+(?P<name>[^\n]+)\n(?P<rest>.*)\Z", re.DOTALL)
@@ -112,7 +70,8 @@ class SkillRouter(Protocol):
 
 class BM25SkillRouter:
     """BM25 over each skill's description (and its name, weighted x2); common English
-    words of the query (``a``, ``the``, ``for``...) are ignored.
+    words of the query (``a``, ``the``, ``for``...: :data:`beamfilter_core.text.STOP_WORDS`)
+    are ignored.
 
     Args:
         min_score: the best score must reach this, else no skill is chosen (default: any
@@ -129,7 +88,7 @@ class BM25SkillRouter:
 
     def route(self, query: str) -> str | None:
         """The best-scoring skill, if its score is above ``min_score`` (common words ignored)."""
-        found = self._index.scores(" ".join(t for t in tokenize(query) if t not in _STOPWORDS))
+        found = self._index.term_scores([(t, 1.0) for t in words(query) if t not in STOP_WORDS])
         if not found or found[0][1] <= self.min_score:
             return None
         return found[0][0]

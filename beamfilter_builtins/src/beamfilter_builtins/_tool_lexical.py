@@ -3,7 +3,7 @@
 Each tool becomes one document of weighted fields: the tool's own name words, its server
 prefix (``github__create_issue`` -> ``github``, a field of its own with a low weight so a
 server's name does not crowd out the tools of other servers), the description, and the
-parameter names and descriptions. Text goes through :func:`~._analysis.analyze` (Unicode
+parameter names and descriptions. Text goes through :func:`beamfilter_core.text.analyze` (Unicode
 words, split identifiers, stop words, a light stemmer). A query term the catalog lacks is
 replaced by its close spellings (:class:`~._typos.TypoCorrector`); a query that still
 finds nothing falls back to terms sharing character trigrams.
@@ -17,9 +17,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from beamfilter_core import Tool
+from beamfilter_core.text import STOP_WORDS, BM25Index, analyze, stem, words
 
-from ._analysis import STOP_WORDS, analyze, stem, words
-from ._bm25 import BM25Index
 from ._fusion import interleave, split_steps
 from ._typos import TypoCorrector
 

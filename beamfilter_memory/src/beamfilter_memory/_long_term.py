@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
 from beamfilter_core import BuildContext, ChatRequest, ChatResponse, Filter, Message, TurnRequest, TurnResult
 from beamfilter_core.errors import ConfigError
+from beamfilter_core.text import BM25Index, analyze
 
 from ._stores import SCHEMES, open_store
 from ._stores._base import FACT_METHODS, Fact, FactStore, check_user_id
@@ -58,49 +58,21 @@ DEFAULT_EXTRACT_PROMPT = (
     "Known facts: {facts}\n\nUser messages:\n{messages}"
 )
 
-_WORD = re.compile(r"\w+")
 _SPACE = re.compile(r"\s+")
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
-# Words that say nothing about which fact is relevant (every fact is about "the user").
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "do",
-        "does",
-        "i",
-        "is",
-        "it",
-        "me",
-        "my",
-        "of",
-        "on",
-        "or",
-        "s",
-        "the",
-        "to",
-        "user",
-        "what",
-        "where",
-        "who",
-        "you",
-        "your",
-    ]
-)
-_K1 = 1.2
-_B = 0.75
 _MAX_VALUE = 120
+# Every fact is about "the user": the word says nothing about which one is relevant.
+_FACT_STOP = frozenset({"user"})
 
 
-def _tokens(text: str) -> list[str]:
-    return [word for word in _WORD.findall(text.lower()) if word not in _STOP]
+def _terms(text: str) -> list[str]:
+    return [term for term in analyze(text) if term not in _FACT_STOP]
 
 
 def rank_facts(facts: Sequence[Fact], query: str, top_k: int, recent: int) -> list[Fact]:
-    """The facts to tell the model: the ``top_k`` best BM25 matches of ``query`` (score > 0)
-    and the ``recent`` newest, in stored order (oldest first).
+    """The facts to tell the model: the ``top_k`` best BM25 matches of ``query`` (score > 0;
+    :mod:`beamfilter_core.text`, stop words and the word "user" dropped, words stemmed; among
+    equal scores the newest) and the ``recent`` newest, in stored order (oldest first).
 
     Example::
 
@@ -110,26 +82,15 @@ def rank_facts(facts: Sequence[Fact], query: str, top_k: int, recent: int) -> li
     if not count:
         return []
     chosen = set(range(max(0, count - recent), count))
-    terms = set(_tokens(query))
+    terms = [(term, 1.0) for term in dict.fromkeys(_terms(query))]  # each query term once
     if terms and top_k:
-        docs = [_tokens(f"{fact.subject} {fact.text}") for fact in facts]
-        average = sum(len(doc) for doc in docs) / count or 1.0
-        frequency = {term: sum(1 for doc in docs if term in doc) for term in terms}
-        scored: list[tuple[float, int]] = []
-        for index, doc in enumerate(docs):
-            score = 0.0
-            norm = _K1 * (1 - _B + _B * len(doc) / average)
-            for term in terms:
-                hits = doc.count(term)
-                if hits:
-                    n = frequency[term]
-                    idf = math.log(1 + (count - n + 0.5) / (n + 0.5))
-                    score += idf * hits * (_K1 + 1) / (hits + norm)
-            if score > 0:
-                scored.append((-score, -index))  # best first; among equals the newest
-        scored.sort()
-        chosen.update(-index for _, index in scored[:top_k])
-    return [facts[index] for index in sorted(chosen)]
+        index = BM25Index(
+            ((str(position), ((f"{fact.subject} {fact.text}", 1.0),)) for position, fact in enumerate(facts)),
+            analyzer=_terms,
+        )
+        scored = sorted(index.term_scores(terms), key=lambda item: (-item[1], -int(item[0])))  # ties: newest
+        chosen.update(int(key) for key, _ in scored[:top_k])
+    return [facts[position] for position in sorted(chosen)]
 
 
 def render_note(facts: Sequence[Fact], header: str = DEFAULT_HEADER) -> str:
