@@ -44,10 +44,12 @@ class CountingEncoder:
     def __init__(self, inner: MiniLMEncoder) -> None:
         self.inner = inner
         self.texts: list[str] = []
+        self.batches: list[list[str]] = []
         self.model_id, self.dimension = inner.model_id, inner.dimension
 
     def encode(self, texts: Any, progress: Any = None) -> Any:
         self.texts.extend(texts)
+        self.batches.append(list(texts))
         return self.inner.encode(texts, progress)
 
 
@@ -221,7 +223,8 @@ def test_hybrid_fuses_by_reciprocal_rank_or_interleaving(hybrid: HybridToolIndex
     semantic = hybrid.embedding.ranking(hybrid.lexical.corrected(query), hybrid.depth)
     from beamfilter_builtins._fusion import interleave, reciprocal_rank_fusion
 
-    assert hybrid.search(query, 5) == reciprocal_rank_fusion([lexical, semantic], 5, k=5.0)
+    assert hybrid.embedding_weight == 1.5
+    assert hybrid.search(query, 5) == reciprocal_rank_fusion([lexical, semantic], 5, k=5.0, weights=(1.0, 1.5))
     hybrid.fusion = "interleave"
     try:
         assert hybrid.search(query, 5) == interleave([lexical, semantic], 5)
@@ -273,3 +276,27 @@ def test_backend_names_and_cache_dir_option() -> None:
     assert isinstance(flt.extras["index"], EmbeddingToolIndex)
     assert flt.extras["index"].cache is None
     assert isinstance(tool_search_filter(backend="hybrid", cache_dir=None).extras["index"], HybridToolIndex)
+
+
+def test_query_vectors_are_remembered_and_the_steps_are_encoded_in_one_batch() -> None:
+    index = EmbeddingToolIndex(cache_dir=None, progress=None)
+    index.build(small_tools())
+    spy = counted(index)
+    assert index.search("send a mail", 1) == ["send_email"]
+    assert index.search("send a mail", 1) == ["send_email"]
+    assert spy.texts == ["send a mail"]  # the second search reused the vector
+    assert index.search("send a mail, then unstage all my files", 2) == ["send_email", "git__git_reset"]
+    assert spy.batches == [["send a mail"], ["unstage all my files"]]  # the known step reused
+    assert index.search("forecast for Oslo, then write an e-mail", 2) == ["get_weather", "send_email"]
+    assert spy.batches[2:] == [["forecast for Oslo", "write an e-mail"]]  # both steps in one batch
+    assert index.rankings(["", "   "], 3) == [[], []]
+    assert index.rankings(["weather"], 0) == [[]]
+    for number in range(300):  # at most 256 query vectors are kept, the oldest dropped first
+        index.query_vectors([f"q{number}"])
+    assert len(index._queries) == 256
+    assert next(iter(index._queries)) == "q44"
+
+
+def test_embedding_text_is_the_name_words_and_the_description() -> None:
+    assert embedding_text(small_tools()[2]) == "git reset: Unstages all staged changes"
+    assert embedding_text(Tool.declaration("notion__API-get-user", "", {})) == "API get user:"

@@ -63,6 +63,27 @@ def test_split_steps_and_fusion() -> None:
     assert split_steps("stage it and then commit; afterwards push") == ["stage it", "commit", "push"]
     assert split_steps("Lies die Datei und dann lösche sie") == ["Lies die Datei und", "lösche sie"]
     assert split_steps("what time is it") == ["what time is it"]
+    # commas and "and" cut only between clauses of two content words or more
+    assert split_steps("open the login page, fill in the username and click sign in") == [
+        "open the login page",
+        "fill in the username",
+        "click sign in",
+    ]
+    assert split_steps("push the fixed file, and open a pull request") == ["push the fixed file", "open a pull request"]
+    assert split_steps("search for cats and dogs") == ["search for cats and dogs"]
+    assert split_steps("list branches, tags") == ["list branches, tags"]
+    assert split_steps("read it, then list open issues and pull requests") == [
+        "read it",
+        "list open issues",
+        "pull requests",
+    ]
+    assert split_steps("a b, c d and e f, g h and i j") == ["a b, c d and e f, g h and i j"]  # single letters: no words
+    assert split_steps("red apples, green pears, yellow plums, blue berries, pink roses") == [
+        "red apples",
+        "green pears",
+        "yellow plums",
+        "blue berries pink roses",
+    ]
     assert split_steps("then") == ["then"]
     assert split_steps("a; b; c; d; e; f") == ["a", "b", "c", "d e f"]
     assert interleave([["a", "b", "c"], ["x", "a"]], 10) == ["a", "x", "b", "c"]
@@ -72,6 +93,10 @@ def test_split_steps_and_fusion() -> None:
     # equal fused scores: the better single rank first, then the name
     assert reciprocal_rank_fusion([["a", "b"], ["b", "a"]], 2, k=60) == ["a", "b"]
     assert reciprocal_rank_fusion([["b"], ["a"]], 5) == ["a", "b"]
+    # weighted: a = 1/2 + 1.5/3 = 1.0, b = 1/3 + 1.5/2 = 1.083
+    assert reciprocal_rank_fusion([["a", "b"], ["b", "a"]], 2, k=1, weights=(1.0, 1.5)) == ["b", "a"]
+    assert reciprocal_rank_fusion([["a", "b"], ["b", "a"]], 2, k=1, weights=(1.0, 1.0)) == ["a", "b"]
+    assert reciprocal_rank_fusion([["a", "b"], ["b", "a"]], 2, k=1, weights=(1.0, 0.99)) == ["a", "b"]
 
 
 def test_fields_of_a_tool_include_server_and_parameters() -> None:
