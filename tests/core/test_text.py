@@ -236,6 +236,12 @@ def test_stem_edges() -> None:
     assert stem("Files") == "Fil"  # case is the caller's business (words() lower-cases)
     assert stem("file2") == "file2"
     assert stem("cafés") == "cafés"  # not ASCII
+    assert stem("speeds") == "speed"  # one suffix only: not speed -> spe
+    assert stem("embeds") == "embed"
+    assert stem("adding") == "add"  # three letters left: not undoubled
+    assert stem("freeing") == "fre"
+    assert stem("cat") == "cat"
+    assert stem("ate") == "ate"
 
 
 def test_analyze_drops_single_latin_letters_only() -> None:
@@ -248,3 +254,13 @@ def test_import_beamfilter_core_does_not_load_the_text_module() -> None:
     code = "import sys, beamfilter_core; print('beamfilter_core.text' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_one_document_and_empty_documents() -> None:
+    single = BM25Index([("only", (("alpha beta beta", 1),))])
+    idf = math.log(1 + 0.5 / 1.5)
+    # one document: its length is the average, so norm = k1
+    assert single.scores("beta") == [("only", pytest.approx(idf * 2 * 2.2 / (2 + 1.2), rel=1e-12))]
+    empty = BM25Index([("a", (("", 1),)), ("b", (("the", 0),))])
+    assert empty.scores("the") == []  # a zero-weight field adds no term frequency
+    assert len(empty) == 2

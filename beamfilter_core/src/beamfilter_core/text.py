@@ -90,6 +90,9 @@ def words(text: str) -> list[str]:
 # Suffixes stripped, longest first, each only when at least three characters remain.
 _SUFFIXES = ("ational", "ations", "ation", "ingly", "ings", "ing", "edly", "ied", "ies", "ed", "es", "s")
 _KEEP_ENDINGS = ("ss", "us", "is", "ys")
+# A doubled final consonant left by -ing/-ed is undoubled (running -> run), but not ll/ss/zz
+# (installed -> install).
+_UNDOUBLED = frozenset(letter * 2 for letter in "abcdefghijkmnopqrtuvwxy")
 
 
 def stem(word: str) -> str:
@@ -99,7 +102,7 @@ def stem(word: str) -> str:
     ``queries``/``query`` -> ``queri``; ``running`` -> ``run``. Words of three letters or
     fewer, digits and non-Latin words are returned unchanged.
     """
-    if len(word) <= 3 or not word.isascii() or not word.isalpha():
+    if not word.isascii() or not word.isalpha():
         return word
     base = word
     for suffix in _SUFFIXES:
@@ -113,8 +116,7 @@ def stem(word: str) -> str:
             base = base[: -len(suffix)] + "at"
         else:
             base = base[: -len(suffix)]
-            # running -> runn -> run; but keep "ll"/"ss"/"zz" (installed -> install)
-            doubled = len(base) > 3 and base[-1] == base[-2] and base[-1] not in "lsz"
+            doubled = len(base) > 3 and base[-2:] in _UNDOUBLED
             if suffix in ("ing", "ed", "ings", "edly", "ingly") and doubled:
                 base = base[:-1]
         break
