@@ -92,7 +92,7 @@ def test_a_private_key_is_held_from_begin_to_end_and_released_after() -> None:
         seen.extend(emitted)
         assert secret not in "".join(seen)
     assert "".join(seen) == "before\n[REDACTED]\nafter the key.\n"
-    assert state[1] == ""
+    assert state.held == ""
 
 
 def test_a_cut_private_key_is_hidden_up_to_where_it_stops() -> None:

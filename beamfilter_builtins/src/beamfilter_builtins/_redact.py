@@ -118,10 +118,7 @@ def redact_filter(
         msg = f"{_OWNER}(patterns={patterns!r}, default_rules=False) has no rules; give patterns or keep the defaults."
         raise ConfigError(msg)
     redactor = Redactor(rules, replacement=replacement, max_length=max_length, cache_size=cache_size, where=_OWNER)
-    if redactor.context:
-        transform = TokenTransform(redactor.step, ("", ""), redactor.flush_in_context, applies_to)
-    else:
-        transform = TokenTransform(redactor.step, "", redactor.flush, applies_to)
+    transform = TokenTransform(redactor.step, redactor.start, redactor.flush, applies_to)
     return Filter(name, token=transform, extras={"redactor": redactor})
 
 

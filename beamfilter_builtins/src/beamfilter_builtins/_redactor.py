@@ -13,8 +13,10 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Sequence
+from re import _compiler as compiler  # type: ignore[attr-defined]  # compiles a parsed look-back
+from re import _constants as C  # type: ignore[attr-defined]  # the parser's opcodes
 from re import _parser  # type: ignore[attr-defined]  # widths of a pattern
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from beamfilter_core.errors import ConfigError
 
@@ -25,6 +27,7 @@ __all__ = ["Redactor", "compile_rule"]
 
 _CACHED_TEXT = 32  # scans of texts up to this length are remembered
 _UNBOUNDED = _parser.MAXREPEAT - 1  # what getwidth() reports for unbounded patterns
+_SINGLE = (C.LITERAL, C.NOT_LITERAL, C.ANY, C.IN)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -91,11 +94,70 @@ class _Group(NamedTuple):
     rules: list[_Rule]
 
 
+class _State(dict[str, "tuple[Sequence[str], _State]"]):
+    """A point in a stream: the text before the held tail that look-backs see, the held
+    tail, and the steps already taken from here (token -> (emitted, next state))."""
+
+    __slots__ = ("context", "held")
+
+    # Two states are the same point only if they are the same object (not equal contents).
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__  # type: ignore[assignment]
+
+    def __init__(self, context: str, held: str) -> None:
+        super().__init__()
+        self.context = context
+        self.held = held
+
+    def __repr__(self) -> str:
+        return f"_State({self.context!r}, {self.held!r})"
+
+
+def _look_back_probes(patterns: Sequence[re.Pattern[str]]) -> tuple[re.Pattern[str], ...] | None:
+    """One-character patterns that decide everything the rules' look-backs see of the
+    character before a position (``\\b``, ``^``, one-character lookbehinds), or None when
+    some look-back is wider or scoped by inline flags (the context is then kept as is)."""
+    probes: dict[tuple[str, int], re.Pattern[str]] = {}
+    for pattern in patterns:
+        parsed = _parser.parse(pattern.pattern, pattern.flags)
+        flags = parsed.state.flags & (re.ASCII | re.IGNORECASE)
+        stack = list(parsed)
+        while stack:
+            op, av = stack.pop()
+            if op is C.AT:
+                if av in (C.AT_BOUNDARY, C.AT_NON_BOUNDARY):
+                    probes.setdefault((r"\w", flags), re.compile(r"\w", flags))
+                elif av == C.AT_BEGINNING and parsed.state.flags & re.MULTILINE:
+                    probes.setdefault(("\n", 0), re.compile("\n"))
+            elif op in (C.ASSERT, C.ASSERT_NOT):
+                direction, body = av
+                if direction == -1:
+                    if body.getwidth() != (1, 1) or any(item[0] not in _SINGLE for item in body):
+                        return None
+                    probe = compiler.compile(body, parsed.state.flags)
+                    probes.setdefault((repr(list(body)), flags), probe)
+                else:
+                    stack.extend(body)
+            elif op is C.SUBPATTERN:
+                if av[1] or av[2]:  # inline flags change how a look-back inside reads
+                    return None
+                stack.extend(av[3])
+            elif op is C.BRANCH:
+                for branch in av[1]:
+                    stack.extend(branch)
+            elif op is C.ATOMIC_GROUP:
+                stack.extend(av)
+            elif op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+                stack.extend(av[2])
+    return tuple(probes.values())
+
+
 class Redactor:
     """Redaction by a set of rules; ``step``/``flush`` (or the ``*_in_context`` pair) stream it."""
 
     __slots__ = (
-        "cache",
+        "cache_size",
+        "classes",
         "context",
         "first",
         "full",
@@ -105,10 +167,14 @@ class Redactor:
         "limit",
         "min_width",
         "plain",
+        "probes",
+        "remembered",
         "replacement",
+        "representatives",
         "rules",
         "search",
         "starting",
+        "states",
         "step",
     )
 
@@ -163,13 +229,21 @@ class Redactor:
         self.groups: dict[tuple[int, ...], _Group] = {}
         if self.first is not None:
             self.hold = self._hold_grouped
-        # Streams repeat a small vocabulary of tokens, and a short scan depends only on
-        # its text: remember the results (bounded) so most tokens cost one dict lookup.
-        self.cache: dict[str | tuple[str, str], Any] = {}
         self.min_width = min(_widths(p)[0] for p in patterns)
         # Characters before the held tail that \b, ^ and lookbehinds need to see (0: none).
         self.context = max(context_width(p, max_length) for p in patterns)
-        self.step = self._make_step(cache_size) if not self.context else self._make_step_in_context(cache_size)
+        # One character of context is kept as the first character seen of its class (all
+        # letters look alike to "\b" and "(?<![A-Za-z0-9])"), so few states recur.
+        self.probes = _look_back_probes(patterns) if self.context == 1 else None
+        self.classes: dict[str, str] = {}
+        self.representatives: dict[tuple[bool, ...], str] = {}
+        # Streams repeat a small vocabulary of tokens from a few states (what is held and
+        # the look-back context): each state remembers the step each short token took from
+        # it, so most tokens cost one dict lookup. Bounded by cache_size steps and states.
+        self.cache_size = cache_size
+        self.states: dict[tuple[str, str], _State] = {}
+        self.remembered = 0
+        self.step = self._make_step()
 
     # -- one match -------------------------------------------------------------------
 
@@ -305,82 +379,85 @@ class Redactor:
             out.append(piece)
             pos = start = m.end()
 
-    def _make_step(self, cache_size: int) -> Callable[[str, str], tuple[Sequence[str], str]]:
-        """The per-token function for rules that never look back, with its needs bound as locals."""
-        cache = self.cache
-        remembered = cache.get
-        first = self.first
-        scan = self.scan
+    def start(self) -> _State:
+        """The state a stream starts in (``TokenTransform``'s ``init``)."""
+        return self._state("", "")
 
-        def miss(text: str, held: str, token: str) -> tuple[Sequence[str], str]:
-            if not held and first is not None and first.isdisjoint(token):  # no lead character at all
-                result: tuple[Sequence[str], str] = ((token,), "")
-            else:
-                out, rest = scan(text)
-                result = (tuple(out), rest)
-            if cache_size and len(text) <= _CACHED_TEXT:
-                if len(cache) >= cache_size:
-                    cache.clear()
-                cache[text] = result
-            return result
+    def _state(self, context: str, held: str) -> _State:
+        """The one state object for ``(context, held)``, so its remembered steps are shared."""
+        if not self.cache_size or len(held) > _CACHED_TEXT:
+            return _State(context, held)
+        states = self.states
+        state = states.get((context, held))
+        if state is None:
+            if len(states) >= self.cache_size:
+                self._forget()
+            state = states[context, held] = _State(context, held)
+        return state
 
-        def step(token: str, held: str) -> tuple[Sequence[str], str]:
-            if not token:  # an empty delta: nothing to emit, nothing learnt
-                return (), held
-            text = held + token if held else token
-            found = remembered(text)
-            if found is not None:
-                return found  # type: ignore[no-any-return]
-            return miss(text, held, token)
+    def _forget(self) -> None:
+        """Drop every remembered step (the bound is reached; the stream adapts to new tokens)."""
+        for state in list(self.states.values()):
+            state.clear()
+        self.states.clear()
+        self.remembered = 0
 
-        return step
-
-    def _make_step_in_context(
-        self, cache_size: int
-    ) -> Callable[[str, tuple[str, str]], tuple[Sequence[str], tuple[str, str]]]:
-        """The per-token function for rules that look back: the state keeps the text before the tail."""
-        cache = self.cache
-        remembered = cache.get
+    def _make_step(self) -> Callable[[str, _State], tuple[Sequence[str], _State]]:
+        """The per-token function: one dictionary lookup for a step taken before."""
         scan = self.scan
         width = self.context
         first = self.first
+        states = self.states
+        cache_size = self.cache_size
+        klass = self._klass if self.probes is not None else None
+        next_state = self._state
 
-        def step(token: str, state: tuple[str, str]) -> tuple[Sequence[str], tuple[str, str]]:
+        def miss(token: str, state: _State) -> tuple[Sequence[str], _State]:
             if not token:  # an empty delta: nothing to emit, nothing learnt
                 return (), state
-            context, held = state
+            context, held = state.context, state.held
             body = held + token if held else token
-            # Only a rule starting in the first ``width`` characters can see the context:
-            # when none can start there, the scan depends on the body alone (most tokens).
-            key: str | tuple[str, str] = (
-                body if first is not None and first.isdisjoint(body[:width]) else (context, body)
-            )
-            found = remembered(key)
-            if found is None:
-                if not held and first is not None and first.isdisjoint(token):
-                    found = ((token,), "")
+            if not held and first is not None and first.isdisjoint(token):  # no lead character at all
+                out: tuple[str, ...] = (token,)
+                rest = ""
+            else:
+                emitted, rest = scan(context + body, len(context))
+                out = tuple(emitted)
+            after = ""
+            if width:
+                # The characters before the new held tail, for the look-backs of the next scan.
+                text = context + body
+                cut = len(text) - len(rest)
+                after = text[max(0, cut - width) : cut]
+                if klass is not None and after:
+                    after = klass(after)
+            result = (out, next_state(after, rest))
+            if cache_size and len(body) <= _CACHED_TEXT and states.get((context, held)) is state:
+                if self.remembered >= cache_size:
+                    self._forget()
                 else:
-                    out, rest = scan(context + body, len(context))
-                    found = (tuple(out), rest)
-                if cache_size and len(body) <= _CACHED_TEXT:
-                    if len(cache) >= cache_size:
-                        cache.clear()
-                    cache[key] = found
-            out, rest = found
-            cut = len(body) - len(rest)  # in body
-            if cut >= width:
-                return out, (body[cut - width : cut], rest)
-            text = context + body
-            cut += len(context)
-            return out, (text[max(0, cut - width) : cut], rest)
+                    state[token] = result
+                    self.remembered += 1
+            return result
+
+        def step(token: str, state: _State) -> tuple[Sequence[str], _State]:
+            return state.get(token) or miss(token, state)
 
         return step
 
-    def flush(self, held: str) -> list[str]:
-        """The end of a stream (rules that never look back): the held tail, redacted."""
-        return [self.redact(held)] if held else []
+    def _klass(self, char: str) -> str:
+        """The first character seen that every look-back of the rules treats like ``char``."""
+        found = self.classes.get(char)
+        if found is None:
+            probes = self.probes
+            assert probes is not None  # only called when the rules' look-backs are known
+            signature = tuple(probe.fullmatch(char) is not None for probe in probes)
+            found = self.representatives.setdefault(signature, char)
+            if len(self.classes) < 4096:
+                self.classes[char] = found
+        return found
 
-    def flush_in_context(self, state: tuple[str, str]) -> list[str]:
-        """The end of a stream (rules that look back)."""
-        context, held = state
+    def flush(self, state: _State) -> list[str]:
+        """The end of a stream: the held tail, redacted."""
+        context, held = state.context, state.held
         return [self._sub(context + held, len(context))] if held else []
