@@ -227,8 +227,6 @@ class Redactor:
             for c in self.first:
                 self.starting[c] = tuple(i for i, found in enumerate(chars) if found is not None and c in found)
         self.groups: dict[tuple[int, ...], _Group] = {}
-        if self.first is not None:
-            self.hold = self._hold_grouped
         self.min_width = min(_widths(p)[0] for p in patterns)
         # Characters before the held tail that \b, ^ and lookbehinds need to see (0: none).
         self.context = max(context_width(p, max_length) for p in patterns)
@@ -297,18 +295,6 @@ class Redactor:
         end = len(text)
         m = self.hold(text, max(start, end - self.limit))
         return end if m is None else m.start()
-
-    def _hold_grouped(self, text: str, start: int) -> re.Match[str] | None:
-        """The leftmost tail from ``start`` that more text could change, rule group by rule group."""
-        m = self.lead(text, start)
-        while m is not None:
-            at = m.start()
-            if len(text) - at <= self.limit:
-                found = self._group(text[at]).hold(text, at)
-                if found is not None:
-                    return found
-            m = self.lead(text, at + 1)
-        return None
 
     def _group(self, char: str) -> _Group:
         indexes = self.starting[char]
