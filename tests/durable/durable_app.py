@@ -120,7 +120,10 @@ def transfer(turn: str, amount: int, context: dict[str, Any]) -> str:
     key = idempotency_key(context)
     url = os.environ.get("BF_LEDGER")
     if url and key:
+        _phase(f"transfer {key}")
         _note_entry(url, key, 0)
+        if turn in os.environ.get("BF_SLOW_TRANSFER", "").split(","):
+            time.sleep(60)  # a kill lands here: inside the approved call
         _apply(url, key, turn, amount)
         _note_entry(url, key, 1)
     return f"transferred {amount} for {turn}"
@@ -162,13 +165,31 @@ async def reply(request: ChatRequest) -> ChatResponse:
     return ChatResponse.from_text(f"Turn {turn} is done after {len(results)} tool calls: " + "; ".join(results) + ".")
 
 
+class SlowTake:
+    """A memory store that stops after taking the pause of a conversation named in
+    ``BF_SLOW_TAKE``: the taking is committed, the step that took it is not recorded."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def take_pause(self, conversation_id: str, pause_id: str | None = None) -> Any:
+        taken = await self.inner.take_pause(conversation_id, pause_id)
+        if taken is not None and conversation_id in os.environ.get("BF_SLOW_TAKE", "").split(","):
+            _phase(f"took the pause of {conversation_id}")
+            await asyncio.sleep(60)  # a kill lands here
+        return taken
+
+
 def kernel() -> Kernel:
     """The kernel of every durable test turn (memory in ``BF_MEMORY`` when set)."""
     filters = []
     memory = os.environ.get("BF_MEMORY")
     if memory:
-        from beamfilter_memory import memory_filter
+        from beamfilter_memory import memory_filter, open_store
 
-        filters.append(memory_filter(memory))
+        filters.append(memory_filter(SlowTake(open_store(memory))))
     model = ScriptedModel([reply], repeat=True, chunk=4, token_delay=float(os.environ.get("BF_TOKEN_SECONDS", "0")))
     return Kernel(model, tools=[effect, transfer], filters=filters, gate=gate)

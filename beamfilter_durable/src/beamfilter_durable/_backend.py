@@ -49,6 +49,9 @@ class DurableBackend(Protocol):
     """What durable turns need from an engine (workflow side, then caller side)."""
 
     name: str
+    #: A secret every worker of this engine shares: pauses of kernels without a pause_key
+    #: are signed with it, so a recovering worker resumes the very pause a dead one made.
+    pause_secret: str
 
     # -- inside a turn's workflow ----------------------------------------------------------
 

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from dbos import DBOS, DBOSConfig, SetWorkflowID, WorkflowStatus
+from dbos import DBOS, DBOSClient, DBOSConfig, EnqueueOptions, SetWorkflowID, WorkflowStatus
 from dbos._context import get_local_dbos_context
 from dbos._error import DBOSAwaitedWorkflowCancelledError
 
@@ -22,25 +22,57 @@ from beamfilter_core.errors import DurableError
 from ._backend import TurnInfo
 from ._options import DurableOptions
 
-__all__ = ["TURN_WORKFLOW", "DbosBackend", "app_version", "info_of", "sqlite_engine", "waiting"]
+__all__ = [
+    "TURN_WORKFLOW",
+    "DbosBackend",
+    "DbosClientBackend",
+    "TurnBody",
+    "app_version",
+    "info_of",
+    "same_database",
+    "sqlite_engine",
+    "waiting",
+]
 
 T = TypeVar("T")
 
 #: The registered name of the turn workflow: workers find its code by this name.
 TURN_WORKFLOW = "beamfilter.turn"
-_FINISHED = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
 _NO_RETRIES: Any = {"retries_allowed": False}
 
-_turn_body: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
+#: What a turn's workflow runs: (this process's backend, the workflow input) -> the result.
+TurnBody = Callable[["DbosBackend", dict[str, Any]], Awaitable[dict[str, Any]]]
+_bound: tuple[DbosBackend, TurnBody] | None = None
 
 
 @DBOS.workflow(name=TURN_WORKFLOW)
 async def _turn_workflow(payload: dict[str, Any]) -> dict[str, Any]:
-    # The body lives in _turn.py (engine-neutral); it is bound when the backend starts.
-    if _turn_body is None:  # pragma: no cover - the backend binds it before DBOS launches
+    # The body lives in _runtime.py (engine-neutral); it is bound before DBOS launches.
+    if _bound is None:  # pragma: no cover - the backend binds it before DBOS launches
         msg = "beamfilter-durable's turn workflow ran before its backend started"
         raise DurableError(msg)
-    return await _turn_body(payload)
+    backend, body = _bound
+    if not backend.ready.is_set():
+        # launching recovers this executor's turns at once, before the launch has finished
+        await asyncio.to_thread(backend.ready.wait)
+    return await body(backend, payload)
+
+
+#: The workflow (one per system database) that draws the secret its workers sign pauses with.
+PAUSE_SECRET_WORKFLOW = "beamfilter.pause-secret"
+
+
+@DBOS.step(name="beamfilter.pause-secret.draw")
+def _draw_pause_secret() -> str:
+    import secrets
+
+    return secrets.token_hex(32)
+
+
+@DBOS.workflow(name=PAUSE_SECRET_WORKFLOW)
+def _pause_secret_workflow() -> str:
+    # a step: of workers launching at once, the engine records one draw and all read it
+    return _draw_pause_secret()
 
 
 def waiting(record: Any, decided: str | None) -> bool:
@@ -59,6 +91,16 @@ def app_version(options: DurableOptions) -> str:
     from . import __version__
 
     return options.app_version or f"beamfilter-durable-{__version__}"
+
+
+def same_database(current: DurableOptions, wanted: DurableOptions) -> None:
+    """Refuse a second system database in this process (DBOS holds one per process)."""
+    if current.database != wanted.database:
+        msg = (
+            f"This process already runs durable turns on {current.database!r}; "
+            f"DBOS holds one system database per process, so {wanted.database!r} needs its own process."
+        )
+        raise DurableError(msg)
 
 
 class _Slot:
@@ -164,38 +206,108 @@ def _use_wal(dbapi_conn: Any, patience: float = 30.0) -> None:
             pause = min(pause * 2, 0.5)
 
 
-class DbosBackend:
-    """Durable turns on DBOS Transact (SQLite or PostgreSQL system database)."""
+class _Callers:
+    """The caller side of durable turns over DBOS's API: ``DBOS`` itself in a process that
+    runs turns, a ``DBOSClient`` in one that only submits them (the two have the same calls)."""
 
     name = "dbos"
+
+    def __init__(self, options: DurableOptions, api: Any) -> None:
+        self.options = options
+        self.api = api
+
+    async def _handle(self, turn_id: str) -> Any:
+        found = await self.api.list_workflows_async(workflow_ids=[turn_id], load_input=False, load_output=False)
+        if not found:
+            msg = f"No durable turn {turn_id!r} exists."
+            raise DurableError(msg)
+        return await self.api.retrieve_workflow_async(turn_id)
+
+    async def outcome(
+        self, turn_id: str, *, pause_key: str, poll: float = 0.05, decided: str | None = None
+    ) -> tuple[str, Any]:
+        handle = await self._handle(turn_id)
+        finished = asyncio.ensure_future(handle.get_result(polling_interval_sec=poll))
+        try:
+            while True:
+                done, _ = await asyncio.wait({finished}, timeout=poll)
+                if done:
+                    try:
+                        return "done", finished.result()
+                    except DBOSAwaitedWorkflowCancelledError:
+                        msg = f"The durable turn {turn_id!r} was cancelled; `beamfilter durable resume` runs it on."
+                        raise DurableError(msg) from None
+                paused = await self.api.get_event_async(turn_id, pause_key, timeout_seconds=0)
+                if waiting(paused, decided):
+                    return "paused", paused
+        finally:
+            if not finished.done():
+                finished.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await finished
+
+    async def read(self, turn_id: str, key: str) -> Any:
+        return await self.api.get_event_async(turn_id, key, timeout_seconds=0)
+
+    async def send(self, turn_id: str, topic: str, message: Any, *, idempotency_key: str) -> None:
+        await self.api.send_async(turn_id, message, topic, idempotency_key=idempotency_key)
+
+    async def info(self, turn_id: str) -> TurnInfo | None:
+        found = await self.api.list_workflows_async(workflow_ids=[turn_id], load_input=False, load_output=False)
+        if not found:
+            return None
+        steps = await self.api.list_workflow_steps_async(turn_id, load_output=False)
+        return info_of(found[0], steps)
+
+    async def turns(
+        self, *, prefix: str | None = None, status: str | None = None, limit: int = 100
+    ) -> Sequence[TurnInfo]:
+        found = await self.api.list_workflows_async(
+            name=TURN_WORKFLOW,
+            workflow_id_prefix=prefix,
+            status=status,
+            limit=limit,
+            sort_desc=True,
+            load_input=False,
+            load_output=False,
+        )
+        return [info_of(s) for s in found]
+
+    async def cancel(self, turn_id: str) -> None:
+        await self.api.cancel_workflow_async(turn_id)
+
+    async def restart(self, turn_id: str) -> None:
+        await self.api.resume_workflow_async(turn_id)
+
+
+class DbosBackend(_Callers):
+    """Durable turns on DBOS Transact (SQLite or PostgreSQL system database)."""
+
     _lock = threading.Lock()
     _shared: DbosBackend | None = None
 
     def __init__(self, options: DurableOptions) -> None:
-        self.options = options
+        super().__init__(options, DBOS)
         self.launched = False
+        #: set once launched and the pause secret is drawn: recovered turns wait for it
+        self.ready = threading.Event()
         self.queue: Any = None
         self._handles: dict[str, Any] = {}
         self.launch_error: BaseException | None = None
+        #: signs the pauses of kernels without a pause_key, the same in every worker
+        self.pause_secret = ""
 
     @classmethod
-    def shared(
-        cls, options: DurableOptions, body: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
-    ) -> DbosBackend:
+    def shared(cls, options: DurableOptions, body: TurnBody) -> DbosBackend:
         """This process's backend for ``options.database`` (created and launched once)."""
-        global _turn_body
+        global _bound
         with cls._lock:
             current = cls._shared
             if current is not None:
-                if current.options.database != options.database:
-                    msg = (
-                        f"This process already runs durable turns on {current.options.database!r}; "
-                        f"DBOS holds one system database per process, so {options.database!r} needs its own process."
-                    )
-                    raise DurableError(msg)
+                same_database(current.options, options)
                 return current
-            _turn_body = body
             backend = cls(options)
+            _bound = (backend, body)
             # DBOS's setup calls refuse to run on a thread whose event loop is running
             launcher = threading.Thread(target=backend._launch_reporting, name="beamfilter-durable-launch")
             launcher.start()
@@ -218,6 +330,8 @@ class DbosBackend:
             self._launch()
         except BaseException as exc:  # noqa: BLE001  # re-raised on the caller's thread
             self.launch_error = exc
+        finally:
+            self.ready.set()
 
     def _launch(self) -> None:
         _private_jitter()
@@ -236,6 +350,8 @@ class DbosBackend:
         logging.getLogger("dbos").setLevel(logging.WARNING)
         DBOS(config=config)
         DBOS.launch()
+        with SetWorkflowID(PAUSE_SECRET_WORKFLOW):
+            self.pause_secret = DBOS.start_workflow(_pause_secret_workflow).get_result()
         queue = options.queue
         if queue is not None:  # stored in the system database: registered once launched
             self.queue = DBOS.register_queue(
@@ -275,74 +391,43 @@ class DbosBackend:
                 handle = await self.queue.enqueue_async(_turn_workflow, dict(payload))
             else:
                 handle = await DBOS.start_workflow_async(_turn_workflow, dict(payload))
-        # a turn started here is awaited directly; others are polled for
         self._handles[turn_id] = handle
 
-    async def outcome(
-        self, turn_id: str, *, pause_key: str, poll: float = 0.05, decided: str | None = None
-    ) -> tuple[str, Any]:
+    async def _handle(self, turn_id: str) -> Any:
+        # a turn started here is awaited directly; others are looked up
         handle = self._handles.pop(turn_id, None)
-        if handle is None:  # a turn this process did not just start: look it up
-            if await DBOS.get_workflow_status_async(turn_id) is None:
-                msg = f"No durable turn {turn_id!r} exists."
-                raise DurableError(msg)
-            handle = await DBOS.retrieve_workflow_async(turn_id)
-        finished = asyncio.ensure_future(handle.get_result(polling_interval_sec=poll))
-        try:
-            while True:
-                done, _ = await asyncio.wait({finished}, timeout=poll)
-                if done:
-                    return "done", self._result(turn_id, finished)
-                paused = await DBOS.get_event_async(turn_id, pause_key, timeout_seconds=0)
-                if waiting(paused, decided):
-                    return "paused", paused
-        finally:
-            if not finished.done():
-                finished.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await finished
-
-    @staticmethod
-    def _result(turn_id: str, finished: asyncio.Future[Any]) -> Any:
-        try:
-            return finished.result()
-        except DBOSAwaitedWorkflowCancelledError:
-            msg = f"The durable turn {turn_id!r} was cancelled; `beamfilter durable resume` runs it on."
-            raise DurableError(msg) from None
-
-    async def read(self, turn_id: str, key: str) -> Any:
-        return await DBOS.get_event_async(turn_id, key, timeout_seconds=0)
-
-    async def send(self, turn_id: str, topic: str, message: Any, *, idempotency_key: str) -> None:
-        await DBOS.send_async(turn_id, message, topic, idempotency_key=idempotency_key)
-
-    async def info(self, turn_id: str) -> TurnInfo | None:
-        status = await DBOS.get_workflow_status_async(turn_id)
-        if status is None:
-            return None
-        steps = await DBOS.list_workflow_steps_async(turn_id, load_output=False)
-        return info_of(status, steps)
-
-    async def turns(
-        self, *, prefix: str | None = None, status: str | None = None, limit: int = 100
-    ) -> Sequence[TurnInfo]:
-        found = await DBOS.list_workflows_async(
-            name=TURN_WORKFLOW,
-            workflow_id_prefix=prefix,
-            status=status,
-            limit=limit,
-            sort_desc=True,
-            load_input=False,
-            load_output=False,
-        )
-        return [info_of(s) for s in found]
-
-    async def cancel(self, turn_id: str) -> None:
-        await DBOS.cancel_workflow_async(turn_id)
-
-    async def restart(self, turn_id: str) -> None:
-        await DBOS.resume_workflow_async(turn_id)
+        return handle if handle is not None else await super()._handle(turn_id)
 
     def recover(self, executor_ids: Sequence[str]) -> int:
         """Take over the unfinished turns of dead workers (by executor id); returns how many."""
         return len(DBOS._recover_pending_workflows(list(executor_ids)))
+
+
+class DbosClientBackend(_Callers):
+    """The caller side alone (a ``DBOSClient``): submits turns to ``options.queue`` and
+    reads them, runs none, launches nothing in this process (a web front end, a test driver)."""
+
+    def __init__(self, options: DurableOptions) -> None:
+        if options.database.startswith("sqlite"):
+            client = DBOSClient(system_database_engine=sqlite_engine(options.database))
+        else:
+            client = DBOSClient(system_database_url=options.database)
+        super().__init__(options, client)
+
+    async def submit(self, turn_id: str, payload: Mapping[str, Any], *, here: bool = False) -> None:
+        if self.options.queue is None or here:
+            msg = (
+                "A durable runner that runs no turns itself (worker=False) submits them to a queue; "
+                'add queue = { name = "turns" } to [durable] and start workers (`beamfilter durable worker`).'
+            )
+            raise DurableError(msg)
+        enqueue: EnqueueOptions = {
+            "workflow_name": TURN_WORKFLOW,
+            "queue_name": self.options.queue.name,
+            "workflow_id": turn_id,
+            "app_version": app_version(self.options),
+        }
+        await self.api.enqueue_async(enqueue, dict(payload))
+
+    def close(self) -> None:
+        self.api.destroy()

@@ -81,4 +81,11 @@ def durable_kernel(kernel: Kernel, backend: DurableBackend) -> Kernel:
         filters[placed[0]] = steps  # the config chose where the step boundary lies
     else:
         filters.append(steps)
-    return kernel.with_filters(filters)
+    durable = kernel.with_filters(filters)
+    if not kernel._pause_keys.configured:
+        # Pauses of a durable turn are resumed by whichever worker runs the turn then: sign
+        # them with the engine's shared secret rather than this process's random one.
+        from beamfilter_core._pause import PauseKeys
+
+        durable._pause_keys = PauseKeys(backend.pause_secret)
+    return durable

@@ -12,8 +12,7 @@ from beamfilter_core import Decision, Event, Message, RunFinished, TextDelta, Tu
 from beamfilter_core.errors import DurableError
 
 from ._backend import TurnInfo
-from ._dbos import DbosBackend
-from ._dbos_client import DbosClientBackend
+from ._dbos import DbosBackend, DbosClientBackend
 from ._kernels import config_reference
 from ._options import DurableOptions
 from ._runtime import DECISION_TOPIC, PAUSE_KEY, Runtime, runtime

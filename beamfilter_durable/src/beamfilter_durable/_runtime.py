@@ -15,7 +15,7 @@ from typing import Any
 from beamfilter_core import Decision, Event, Kernel, Message, RunFinished, TurnResult, converter
 from beamfilter_core.errors import DurableError
 
-from ._dbos import DbosBackend
+from ._dbos import DbosBackend, same_database
 from ._kernels import durable_kernel, kernel_from_reference
 from ._options import DurableOptions
 from ._store import DurableStore
@@ -46,12 +46,15 @@ class Runtime:
 
     def kernel(self, reference: str) -> Kernel:
         """The durable kernel of ``reference``, built once per process."""
+        return self._kernel(reference, self.backend)
+
+    def _kernel(self, reference: str, backend: DbosBackend) -> Kernel:
         kernel = self._kernels.get(reference)
         if kernel is None:
             with self._kernel_lock:
                 kernel = self._kernels.get(reference)
                 if kernel is None:
-                    kernel = self._kernels[reference] = durable_kernel(kernel_from_reference(reference), self.backend)
+                    kernel = self._kernels[reference] = durable_kernel(kernel_from_reference(reference), backend)
         return kernel
 
     async def aclose(self) -> None:
@@ -61,11 +64,11 @@ class Runtime:
 
     # -- the workflow ----------------------------------------------------------------------
 
-    async def turn_body(self, payload: dict[str, Any]) -> dict[str, Any]:
-        backend = self.backend
+    async def turn_body(self, backend: DbosBackend, payload: dict[str, Any]) -> dict[str, Any]:
+        # ``backend``, not self.backend: turns recovered at launch run before __init__ returns
         turn = backend.current_turn()
         assert turn is not None  # the engine runs this as the turn's workflow
-        kernel = self.kernel(payload["config"])
+        kernel = self._kernel(payload["config"], backend)
         context: dict[str, Any] = dict(payload.get("context") or {})
         messages = [converter.structure(item, Message) for item in payload["input"]]
         try:
@@ -74,12 +77,13 @@ class Runtime:
             while result.status == "paused" and result.pause is not None:
                 index += 1
                 pause_id = f"{turn}:pause-{index}"
+                result = await self._recorded(backend, result)
                 record = {"pause_id": pause_id, "result": converter.unstructure(result)}
                 await backend.publish(PAUSE_KEY, record)
                 watcher = self.pause_watchers.get(turn)
                 if watcher is not None:
                     watcher(record)
-                decisions = await self._decision(turn, pause_id)
+                decisions = await self._decision(backend, turn, pause_id)
                 await backend.publish(PAUSE_KEY, {"pause_id": pause_id, "decided": True})
                 result = await self._resume(kernel, turn, result, decisions, context)
         finally:
@@ -88,6 +92,18 @@ class Runtime:
                 if isinstance(store, DurableStore):
                     store.forget(turn)
         return converter.unstructure(result)  # type: ignore[no-any-return]
+
+    async def _recorded(self, backend: DbosBackend, paused: TurnResult) -> TurnResult:
+        """The paused result as this turn's first attempt recorded it. A recovering worker
+        re-creates the pause with a fresh id (and signature); resuming the recorded one
+        instead makes the pause the store holds, the one published and the one resumed the
+        same pause, across any number of crashes."""
+
+        async def record() -> dict[str, Any]:
+            return converter.unstructure(paused)  # type: ignore[no-any-return]
+
+        recorded = await backend.take_step().run("beamfilter.pause", record)
+        return converter.structure(recorded, TurnResult)
 
     async def _run(self, kernel: Kernel, turn: str, messages: list[Message], context: dict[str, Any]) -> TurnResult:
         sink = self.sinks.get(turn)
@@ -103,10 +119,10 @@ class Runtime:
             return await kernel.resume(paused.pause, decisions, context=context)
         return await _drain(kernel.resume_stream(paused.pause, decisions, context=context), sink)
 
-    async def _decision(self, turn: str, pause_id: str) -> dict[str, Decision]:
+    async def _decision(self, backend: DbosBackend, turn: str, pause_id: str) -> dict[str, Decision]:
         timeout = self.options.decision_timeout
         while True:
-            message = await self.backend.receive(DECISION_TOPIC, timeout)
+            message = await backend.receive(DECISION_TOPIC, timeout)
             if message is None:
                 msg = f"The durable turn {turn!r} got no decision for {pause_id!r} within {timeout:g} s."
                 raise DurableError(msg)
@@ -132,12 +148,8 @@ def runtime(options: DurableOptions) -> Runtime:
     with _lock:
         if _runtime is None:
             _runtime = Runtime(options)
-        elif _runtime.options.database != options.database:
-            msg = (
-                f"This process already runs durable turns on {_runtime.options.database!r}; "
-                f"the engine holds one database per process, so {options.database!r} needs its own process."
-            )
-            raise DurableError(msg)
+        else:
+            same_database(_runtime.options, options)
         return _runtime
 
 

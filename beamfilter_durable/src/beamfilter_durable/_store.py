@@ -3,11 +3,13 @@
 The memory filter loads the history when a turn starts and commits the turn in one append
 at its end. In a durable turn both are steps: a recovering worker gets the history the turn
 started with (not the one it may have committed since), and an append that committed just
-before its worker died is recognised instead of stored twice.
+before its worker died is recognised instead of stored twice. A pause is taken by its id
+only: the recovered turn resumes the very pause it stored (same id, same signature).
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -64,40 +66,58 @@ class DurableStore:
         key = (turn, conversation_id)
         size = self._sizes.get(key)
         batch = list(messages)
+        pausing = pause if isinstance(pause, PauseState) else None
 
-        async def append() -> int:
+        async def append() -> dict[str, Any]:
             if size is not None:
                 stored = await self.inner.load(conversation_id)
                 if stored[size : size + len(batch)] == batch and len(stored) >= size + len(batch):
-                    # committed by an attempt whose worker died before the step was recorded
-                    return len(stored)
+                    # committed by an attempt whose worker died before the step was recorded;
+                    # that attempt's pause was never published, so this attempt's replaces it
+                    if pausing is not None:
+                        await self.inner.save_pause(conversation_id, pausing)
+                    return {"size": len(stored), "pause": pausing.to_json() if pausing else None}
             await self.inner.append(conversation_id, batch, pause=pause)
-            return (size or 0) + len(batch)
+            return {"size": (size or 0) + len(batch), "pause": pausing.to_json() if pausing else None}
 
-        self._sizes[key] = await self.backend.take_step().run("beamfilter.memory.append", append)
-        if isinstance(pause, PauseState):
-            self._pauses[key] = pause
+        recorded = await self.backend.take_step().run("beamfilter.memory.append", append)
+        self._sizes[key] = recorded["size"]
+        if recorded["pause"] is not None:
+            # the pause the store holds: on a replay, the first attempt's, not this one's
+            self._pauses[key] = PauseState.from_json(recorded["pause"])
 
     async def take_pause(self, conversation_id: str, pause_id: str | None = None) -> PauseState | None:
         turn = self.backend.current_turn()
         if turn is None:
             return await self.inner.take_pause(conversation_id, pause_id)
+        own = self._pauses.get((turn, conversation_id))
+        # Which attempt of this turn first came this far: another one than this means an
+        # attempt was killed around the take below.
+        attempt = uuid.uuid4().hex
+
+        async def arrive() -> str:
+            return attempt
+
+        first = await self.backend.take_step().run("beamfilter.memory.taking_pause", arrive)
 
         async def take() -> str | None:
+            # a compare-and-swap on the pause id, as outside durable turns: a pause with
+            # another id (a stale or forged state) is never taken
             taken = await self.inner.take_pause(conversation_id, pause_id)
-            if taken is None and pause_id is not None:
-                # A recovering worker re-creates the turn's pause with a new pause id while
-                # the store keeps the one the first worker committed: the turn's decision came
-                # exactly once through the engine, so the stored pause is this turn's to take.
-                taken = await self.inner.take_pause(conversation_id)
+            if (
+                taken is None
+                and first != attempt
+                and own is not None
+                and pause_id == own.pause_id
+                and await self.inner.load_pause(conversation_id) is None
+            ):
+                # This turn stored that pause, and an earlier attempt of this step took it
+                # and was killed before the step was recorded: it is still this turn's.
+                return own.to_json()
             return taken.to_json() if taken is not None else None
 
         recorded = await self.backend.take_step().run("beamfilter.memory.take_pause", take)
-        if recorded is not None:
-            return PauseState.from_json(recorded)
-        # A killed attempt took it already (its step was not recorded): the pause this turn
-        # stored itself is still its own to resume.
-        return self._pauses.get((turn, conversation_id))
+        return PauseState.from_json(recorded) if recorded is not None else None
 
     async def save_pause(self, conversation_id: str, pause: PauseState) -> None:
         if self.backend.current_turn() is None:
