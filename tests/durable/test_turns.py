@@ -287,4 +287,3 @@ async def stored(local: Local, conversation: str) -> list[Message]:
         return await store.load(conversation)
     finally:
         await store.aclose()
-
