@@ -76,6 +76,9 @@ def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
     finally:
         try:
             asyncio.run_coroutine_threadsafe(runner.aclose(), loop).result(30)
+            # turns still waiting here (a cancelled turn's workflow sits in its wait for a
+            # decision) end now, not when the collector finds them during a later test
+            asyncio.run_coroutine_threadsafe(_end_tasks(), loop).result(30)
         finally:
             shutdown()
             loop.call_soon_threadsafe(loop.stop)
@@ -86,6 +89,14 @@ def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
                     os.environ.pop(key, None)
                 else:
                     os.environ[key] = value
+
+
+async def _end_tasks() -> None:
+    current = asyncio.current_task()
+    tasks = [task for task in asyncio.all_tasks() if task is not current]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 @pytest.fixture(scope="session")
