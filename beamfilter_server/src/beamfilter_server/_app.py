@@ -161,6 +161,21 @@ class _Routes:
                     await entry.done.wait()
         return JSONResponse(self.gateway.poll(pause_id))
 
+    async def pauses(self, request: Request) -> Response:
+        if self._reviewer(request) is None:
+            msg = "Incorrect or missing reviewer key."
+            raise GatewayError(msg, status=401, code="invalid_api_key")
+        gateway = self.gateway
+        data = [
+            {
+                **gateway.pause_info(entry.pause),
+                "conversation_id": entry.conversation_id,
+                "created": int(entry.created),
+            }
+            for entry in gateway.inbox.pending()
+        ]
+        return JSONResponse({"object": "list", "data": data})
+
     async def decide_json(self, request: Request) -> Response:
         reviewer = self._reviewer(request)
         if reviewer is None:
@@ -332,6 +347,7 @@ def create_app(kernel: Kernel, options: ServerOptions | None = None) -> Starlett
         routes=[
             Route("/v1/chat/completions", _wrap(routes.chat), methods=["POST"]),
             Route("/v1/models", _wrap(routes.models), methods=["GET"]),
+            Route("/v1/pauses", _wrap(routes.pauses), methods=["GET"]),
             Route("/v1/pauses/{pause_id}", _wrap(routes.pause), methods=["GET"]),
             Route("/v1/pauses/{pause_id}/decide", _wrap(routes.decide_json), methods=["POST"]),
             Route("/inbox", _wrap(routes.inbox), methods=["GET"]),

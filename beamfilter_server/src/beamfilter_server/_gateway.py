@@ -276,22 +276,21 @@ class Gateway:
         produced before the HTTP status is sent, so a turn that fails at once is an error
         status, not a broken stream."""
         kernel, messages, calls = self._prepare(call, conversation_id)
-        token = current_calls.set(calls)
-        try:
-            events = kernel.run_stream(messages, context=self._context(conversation_id))
-        finally:
-            current_calls.reset(token)
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
         created = int(time.time())
         model = call.model
         limit = self.options.max_answer_chars
         sent = 0
-        iterator = aiter(events)
+        iterator = aiter(kernel.run_stream(messages, context=self._context(conversation_id)))
+        # The turn's task starts at the first event and copies the request's client calls
+        # from this context; the status line goes out only after that event.
+        token = current_calls.set(calls)
         try:
-            # Wait for the turn's first event before the status line goes out.
             first = await anext(iterator)
         except StopAsyncIteration:
             first = None
+        finally:
+            current_calls.reset(token)
         yield chunk(completion_id, model, created, {"role": "assistant", "content": ""})
         outcome: Outcome | None = None
         async for event in _chain(first, iterator):
