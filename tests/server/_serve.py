@@ -3,6 +3,7 @@ started as a real process on 127.0.0.1."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -19,6 +20,7 @@ from peers._peer import Peer
 #: The API key of the test gateways (given through $env, as a deployment would).
 API_KEY = "sk-test-gateway-key-0123456789"
 REVIEWER_KEY = "reviewer-key-abcdefghijklmnop"
+PAUSE_KEY = "pause-key-for-the-gateway-tests-0123456789"
 KEY_ENV = {"BF_TEST_API_KEY": API_KEY, "BF_TEST_REVIEWER_KEY": REVIEWER_KEY}
 
 
@@ -43,6 +45,7 @@ class Gateway:
         self.process = process
         self.url = url
         self.log = log
+        self.folder = log.parent
 
     @property
     def output(self) -> str:
@@ -101,3 +104,14 @@ def scenario(peer: Peer, *behaviors: dict[str, Any]) -> None:
     """Queue llmock's next answers (the queue is cleared first)."""
     peer.delete("/_llmock/scenario")
     peer.post("/_llmock/scenario", {"behaviors": list(behaviors)})
+
+
+def refunds(folder: Path) -> list[dict[str, Any]]:
+    """What the ``refund`` tool of the tools gateway did, one entry per run."""
+    ledger = folder / "refunds.jsonl"
+    return [json.loads(line) for line in ledger.read_text().splitlines()] if ledger.exists() else []
+
+
+def reviewer(**extra: str) -> dict[str, str]:
+    """Headers of a reviewer calling the JSON decision API."""
+    return {"Authorization": f"Bearer {REVIEWER_KEY}", **extra}

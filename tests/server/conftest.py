@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import textwrap
 import time
 from collections.abc import Iterator
 
@@ -11,6 +12,7 @@ import httpx
 import pytest
 from _support import free_port
 from peers._peer import Peer, _start, _stop
+from server._serve import PAUSE_KEY, Gateway, start, upstream
 
 pytest.importorskip("beamfilter_server")
 
@@ -47,3 +49,65 @@ def llmock() -> Iterator[Peer]:
         yield Peer("llmock", process, url, output, {})
     finally:
         _stop(process)
+
+
+SHOP = '''
+import json, pathlib
+
+LEDGER = pathlib.Path(__file__).with_name("refunds.jsonl")
+
+
+def lookup_order(order: int) -> str:
+    """The status of an order."""
+    return f"order {order}: shipped"
+
+
+def refund(order: int, amount: int) -> str:
+    """Refund an amount on an order."""
+    with LEDGER.open("a") as f:
+        f.write(json.dumps({"order": order, "amount": amount}) + "\\n")
+    return f"refunded {amount} on order {order}"
+'''
+
+
+@pytest.fixture(scope="session")
+def tools_gateway(llmock: Peer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    """A gateway with server tools (one sensitive), memory, tool_policy and approval."""
+    folder = tmp_path_factory.mktemp("tools")
+    (folder / "shop.py").write_text(SHOP)
+    config = folder / "beamfilter.toml"
+    config.write_text(
+        upstream(llmock.url)
+        + textwrap.dedent(
+            f"""
+            [kernel]
+            pause_key = {{ "$env" = "BF_TEST_PAUSE_KEY" }}
+
+            [server]
+            api_keys = [{{ "$env" = "BF_TEST_API_KEY" }}]
+            inbox_keys = [{{ "$env" = "BF_TEST_REVIEWER_KEY" }}]
+            model_name = "assistant"
+
+            [[tools]]
+            use = "shop:lookup_order"
+
+            [[tools]]
+            use = "shop:refund"
+            sensitive = ["refund"]
+
+            [[filters]]
+            use = "memory"
+            store = "sqlite:///{folder / "chats.db"}"
+
+            [[filters]]
+            use = "tool_policy"
+            rules = [{{ tool = "delete_*", kind = "deny", reason = "accounts are deleted by support only" }}]
+
+            [[filters]]
+            use = "approval"
+            """
+        )
+    )
+    served = start(config, env={"BF_TEST_PAUSE_KEY": PAUSE_KEY})
+    yield served
+    assert served.stop() in (0, -15)

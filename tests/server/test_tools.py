@@ -5,9 +5,7 @@ refused), and a sensitive call pauses the turn until a reviewer decides it, exac
 from __future__ import annotations
 
 import json
-import textwrap
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +13,10 @@ import httpx
 import openai
 import pytest
 from peers._peer import Peer
-from server._serve import API_KEY, REVIEWER_KEY, Gateway, scenario, start, upstream
+from server._serve import API_KEY, Gateway, refunds, reviewer, scenario
 
 pytestmark = [pytest.mark.peers, pytest.mark.packages]
 
-PAUSE_KEY = "pause-key-for-the-gateway-tests-0123456789"
 WEATHER = {
     "type": "function",
     "function": {
@@ -36,83 +33,20 @@ DELETE = {
     },
 }
 
-SHOP = '''
-import json, pathlib
 
-LEDGER = pathlib.Path(__file__).with_name("refunds.jsonl")
-
-
-def lookup_order(order: int) -> str:
-    """The status of an order."""
-    return f"order {order}: shipped"
+@pytest.fixture
+def gateway(tools_gateway: Gateway) -> Gateway:
+    return tools_gateway
 
 
-def refund(order: int, amount: int) -> str:
-    """Refund an amount on an order."""
-    with LEDGER.open("a") as f:
-        f.write(json.dumps({"order": order, "amount": amount}) + "\\n")
-    return f"refunded {amount} on order {order}"
-'''
-
-
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("tools")
-
-
-@pytest.fixture(scope="module")
-def gateway(llmock: Peer, folder: Path) -> Iterator[Gateway]:
-    (folder / "shop.py").write_text(SHOP)
-    config = folder / "beamfilter.toml"
-    config.write_text(
-        upstream(llmock.url)
-        + textwrap.dedent(
-            f"""
-            [kernel]
-            pause_key = {{ "$env" = "BF_TEST_PAUSE_KEY" }}
-
-            [server]
-            api_keys = [{{ "$env" = "BF_TEST_API_KEY" }}]
-            inbox_keys = [{{ "$env" = "BF_TEST_REVIEWER_KEY" }}]
-            model_name = "assistant"
-
-            [[tools]]
-            use = "shop:lookup_order"
-
-            [[tools]]
-            use = "shop:refund"
-            sensitive = ["refund"]
-
-            [[filters]]
-            use = "memory"
-            store = "sqlite:///{folder / "chats.db"}"
-
-            [[filters]]
-            use = "tool_policy"
-            rules = [{{ tool = "delete_*", kind = "deny", reason = "accounts are deleted by support only" }}]
-
-            [[filters]]
-            use = "approval"
-            """
-        )
-    )
-    served = start(config, env={"BF_TEST_PAUSE_KEY": PAUSE_KEY})
-    yield served
-    assert served.stop() in (0, -15)
+@pytest.fixture
+def folder(tools_gateway: Gateway) -> Path:
+    return tools_gateway.folder
 
 
 @pytest.fixture
 def client(gateway: Gateway) -> openai.OpenAI:
     return openai.OpenAI(base_url=gateway.url + "/v1", api_key=API_KEY, max_retries=0)
-
-
-def refunds(folder: Path) -> list[dict[str, Any]]:
-    ledger = folder / "refunds.jsonl"
-    return [json.loads(line) for line in ledger.read_text().splitlines()] if ledger.exists() else []
-
-
-def reviewer(**extra: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {REVIEWER_KEY}", **extra}
 
 
 def test_a_server_tool_runs_inside_the_gateway(client: openai.OpenAI, llmock: Peer) -> None:

@@ -207,7 +207,7 @@ class _Routes:
             return self._ask_login()
         raw = request.query_params.get("since", "")
         since = int(raw) if raw.isdigit() else -1
-        version = await self.gateway.inbox.changed(since, 25.0)
+        version = await self.gateway.inbox.changed(since, 10.0)
         return JSONResponse({"version": version}, headers={"Cache-Control": "no-store"})
 
     async def decide_form(self, request: Request) -> Response:

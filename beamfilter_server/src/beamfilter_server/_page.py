@@ -29,12 +29,14 @@ button{margin-right:.5rem;padding:.35rem .9rem}.empty{color:#666}.flash{padding:
 # Reload when the inbox changes, unless the reviewer is typing in a form.
 _SCRIPT = """
 (function(){
-  var version = document.body.dataset.version;
+  var version = document.body.dataset.version, submitting = false;
+  document.addEventListener('submit', function(){ submitting = true; });
   async function watch(){
     while(true){
       try{
         var r = await fetch('/inbox/version?since=' + version, {credentials:'same-origin'});
         var v = (await r.json()).version;
+        if(submitting){ return; }
         if(String(v) !== String(version)){
           var a = document.activeElement;
           if(!(a && (a.tagName === 'TEXTAREA' || a.tagName === 'INPUT' || a.tagName === 'SELECT'))){
