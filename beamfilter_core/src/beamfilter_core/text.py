@@ -148,7 +148,8 @@ class BM25Index:
     Each document is ``(key, fields)`` where ``fields`` is a sequence of
     ``(text, weight)``; a field of weight 3 counts each of its terms three times (how
     tool names are boosted; weights may be fractions). ``analyzer`` turns text into terms
-    (default :func:`words`), for the documents and the queries alike. The idf is
+    (default :func:`words`), for the documents and the queries alike; ``k1`` and ``b`` are
+    fixed when the index is built. The idf is
     ``log(1 + (N - df + 0.5) / (df + 0.5))``, positive even for a term in most documents.
     Results are sorted by score, then by key; zero scores are dropped. Scores are pinned
     by tests: the skills router compares them with ``min_score``.
@@ -185,7 +186,11 @@ class BM25Index:
             doc_freq.update(counts.keys())
         self._doc_freq = dict(doc_freq)
         count = len(self._keys)
-        self._average = (sum(self._lengths) / count) if count else 0.0
+        # Length normalisation, once per document (1.0 stands in for an average of 0, where
+        # no document holds a term and the value is never used).
+        average = sum(self._lengths) / max(count, 1) or 1.0
+        self._norms = [k1 * (1 - b + b * length / average) for length in self._lengths]
+        self._saturation = k1 + 1
         self._idf = {term: math.log(1 + (count - df + 0.5) / (df + 0.5)) for term, df in doc_freq.items()}
 
     def __len__(self) -> int:
@@ -207,17 +212,14 @@ class BM25Index:
     def term_scores(self, terms: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
         """Like :meth:`scores` for analysed query terms, each ``(term, weight)``; a repeated
         term counts once per occurrence."""
-        if not terms or not self._keys:
-            return []
-        k1, b, average, idf = self.k1, self.b, self._average or 1.0, self._idf
+        saturation, idf = self._saturation, self._idf
         found: list[tuple[str, float]] = []
-        for key, freqs, length in zip(self._keys, self._freqs, self._lengths, strict=True):
+        for key, freqs, norm in zip(self._keys, self._freqs, self._norms, strict=True):
             score = 0.0
-            norm = k1 * (1 - b + b * length / average)
             for term, weight in terms:
                 tf = freqs.get(term)
                 if tf:
-                    score += weight * idf[term] * tf * (k1 + 1) / (tf + norm)
+                    score += weight * idf[term] * tf * saturation / (tf + norm)
             if score > 0:
                 found.append((key, score))
         found.sort(key=lambda item: (-item[1], item[0]))
