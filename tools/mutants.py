@@ -27,7 +27,7 @@ import sys
 import time
 import tomllib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -295,6 +295,7 @@ def confirm(
     mutants: Iterable[Mutant], session: Path, tree: Path, env: dict[str, str], folders: Sequence[str], timeout: float
 ) -> None:
     """Re-run each survivor against the whole test folders and record the new outcome."""
+    import attrs
     from cosmic_ray.mutating import use_mutation
     from cosmic_ray.plugins import get_operator
     from cosmic_ray.work_db import WorkDB, use_db
@@ -314,8 +315,9 @@ def confirm(
                     killed = True
             if killed:
                 print(f"  confirm: line {spec.start_pos[0]} {spec.operator_name} is caught by the whole folders")
-                # cosmic-ray's WorkResult is a frozen dataclass: store a changed copy
-                caught = replace(result, output="killed by the whole test folders", test_outcome=TestOutcome.KILLED)
+                # cosmic-ray's WorkResult is a frozen attrs class: store a changed copy
+                output = "killed by the whole test folders"
+                caught = attrs.evolve(result, output=output, test_outcome=TestOutcome.KILLED)
                 db.set_result(item.job_id, caught)
 
 

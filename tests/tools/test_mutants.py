@@ -109,3 +109,29 @@ def test_the_equivalents_file_parses_and_names_known_modules(tmp_path: Path) -> 
     path = tmp_path / "eq.toml"
     path.write_text('[[equivalent]]\nmodule = "m"\noriginal = " a "\nmutant = "b"\nreason = "r"\n')
     assert mutants.load_equivalents(path) == {("m", "a", "b"): "r"}
+
+
+def test_confirm_reruns_a_survivor_against_the_whole_tests_and_records_it_caught(tmp_path: Path) -> None:
+    import os
+
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import MutationSpec, TestOutcome, WorkerOutcome, WorkItem, WorkResult
+
+    module = tmp_path / "mod.py"
+    module.write_text("def below_two(x):\n    return x < 2\n")
+    (tmp_path / "test_mod.py").write_text("from mod import below_two\n\ndef test_two():\n    assert not below_two(2)\n")
+    operator = "core/ReplaceComparisonOperator_Lt_LtE"
+    session = tmp_path / "session.sqlite"
+    with use_db(str(session), WorkDB.Mode.create) as db:
+        spec = MutationSpec(module, operator, 0, (2, 11), (2, 16))
+        db.add_work_item(WorkItem("job", [spec]))
+        db.set_result("job", WorkResult(WorkerOutcome.NORMAL, output="", test_outcome=TestOutcome.SURVIVED))
+    survivor = mutants.Mutant(2, operator, "return x < 2", "return x <= 2", "survived")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
+    mutants.confirm([survivor], session, tmp_path, env, ["test_mod.py", "-p", "no:cacheprovider"], 120.0)
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        ((_, result),) = list(db.completed_work_items)
+    assert result.test_outcome == TestOutcome.KILLED
+    assert result.output == "killed by the whole test folders"
+    assert result.worker_outcome == WorkerOutcome.NORMAL
+    assert module.read_text() == "def below_two(x):\n    return x < 2\n"  # the mutation is undone
