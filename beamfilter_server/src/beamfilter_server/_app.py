@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -155,8 +156,6 @@ class _Routes:
         entry = self.gateway.inbox.get(pause_id)
         if entry is not None and wait > 0:
             with contextlib.suppress(TimeoutError):
-                import asyncio
-
                 async with asyncio.timeout(wait):
                     await entry.done.wait()
         return JSONResponse(self.gateway.poll(pause_id))
@@ -236,8 +235,10 @@ class _Routes:
         return RedirectResponse(f"/inbox?done={pause_id}", status_code=303)
 
     async def health(self, request: Request) -> Response:
-        status = 503 if self.gateway.closing else 200
-        return JSONResponse({"status": "closing" if self.gateway.closing else "ok"}, status_code=status)
+        closing = self.gateway.closing
+        # the running asyncio tasks: a number that should not grow with the requests served
+        body = {"status": "closing" if closing else "ok", "tasks": len(asyncio.all_tasks())}
+        return JSONResponse(body, status_code=503 if closing else 200)
 
 
 def _same(given: str, expected: str) -> bool:

@@ -399,3 +399,4 @@ class Gateway:
                 await asyncio.wait(late, timeout=5)
         self.inbox.close()
         await self.kernel.aclose()
+        logger.info("gateway closed: its stores, toolsets and model connections")
