@@ -20,6 +20,8 @@ from peers._peer import Peer
 #: The API key of the test gateways (given through $env, as a deployment would).
 API_KEY = "sk-test-gateway-key-0123456789"
 REVIEWER_KEY = "reviewer-key-abcdefghijklmnop"
+#: A key some tests send: it must never reach the log either.
+WRONG_KEY = "sk-wrong-key-that-must-never-be-logged"
 PAUSE_KEY = "pause-key-for-the-gateway-tests-0123456789"
 KEY_ENV = {"BF_TEST_API_KEY": API_KEY, "BF_TEST_REVIEWER_KEY": REVIEWER_KEY}
 

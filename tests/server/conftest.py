@@ -12,7 +12,7 @@ import httpx
 import pytest
 from _support import free_port
 from peers._peer import Peer, _start, _stop
-from server._serve import PAUSE_KEY, Gateway, start, upstream
+from server._serve import API_KEY, PAUSE_KEY, REVIEWER_KEY, WRONG_KEY, Gateway, start, upstream
 
 pytest.importorskip("beamfilter_server")
 
@@ -72,7 +72,8 @@ def refund(order: int, amount: int) -> str:
 
 @pytest.fixture(scope="session")
 def tools_gateway(llmock: Peer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    """A gateway with server tools (one sensitive), memory, tool_policy and approval."""
+    """The gateway of the tests: server tools (one sensitive), memory, tool_policy, approval
+    and redact; its log must never show a key."""
     folder = tmp_path_factory.mktemp("tools")
     (folder / "shop.py").write_text(SHOP)
     config = folder / "beamfilter.toml"
@@ -87,6 +88,9 @@ def tools_gateway(llmock: Peer, tmp_path_factory: pytest.TempPathFactory) -> Ite
             api_keys = [{{ "$env" = "BF_TEST_API_KEY" }}]
             inbox_keys = [{{ "$env" = "BF_TEST_REVIEWER_KEY" }}]
             model_name = "assistant"
+            max_body_bytes = 20000
+            max_messages = 8
+            max_answer_chars = 400
 
             [[tools]]
             use = "shop:lookup_order"
@@ -105,9 +109,17 @@ def tools_gateway(llmock: Peer, tmp_path_factory: pytest.TempPathFactory) -> Ite
 
             [[filters]]
             use = "approval"
+
+            [[filters]]
+            use = "redact"
             """
         )
     )
     served = start(config, env={"BF_TEST_PAUSE_KEY": PAUSE_KEY})
     yield served
-    assert served.stop() in (0, -15)
+    assert served.stop() in (0, -15)  # uvicorn exits by the signal it handled
+    log = served.output
+    assert "Application shutdown complete." in log
+    assert API_KEY not in log
+    assert REVIEWER_KEY not in log
+    assert WRONG_KEY not in log

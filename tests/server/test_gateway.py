@@ -1,57 +1,26 @@
 """The gateway against a real ``beamfilter serve`` process on 127.0.0.1, with llmock as the
 upstream model: the real ``openai`` client and ``curl`` speak to it. Each request is one
-turn through the config's onion (here ``memory`` and ``redact``)."""
+turn through the config's onion (``memory``, ``tool_policy``, ``approval``, ``redact``)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import textwrap
-from collections.abc import Iterator
 
 import httpx
 import openai
 import pytest
 from peers._peer import Peer
-from server._serve import API_KEY, Gateway, scenario, start, upstream
+from server._serve import API_KEY, WRONG_KEY, Gateway, scenario
 
 pytestmark = [pytest.mark.peers, pytest.mark.packages]
 
 SECRET = "sk-abcdefghijklmnopqrstuvwx"
-WRONG_KEY = "sk-wrong-key-that-must-never-be-logged"
 
 
-@pytest.fixture(scope="module")
-def gateway(llmock: Peer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    folder = tmp_path_factory.mktemp("gateway")
-    config = folder / "beamfilter.toml"
-    config.write_text(
-        upstream(llmock.url)
-        + textwrap.dedent(
-            f"""
-            [server]
-            api_keys = [{{ "$env" = "BF_TEST_API_KEY" }}]
-            model_name = "assistant"
-            max_body_bytes = 20000
-            max_messages = 8
-            max_answer_chars = 400
-
-            [[filters]]
-            use = "memory"
-            store = "sqlite:///{folder / "chats.db"}"
-
-            [[filters]]
-            use = "redact"
-            """
-        )
-    )
-    served = start(config)
-    yield served
-    assert served.stop() in (0, -15)  # uvicorn exits by the signal it handled
-    log = served.output
-    assert "Application shutdown complete." in log
-    assert API_KEY not in log
-    assert WRONG_KEY not in log
+@pytest.fixture
+def gateway(tools_gateway: Gateway) -> Gateway:
+    return tools_gateway
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +170,16 @@ def test_a_paused_turn_is_decided_once_and_polled(
     assert gateway.get(f"/v1/pauses/{pause_id}").json()["status"] == "pending"
     listed = httpx.get(gateway.url + "/v1/pauses", headers=reviewer(), timeout=10).json()["data"]
     assert [(p["pause_id"], p["conversation_id"]) for p in listed] == [(pause_id, "refund-7")]
+    # arguments that break the tool's schema are refused before anything runs: still pending
+    bad = {"decisions": {call_id: {"kind": "approve", "arguments": {"order": 7, "amount": "lots"}}}}
+    assert httpx.post(url + "/decide", json=bad, headers=reviewer(), timeout=10).status_code == 202
+    for _ in range(200):
+        polled = gateway.get(f"/v1/pauses/{pause_id}").json()
+        if polled["status"] == "pending":
+            break
+        time.sleep(0.05)
+    assert polled["status"] == "pending"
+    assert "break the schema of tool 'refund'" in polled["refusal"]
     # the reviewer edits the amount and approves; a second decision is refused
     decided = httpx.post(url + "/decide", json=edited, headers=reviewer(), timeout=10)
     assert decided.status_code == 202

@@ -354,10 +354,15 @@ class Gateway:
             result = await entry.kernel.resume(
                 entry.pause, decisions, context=None, conversation_id=entry.conversation_id
             )
-        except ResumeError as exc:
-            if not isinstance(exc, AlreadyResumedError) and "already resumed" not in str(exc):
-                logger.warning("decision on pause %s refused: %s", entry.pause_id, exc)
+        except AlreadyResumedError as exc:  # another worker resumed it: its outcome is there
             self.inbox.finish(entry, None, exc)
+            return
+        except ResumeError as exc:
+            # refused before anything ran (edited arguments that break the tool's schema...):
+            # the pause is pending again, with the reason shown in the inbox
+            logger.warning("decision on pause %s refused: %s", entry.pause_id, exc)
+            entry.refusal = str(exc)
+            self.inbox.give_back(entry)
             return
         except BaseException as exc:
             logger.exception("resumed turn of pause %s failed", entry.pause_id)
@@ -379,6 +384,8 @@ class Gateway:
         body: dict[str, Any] = {"object": "beamfilter.pause", "id": pause_id, "status": entry.status}
         if entry.decided_by is not None:
             body["decided_by"] = entry.decided_by
+        if entry.refusal is not None:
+            body["refusal"] = entry.refusal
         if entry.status == "failed" and entry.error is not None:
             body["error"] = {"message": str(error_for(entry.error))}
         if entry.outcome is not None:

@@ -47,6 +47,8 @@ class Entry:
     decisions: dict[str, Any] = attrs.Factory(dict)
     outcome: Outcome | None = None
     error: BaseException | None = None
+    #: Why the last decision was refused before anything ran (shown in the inbox).
+    refusal: str | None = None
     done: asyncio.Event = attrs.Factory(asyncio.Event)
 
     @property
