@@ -26,9 +26,9 @@ from beamfilter_core import (
     TurnRequest,
     TurnResult,
     Usage,
+    heal_tool_calls,
     tool,
 )
-from beamfilter_core._run import heal
 from beamfilter_core.errors import ConfigError, ResumeError
 
 RAN: list[tuple[str, Any]] = []
@@ -386,10 +386,11 @@ def test_a_rerun_round_starts_from_the_context_of_the_round_start() -> None:
 def test_heal_answers_only_the_unanswered_calls_of_a_partly_answered_batch() -> None:
     calls = (ToolCall("look", {"path": "a"}, "c1"), ToolCall("look", {"path": "b"}, "c2"))
     messages = (Message.user("go"), Message("assistant", None, calls), Message.tool("c1", "saw a", "look"))
-    healed = heal(messages, "gone")
+    healed = heal_tool_calls(messages, "gone")
+    assert healed is not None
     assert [(m.role, m.tool_call_id, m.text) for m in healed] == [
         ("user", None, "go"),
         ("assistant", None, ""),
-        ("tool", "c2", "gone"),
         ("tool", "c1", "saw a"),
+        ("tool", "c2", "gone"),
     ]

@@ -115,7 +115,11 @@ def test_memory_migrate_echoes_the_url_masked(capsys: pytest.CaptureFixture[str]
     url = redis_url.replace("redis://", f"redis://:{SECRET}@")
     assert main(["memory", "migrate", url]) == 0
     out = capsys.readouterr()
-    assert out.out == f"{redis_url.replace('redis://', 'redis://:***@')}: the redis store needs no migration\n"
+    shown = redis_url.replace("redis://", "redis://:***@")
+    assert (
+        out.out
+        == f"RedisStore('{shown}', prefix='beamfilter:', ttl=None): nothing to migrate (this store has no schema).\n"
+    )
     assert SECRET not in out.out + out.err
 
 

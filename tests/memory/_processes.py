@@ -17,6 +17,7 @@ def spawn(mode: str, kind: str, store: ChatStore, cid: str) -> subprocess.Popen[
     url, prefix = store.url, getattr(store, "prefix", "")  # type: ignore[attr-defined]
     return subprocess.Popen(
         [sys.executable, str(WORKER), mode, kind, url, cid, prefix],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -7,6 +7,8 @@ Modes:
   call (after a tool round trip), printing ``mid-turn``; the test SIGKILLs it there.
 - ``pause``: run a turn that pauses on a sensitive tool, print ``paused`` and hang.
 - ``writer``: append 40 batches of 5 messages to CID, then exit (several run at once).
+- ``take``: connect, print ``ready``, wait for a line on stdin, then ``take_pause(CID,
+  "p-race")`` once and print ``took`` or ``none`` (several race for one pause).
 """
 
 from __future__ import annotations
@@ -62,6 +64,12 @@ async def main(mode: str, kind: str, url: str, cid: str, prefix: str) -> None:
         elif mode == "writer":
             for batch in range(40):
                 await store.append(cid, [Message.user(f"{os.getpid()}:{batch}:{index}") for index in range(5)])
+        elif mode == "take":
+            await store.load_pause(cid)  # connected before the race starts
+            print("ready", flush=True)
+            await asyncio.to_thread(sys.stdin.readline)
+            taken = await store.take_pause(cid, "p-race")
+            print("took" if taken is not None else "none", flush=True)
         elif mode == "turn":
             script: list[Any] = [
                 "first answer",

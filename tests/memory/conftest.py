@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -12,9 +13,17 @@ import pytest
 from _support import require
 from memory._servers import postgres_bindir, postgres_server, redis_binary, redis_server
 
-from beamfilter_memory import ChatStore, InMemoryStore, SQLiteStore
+from beamfilter_core import Registry, StaticEntryPoint
+from beamfilter_memory import ChatStore, InMemoryStore, SQLiteStore, open_store
 
-STORE_KINDS = ("memory", "sqlite", "postgres", "redis")
+# The third-party store of docs/stores.md (examples/beamfilter-files), reached the way a
+# config reaches it: through its plugin's StoreSpec, by URL scheme.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "beamfilter-files" / "src"))
+THIRD_PARTY = Registry(
+    entry_points=[StaticEntryPoint("files", "beamfilter_files", "beamfilter-files", "0.1.0")], environ={}
+)
+
+STORE_KINDS = ("memory", "sqlite", "postgres", "redis", "files")
 
 
 @pytest.fixture(scope="session")
@@ -56,6 +65,8 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., 
 
             url = request.getfixturevalue("redis_url")
             return RedisStore(url, prefix=options.pop("prefix", f"t{suffix}:"), **options)  # type: ignore[arg-type]
+        if kind == "files":
+            return open_store(f"files://{tmp_path / ('files-' + suffix)}", registry=THIRD_PARTY)
         raise AssertionError(kind)
 
     return make

@@ -367,7 +367,7 @@ async def test_bad_options_and_user_ids_are_config_errors() -> None:
         long_term_memory_filter(object())  # type: ignore[arg-type]
     assert str(caught.value).startswith("long_term_memory(store=<object object at ")
     assert str(caught.value).endswith(
-        "cannot keep facts: it lacks save_facts, load_facts, clear_facts. Give a store URL such as "
+        "is not a FactStore: it lacks save_facts, load_facts, clear_facts. Give a store URL such as "
         "'sqlite:///chats.db' or an object with async save_facts, load_facts, clear_facts."
     )
     kernel = Kernel(ScriptedModel(["x"]), filters=[long_term_memory_filter(store)])

@@ -135,9 +135,12 @@ def test_beamfilter_memory_migrate_creates_the_tables(tmp_path: Path) -> None:
     db = tmp_path / "chats.db"
     command = [sys.executable, "-m", "beamfilter_core", "memory", "migrate", f"sqlite:///{db}"]
     out = subprocess.run(command, capture_output=True, text=True, timeout=60)
-    assert (out.returncode, out.stdout.strip()) == (0, f"sqlite:///{db}: the sqlite store's tables are ready")
+    assert (out.returncode, out.stdout.strip()) == (0, f"SQLiteStore('sqlite:///{db}'): schema is up to date.")
     tables = {row[0] for row in sqlite3.connect(db).execute("select name from sqlite_master where type='table'")}
     assert {"beamfilter_messages", "beamfilter_pauses"} <= tables
     out = subprocess.run([*command[:5], "zz://nowhere"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
-    assert "No installed plugin provides a store named 'zz'" in out.stderr
+    assert out.stderr == (
+        "beamfilter memory: No memory store for the URL 'zz://nowhere' (scheme 'zz'); use one of: memory://, "
+        "sqlite://, postgresql://, postgres://, redis://, rediss://, unix://.\n"
+    )

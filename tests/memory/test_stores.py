@@ -205,45 +205,14 @@ async def test_bad_input_is_a_config_error_and_changes_nothing(store: ChatStore)
 
 
 async def _raw_append(store: ChatStore, cid: str, row: str) -> None:
-    """Write a row the way a newer beamfilter version might, behind the store's back."""
-    if isinstance(store, InMemoryStore):
-        store._messages.setdefault(cid, []).append(row)
-    elif isinstance(store, SQLiteStore):
-        with sqlite3.connect(store.path) as conn:
-            conn.execute("INSERT INTO beamfilter_messages (conversation_id, data) VALUES (?, ?)", (cid, row))
-        conn.close()
-    elif type(store).__name__ == "PostgresStore":
-        import psycopg
-
-        pg: Any = store
-        async with await psycopg.AsyncConnection.connect(pg.url) as aconn:
-            await aconn.execute(f"INSERT INTO {pg.prefix}messages (conversation_id, data) VALUES (%s, %s)", (cid, row))
-    else:
-        await store._redis().rpush(f"{store.prefix}{cid}:messages", row)  # type: ignore[attr-defined]
+    """Write a row the way a newer beamfilter version might, behind the store's checks
+    and encoding (straight through its backend's primitive)."""
+    await store._write(cid, [row], KEEP_PAUSE)  # type: ignore[attr-defined]
 
 
 async def _raw_rows(store: ChatStore, cid: str) -> list[str]:
-    if isinstance(store, InMemoryStore):
-        return list(store._messages[cid])
-    if isinstance(store, SQLiteStore):
-        with sqlite3.connect(store.path) as conn:
-            rows = [
-                r[0]
-                for r in conn.execute(
-                    "SELECT data FROM beamfilter_messages WHERE conversation_id = ? ORDER BY seq", (cid,)
-                )
-            ]
-        conn.close()
-        return rows
-    if type(store).__name__ == "PostgresStore":
-        import psycopg
-
-        pg: Any = store
-        async with await psycopg.AsyncConnection.connect(pg.url) as aconn:
-            query = f"SELECT data FROM {pg.prefix}messages WHERE conversation_id = %s ORDER BY seq"
-            cursor = await aconn.execute(query, (cid,))
-            return [r[0] for r in await cursor.fetchall()]
-    return [r.decode() for r in await store._redis().lrange(f"{store.prefix}{cid}:messages", 0, -1)]  # type: ignore[attr-defined]
+    rows = await store._read(cid, None)  # type: ignore[attr-defined]
+    return [row.decode() if isinstance(row, bytes) else row for row in rows]
 
 
 async def test_unknown_future_fields_are_read_and_kept(store: ChatStore) -> None:

@@ -15,7 +15,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from beamfilter_core import ChatRequest, ChatResponse, Filter, FilterSpec, Message, TurnRequest, TurnResult
+from beamfilter_core import (
+    ChatRequest,
+    ChatResponse,
+    Filter,
+    FilterSpec,
+    Message,
+    TurnRequest,
+    TurnResult,
+    heal_tool_calls,
+)
 from beamfilter_core.errors import ConfigError
 
 __all__ = ["DEFAULT_TEXT", "SPEC", "heal_dangling_filter", "heal_messages"]
@@ -29,38 +38,12 @@ def heal_messages(
 ) -> tuple[Message, ...] | None:
     """Return healed messages, or None when nothing needed healing (the common case).
 
-    Each assistant message's unanswered calls get a ``tool`` message with ``text``,
-    placed after the results that follow that message; with ``drop_orphans``, ``tool``
-    messages that answer no earlier call are removed.
+    :func:`beamfilter_core.heal_tool_calls` with this filter's defaults: each assistant
+    message's unanswered calls get a ``tool`` message with ``text``, placed after the
+    results that follow that message; with ``drop_orphans``, ``tool`` messages that answer
+    no earlier call are removed.
     """
-    healed: list[Message] = []
-    open_calls: dict[str, str] = {}  # id -> name of calls of the last assistant message
-    changed = False
-
-    def close() -> None:
-        for call_id, call_name in open_calls.items():
-            healed.append(Message.tool(call_id, text, call_name))
-        open_calls.clear()
-
-    for message in messages:
-        if message.role == "tool":
-            if message.tool_call_id in open_calls:
-                del open_calls[message.tool_call_id]
-            elif drop_orphans:
-                changed = True
-                continue
-            healed.append(message)
-            continue
-        if open_calls:
-            changed = True
-            close()
-        healed.append(message)
-        if message.tool_calls:
-            open_calls = {call.id: call.name for call in message.tool_calls}
-    if open_calls:
-        changed = True
-        close()
-    return tuple(healed) if changed else None
+    return heal_tool_calls(messages, text, drop_orphans=drop_orphans)
 
 
 def heal_dangling_filter(

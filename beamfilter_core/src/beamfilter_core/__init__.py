@@ -11,6 +11,7 @@ import typing as _typing
 from . import errors
 from ._chain import CompiledChain
 from ._filter import Filter, FilterLike, PersistHook, TokenTransform
+from ._heal import heal_tool_calls
 from ._imports import config_import
 from ._kernel import CancelToken, Kernel
 from ._messages import ContentPart, Message, ToolCall, Usage, utf8_safe
@@ -96,6 +97,7 @@ __all__ = [
     "config_import",
     "converter",
     "errors",
+    "heal_tool_calls",
     "hookimpl",
     "list_plugins",
     "mask_credentials",

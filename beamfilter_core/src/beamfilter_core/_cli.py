@@ -44,7 +44,7 @@ _TERMINALS = {
 }
 
 
-_BUILTIN_COMMANDS = frozenset({"plugins", "chain", "run", "chat", "memory", "demo"})
+_BUILTIN_COMMANDS = frozenset({"plugins", "chain", "run", "chat", "demo"})
 
 
 def _plain(doc: str | None) -> str:
@@ -112,14 +112,6 @@ def _parser(argv: Sequence[str] = (), registry: Any = None) -> argparse.Argument
     chat.add_argument("--conversation-id", help="continue this conversation (default: a new id)")
     _run_options(chat)
     chat.set_defaults(handler=_cmd_chat)
-
-    memory = sub.add_parser(
-        "memory", help="memory store maintenance (migrate)", description=_plain(_cmd_memory_migrate.__doc__)
-    )
-    memory_sub = memory.add_subparsers(dest="action", metavar="ACTION", required=True)
-    migrate = memory_sub.add_parser("migrate", help="create a store's tables ahead of a deployment")
-    migrate.add_argument("url", help="the store URL, e.g. postgresql://app@db/chats or sqlite:///chats.db")
-    migrate.set_defaults(handler=_cmd_memory_migrate)
 
     demo = sub.add_parser(
         "demo",
@@ -519,35 +511,6 @@ async def _closing(kernel: Kernel, work: Awaitable[T]) -> T:
         return await work
     finally:
         await kernel.aclose()
-
-
-# -- memory -----------------------------------------------------------------------------
-
-
-def _cmd_memory_migrate(args: argparse.Namespace) -> int:
-    """Create the tables of the memory store a URL names (idempotent), through the store
-    plugin that serves the URL's scheme; SQLite and PostgreSQL create tables, memory:// and
-    Redis need none."""
-    from ._registry import Registry
-
-    spec = Registry().get_store(args.url).spec
-    store = spec.factory(args.url)
-    shown = mask_credentials(args.url)
-
-    async def migrate() -> str:
-        try:
-            run = getattr(store, "migrate", None)
-            if run is None:
-                return f"{shown}: the {spec.name} store needs no migration"
-            await run()
-            return f"{shown}: the {spec.name} store's tables are ready"
-        finally:
-            close = getattr(store, "aclose", None)
-            if close is not None:
-                await close()
-
-    print(asyncio.run(migrate()))
-    return OK
 
 
 # -- demo -------------------------------------------------------------------------------

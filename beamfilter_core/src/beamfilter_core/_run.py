@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from ._heal import heal_tool_calls
 from ._lazy import lazy_module
 from ._messages import Message, ToolCall, Usage
 from ._pause import as_decision as _as_decision
@@ -73,19 +74,6 @@ def _to_result(tool: Tool, value: Any) -> ToolResult:
             "the tool should return a str, JSON data or a ToolResult."
         )
         return ToolResult.failure("semantic", message)
-
-
-def heal(messages: Sequence[Message], text: str = _CANCELLED_TOOL_TEXT) -> tuple[Message, ...]:
-    """Answer every tool call in ``messages`` that has no result with ``text``."""
-    answered = {m.tool_call_id for m in messages if m.role == "tool"}
-    healed: list[Message] = []
-    for message in messages:
-        healed.append(message)
-        for call in message.tool_calls:
-            if call.id not in answered:
-                healed.append(Message.tool(call.id, text, call.name))
-                answered.add(call.id)
-    return tuple(healed)
 
 
 _NO_USAGE = Usage()  # frozen: one shared zero value
@@ -564,7 +552,8 @@ class _Run:
 
     def _cancelled(self) -> TurnResult:
         loop = self.loop
-        return TurnResult("cancelled", None, heal(loop.transcript), loop.tool_calls_made, loop.llm_calls, loop.usage)
+        healed = heal_tool_calls(loop.transcript, _CANCELLED_TOOL_TEXT) or tuple(loop.transcript)
+        return TurnResult("cancelled", None, healed, loop.tool_calls_made, loop.llm_calls, loop.usage)
 
     async def _continue(self, pause: PauseState, decisions: dict[str, Decision]) -> TurnResult:
         loop = self.loop = _Loop(list(pause.messages), pause.remaining)

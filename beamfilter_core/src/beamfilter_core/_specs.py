@@ -63,16 +63,37 @@ class FilterSpec:
     options_type: type | None = None
 
 
+_SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*$")
+
+
+def _scheme_tuple(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _check_schemes(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if (
+        isinstance(value, str)
+        or not isinstance(value, Sequence)
+        or not all(isinstance(scheme, str) and _SCHEME.match(scheme) for scheme in value)
+    ):
+        msg = (
+            f"StoreSpec.schemes is {value!r}; give a list of URL schemes such as ['sqlite'] "
+            "(lower case, matching ^[a-z][a-z0-9+.-]*$, without '://')."
+        )
+        raise ConfigError(msg)
+
+
 @attrs.frozen(slots=True)
 class StoreSpec:
     """A memory store a plugin provides, selected by URL scheme (``sqlite``, ``redis``...).
 
-    ``factory(url, **options)`` returns the store.
+    ``factory(url, **options)`` returns the store; a URL reaches it when its scheme is one
+    of ``schemes`` (docs/stores.md shows a store written as one module and this spec).
     """
 
     name: str = attrs.field(validator=_check_name)
     factory: Callable[..., Any] = attrs.field(validator=_check_callable)
-    schemes: Sequence[str] = ()
+    schemes: Sequence[str] = attrs.field(default=(), converter=_scheme_tuple, validator=_check_schemes)
     options_schema: Mapping[str, Any] = attrs.field(factory=lambda: {"type": "object"})
     summary: str = ""
     options_type: type | None = None

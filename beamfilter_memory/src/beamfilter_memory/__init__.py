@@ -5,7 +5,8 @@
 - Stores implement :class:`ChatStore`: :class:`InMemoryStore` (``memory://``),
   :class:`SQLiteStore` (``sqlite:///path.db``, the embedded default),
   :class:`PostgresStore` (``postgresql://...``) and :class:`RedisStore` (``redis://...``).
-  :func:`open_store` builds one from its URL.
+  :func:`open_store` builds one from its URL. A new store subclasses :class:`StoreBase`
+  (a few primitives) and is registered with a ``StoreSpec`` (docs/stores.md).
 - :func:`long_term_memory_filter` keeps durable :class:`Fact` values about each user
   (``context["user_id"]``) in any of these stores (:class:`FactStore`) and tells the
   model the relevant ones.
@@ -13,18 +14,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from ._filter import ABANDONED_CALL_TEXT, DEFAULT_STORE, memory_filter
 from ._long_term import DEFAULT_EXTRACT_PROMPT, DEFAULT_HEADER, DEFAULT_RULES, long_term_memory_filter
-from ._stores import migrate, open_store
+from ._stores import STORE_SPECS, migrate, open_store
 from ._stores._base import KEEP_PAUSE, ChatStore, Fact, FactStore, trim_window
 from ._stores._memory import InMemoryStore
+from ._stores._postgres import PostgresStore
+from ._stores._redis import RedisStore
 from ._stores._sqlite import SQLiteStore
-
-if TYPE_CHECKING:
-    from ._stores._postgres import PostgresStore
-    from ._stores._redis import RedisStore
+from ._stores._store import StoreBase
 
 __version__ = "0.1.0"
 
@@ -35,6 +33,7 @@ __all__ = [
     "DEFAULT_RULES",
     "DEFAULT_STORE",
     "KEEP_PAUSE",
+    "STORE_SPECS",
     "ChatStore",
     "Fact",
     "FactStore",
@@ -42,6 +41,7 @@ __all__ = [
     "PostgresStore",
     "RedisStore",
     "SQLiteStore",
+    "StoreBase",
     "__version__",
     "long_term_memory_filter",
     "memory_filter",
@@ -49,21 +49,3 @@ __all__ = [
     "open_store",
     "trim_window",
 ]
-
-# psycopg and redis are optional extras: import their stores on first use only.
-_LAZY = {
-    "PostgresStore": "._stores._postgres",
-    "RedisStore": "._stores._redis",
-}
-
-
-def __getattr__(name: str) -> Any:
-    target = _LAZY.get(name)
-    if target is None:
-        msg = f"module 'beamfilter_memory' has no attribute {name!r}"
-        raise AttributeError(msg)
-    from importlib import import_module
-
-    value = getattr(import_module(target, __name__), name)
-    globals()[name] = value
-    return value

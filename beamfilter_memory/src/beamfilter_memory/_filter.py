@@ -26,10 +26,11 @@ from beamfilter_core import (
     PauseState,
     TurnRequest,
     TurnResult,
+    heal_tool_calls,
 )
 from beamfilter_core.errors import AlreadyResumedError, ConfigError
 
-from ._stores import SCHEMES, open_store
+from ._stores import resolve_store
 from ._stores._base import KEEP_PAUSE, STORE_METHODS, ChatStore, PauseChange, check_conversation_id
 
 DEFAULT_STORE = "sqlite:///beamfilter.db"
@@ -38,41 +39,17 @@ DEFAULT_STORE = "sqlite:///beamfilter.db"
 ABANDONED_CALL_TEXT = "not run: the conversation went on before a decision on this call was made"
 
 _CID = "conversation_id"
-_OWN_SCHEMES = frozenset(SCHEMES)
 
 
 def _heal_tail(history: list[Message]) -> tuple[Message, ...]:
-    """Results for the calls of a trailing assistant message that were never answered."""
-    answered: set[str | None] = set()
-    index = len(history) - 1
-    while index >= 0 and history[index].role == "tool":
-        answered.add(history[index].tool_call_id)
-        index -= 1
-    if index < 0:
-        return ()
-    last = history[index]
-    if last.role != "assistant" or not last.tool_calls:
-        return ()
-    return tuple(
-        Message.tool(call.id, ABANDONED_CALL_TEXT, call.name) for call in last.tool_calls if call.id not in answered
-    )
-
-
-def _check_store(store: Any, build: BuildContext | None) -> ChatStore:
-    if isinstance(store, str):
-        registry = build.registry if build is not None else None
-        if registry is None or store.split("://", 1)[0] in _OWN_SCHEMES:
-            return open_store(store)
-        # A config names a store another plugin provides (``StoreSpec.schemes``).
-        return registry.get_store(store).spec.factory(store)  # type: ignore[no-any-return]
-    missing = [name for name in STORE_METHODS if not callable(getattr(store, name, None))]
-    if missing:
-        msg = (
-            f"memory(store={store!r}) is not a ChatStore: it lacks {', '.join(missing)}. "
-            "Give a store URL such as 'sqlite:///chats.db' or an object with async " + ", ".join(STORE_METHODS) + "."
-        )
-        raise ConfigError(msg)
-    return store  # type: ignore[no-any-return]
+    """Results for the calls of a trailing assistant message that were never answered
+    (what can be appended to the stored conversation)."""
+    start = len(history)
+    while start and history[start - 1].role == "tool":
+        start -= 1
+    start = max(start - 1, 0)  # the assistant message before the trailing results
+    healed = heal_tool_calls(history[start:], ABANDONED_CALL_TEXT)
+    return () if healed is None else healed[len(history) - start :]
 
 
 def memory_filter(
@@ -111,7 +88,7 @@ def memory_filter(
     if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
         msg = f"memory(window={window!r}) is invalid; give a positive number of messages, or None for all."
         raise ConfigError(msg)
-    chat_store = _check_store(store, build)
+    chat_store: ChatStore = resolve_store(store, build, owner="memory", kind="ChatStore", methods=STORE_METHODS)
     load = chat_store.load
     append = chat_store.append
 

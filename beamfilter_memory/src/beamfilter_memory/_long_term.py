@@ -26,13 +26,12 @@ from beamfilter_core import BuildContext, ChatRequest, ChatResponse, Filter, Mes
 from beamfilter_core.errors import ConfigError
 from beamfilter_core.text import BM25Index, analyze
 
-from ._stores import SCHEMES, open_store
+from ._stores import resolve_store
 from ._stores._base import FACT_METHODS, Fact, FactStore, check_user_id
 
 log = logging.getLogger("beamfilter")
 
 _UID = "user_id"
-_OWN_SCHEMES = frozenset(SCHEMES)
 
 #: The value a rule captures: up to the end of the clause ("and", "but", punctuation).
 _VALUE = r"(.+?)(?=\s+(?:and|but|so|because|which|who)\b|[.,;:!?\n]|$)"
@@ -183,24 +182,6 @@ def parse_model_facts(text: str) -> list[Fact]:
     return facts
 
 
-def _check_store(store: Any, build: BuildContext | None) -> FactStore:
-    if isinstance(store, str):
-        registry = build.registry if build is not None else None
-        if registry is None or store.split("://", 1)[0] in _OWN_SCHEMES:
-            return open_store(store)
-        chosen: Any = registry.get_store(store).spec.factory(store)
-    else:
-        chosen = store
-    missing = [name for name in FACT_METHODS if not callable(getattr(chosen, name, None))]
-    if missing:
-        msg = (
-            f"long_term_memory(store={store!r}) cannot keep facts: it lacks {', '.join(missing)}. "
-            "Give a store URL such as 'sqlite:///chats.db' or an object with async " + ", ".join(FACT_METHODS) + "."
-        )
-        raise ConfigError(msg)
-    return chosen  # type: ignore[no-any-return]
-
-
 def _check_count(option: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         msg = f"long_term_memory({option}={value!r}) is invalid; give a whole number >= 0."
@@ -296,7 +277,9 @@ def long_term_memory_filter(
             "give a str with '{messages}' (and optionally '{facts}')."
         )
         raise ConfigError(msg)
-    fact_store = _check_store(store, build)
+    fact_store: FactStore = resolve_store(
+        store, build, owner="long_term_memory", kind="FactStore", methods=FACT_METHODS
+    )
     load_facts = fact_store.load_facts
     save_facts = fact_store.save_facts
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from beamfilter_core import FilterSpec, StoreSpec, hookimpl
+from beamfilter_core import CommandSpec, FilterSpec, StoreSpec, hookimpl
 
+from ._command import configure_command, run_command
 from ._filter import memory_filter
 from ._long_term import long_term_memory_filter
-from ._stores import open_store
+from ._stores import STORE_SPECS
 
 MEMORY_OPTIONS: dict[str, Any] = {
     "type": "object",
@@ -53,37 +54,6 @@ LONG_TERM_OPTIONS: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-_NO_OPTIONS: dict[str, Any] = {"type": "object", "additionalProperties": False}
-
-SQLITE_OPTIONS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "timeout": {"type": "number", "minimum": 0},
-        "synchronous": {"enum": ["OFF", "NORMAL", "FULL", "EXTRA"]},
-    },
-    "additionalProperties": False,
-}
-
-POSTGRES_OPTIONS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "min_size": {"type": "integer", "minimum": 0},
-        "max_size": {"type": "integer", "minimum": 1},
-        "prefix": {"type": "string", "pattern": "^[a-z_][a-z0-9_]*$"},
-        "timeout": {"type": "number", "exclusiveMinimum": 0},
-    },
-    "additionalProperties": False,
-}
-
-REDIS_OPTIONS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "prefix": {"type": "string"},
-        "ttl": {"type": ["integer", "null"], "minimum": 1},
-    },
-    "additionalProperties": False,
-}
-
 
 @hookimpl
 def beamfilter_register_filters() -> list[FilterSpec]:
@@ -117,21 +87,10 @@ def beamfilter_register_long_term_filters() -> list[FilterSpec]:
 @hookimpl
 def beamfilter_register_stores() -> list[StoreSpec]:
     """The ``memory://``, ``sqlite:///``, ``postgresql://`` and ``redis://`` stores."""
-    return [
-        StoreSpec("memory", open_store, ("memory",), _NO_OPTIONS, "In-process store (tests, notebooks)."),
-        StoreSpec("sqlite", open_store, ("sqlite",), SQLITE_OPTIONS, "One SQLite file, WAL (the embedded default)."),
-        StoreSpec(
-            "postgresql",
-            open_store,
-            ("postgresql", "postgres"),
-            POSTGRES_OPTIONS,
-            "PostgreSQL shared by many workers (extra: postgres).",
-        ),
-        StoreSpec(
-            "redis",
-            open_store,
-            ("redis", "rediss", "unix"),
-            REDIS_OPTIONS,
-            "Redis shared by many workers, optional TTL (extra: redis).",
-        ),
-    ]
+    return list(STORE_SPECS)
+
+
+@hookimpl
+def beamfilter_register_commands() -> list[CommandSpec]:
+    """``beamfilter memory migrate URL``."""
+    return [CommandSpec("memory", configure_command, run_command, "memory store maintenance (migrate)")]

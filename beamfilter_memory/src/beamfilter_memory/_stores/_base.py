@@ -281,7 +281,7 @@ def stored_pause_id(text: str | bytes) -> str | None:
     """The ``pause_id`` of a stored pause state's JSON text (None if it has none)."""
     try:
         found = _LOADS(text if isinstance(text, str) else text.decode()).get("pause_id")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):  # not JSON, not an object, too deep
         return None
     return found if isinstance(found, str) else None
 

@@ -3,33 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from beamfilter_core import Message, PauseState
-from beamfilter_core.errors import StoreError
+from beamfilter_core import StoreSpec
 
-from ._base import (
-    KEEP_PAUSE,
-    Fact,
-    PauseChange,
-    check_append,
-    check_conversation_id,
-    check_facts,
-    check_limit,
-    check_pause_id,
-    check_user_id,
-    decode_all,
-    decode_pause,
-    encode_pause,
-    stored_pause_id,
-)
+from ._base import KEEP_PAUSE, Fact, _Keep
+from ._store import StoreBase
 
 
-class InMemoryStore:
+class InMemoryStore(StoreBase):
     """Conversations in a dict of this process, gone when it exits.
 
     Messages are kept encoded, like the durable stores keep them, so what is loaded is a
     copy that later changes to the original objects cannot reach. Safe for many
-    concurrent runs in one event loop (no method awaits between reading and writing).
+    concurrent runs in one event loop (no primitive awaits between reading and writing).
 
     Example::
 
@@ -38,119 +25,65 @@ class InMemoryStore:
     """
 
     def __init__(self, url: str = "memory://") -> None:
-        self.url = url
+        super().__init__(url)
         self._messages: dict[str, list[str]] = {}
         self._pauses: dict[str, str] = {}
         self._resumed: set[str] = set()  # the pause ledger
         # user id -> subject -> text; dict order is save order (a replaced fact moves last).
         self._facts: dict[str, dict[str, str]] = {}
-        self._closed = False
 
     def __repr__(self) -> str:
         return f"InMemoryStore({len(self._messages)} conversations)"
 
-    def _check_open(self) -> None:
-        if self._closed:
-            msg = f"{self!r} is closed; open a new store (stores cannot be reopened)."
-            raise StoreError(msg)
+    async def _read(self, cid: str, limit: int | None) -> list[str]:
+        rows = self._messages.get(cid, [])
+        return rows if limit is None else rows[-limit:]
 
-    async def load(self, conversation_id: str, limit: int | None = None) -> list[Message]:
-        """The stored messages in order (the last ``limit``, never starting on a tool result)."""
-        self._check_open()
-        cid = check_conversation_id(conversation_id)
-        limit = check_limit(limit)
-        rows: list[str] = self._messages.get(cid, [])
-        if limit is not None:
-            rows = rows[-limit:]
-        return decode_all(rows, cid, limit is not None)
-
-    async def append(
-        self, conversation_id: str, messages: Sequence[Message], *, pause: PauseChange = KEEP_PAUSE
-    ) -> None:
-        """Store ``messages`` (and the pause change) at once."""
-        self._check_open()
-        checked = check_append(conversation_id, messages, pause)
-        if checked is None:
-            return
-        cid, rows, change = checked
+    async def _write(self, cid: str, rows: Sequence[str], pause: str | _Keep | None, *, clear: bool = False) -> None:
+        if clear:
+            self._messages.pop(cid, None)
         if rows:
             self._messages.setdefault(cid, []).extend(rows)
-        if change is None:
+        if pause is None:
             self._pauses.pop(cid, None)
-        elif change is not KEEP_PAUSE:
-            self._pauses[cid] = change
+        elif pause is not KEEP_PAUSE:
+            self._pauses[cid] = pause  # KEEP_PAUSE is ruled out above
 
-    async def clear(self, conversation_id: str) -> None:
-        """Forget the conversation and its pause state."""
-        self._check_open()
-        cid = check_conversation_id(conversation_id)
-        self._messages.pop(cid, None)
-        self._pauses.pop(cid, None)
+    async def _read_pause(self, cid: str) -> str | None:
+        return self._pauses.get(cid)
 
-    async def save_pause(self, conversation_id: str, pause: PauseState) -> None:
-        """Store the conversation's paused run."""
-        self._check_open()
-        self._pauses[check_conversation_id(conversation_id)] = encode_pause(pause)
-
-    async def load_pause(self, conversation_id: str) -> PauseState | None:
-        """The conversation's paused run, or None."""
-        self._check_open()
-        cid = check_conversation_id(conversation_id)
+    async def _take_pause(self, cid: str, pause_id: str | None) -> str | None:
         text = self._pauses.get(cid)
-        return None if text is None else decode_pause(text, f"of conversation {cid!r}")
-
-    async def clear_pause(self, conversation_id: str) -> None:
-        """Forget the conversation's paused run."""
-        self._check_open()
-        self._pauses.pop(check_conversation_id(conversation_id), None)
-
-    async def take_pause(self, conversation_id: str, pause_id: str | None = None) -> PauseState | None:
-        """Load and forget the conversation's paused run, at once (only the one with ``pause_id``)."""
-        self._check_open()
-        cid = check_conversation_id(conversation_id)
-        wanted = None if pause_id is None else check_pause_id(pause_id)
-        text = self._pauses.get(cid)
-        if text is None or (wanted is not None and stored_pause_id(text) != wanted):
+        if text is None or (pause_id is not None and self.pause_id_of(text) != pause_id):
             return None
         del self._pauses[cid]
-        return decode_pause(text, f"of conversation {cid!r}")
+        return text
 
-    async def claim_pause(self, pause_id: str) -> bool:
-        """Record ``pause_id`` as resumed; True the first time only."""
-        self._check_open()
-        pid = check_pause_id(pause_id)
-        if pid in self._resumed:
+    async def _claim(self, pause_id: str) -> bool:
+        if pause_id in self._resumed:
             return False
-        self._resumed.add(pid)
+        self._resumed.add(pause_id)
         return True
 
-    async def save_facts(self, user_id: str, facts: Sequence[Fact]) -> None:
-        """Store ``facts``, each replacing the user's fact on its subject."""
-        self._check_open()
-        uid = check_user_id(user_id)
-        checked = check_facts(facts)
-        if not checked:
-            return
+    async def _save_facts(self, uid: str, facts: list[Fact]) -> None:
         stored = self._facts.setdefault(uid, {})
-        for fact in checked:
-            stored.pop(fact.subject, None)
+        for fact in facts:
+            stored.pop(fact.subject, None)  # a replaced fact becomes the most recent
             stored[fact.subject] = fact.text
 
-    async def load_facts(self, user_id: str) -> list[Fact]:
-        """The user's facts, oldest first."""
-        self._check_open()
-        stored = self._facts.get(check_user_id(user_id), {})
-        return [Fact(subject, text) for subject, text in stored.items()]
+    async def _load_facts(self, uid: str) -> list[tuple[str, str]]:
+        return list(self._facts.get(uid, {}).items())
 
-    async def clear_facts(self, user_id: str) -> None:
-        """Forget the user's facts."""
-        self._check_open()
-        self._facts.pop(check_user_id(user_id), None)
+    async def _clear_facts(self, uid: str) -> None:
+        self._facts.pop(uid, None)
 
-    async def aclose(self) -> None:
-        """Drop everything; later calls raise StoreError."""
-        self._closed = True
+    async def _close(self) -> None:
         self._messages.clear()
         self._pauses.clear()
         self._resumed.clear()
         self._facts.clear()
+
+
+_NO_OPTIONS: dict[str, Any] = {"type": "object", "additionalProperties": False}
+
+SPEC = StoreSpec("memory", InMemoryStore, ("memory",), _NO_OPTIONS, "In-process store (tests, notebooks).")

@@ -7,25 +7,11 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from beamfilter_core import Message, PauseState, mask_credentials
-from beamfilter_core.errors import ConfigError, StoreError
+from beamfilter_core import StoreSpec, mask_credentials
+from beamfilter_core.errors import ConfigError
 
-from ._base import (
-    KEEP_PAUSE,
-    Fact,
-    PauseChange,
-    check_append,
-    check_conversation_id,
-    check_facts,
-    check_limit,
-    check_loop,
-    check_pause_id,
-    check_user_id,
-    decode_all,
-    decode_pause,
-    encode_pause,
-    store_failure,
-)
+from ._base import KEEP_PAUSE, Fact, _Keep, check_loop, store_failure
+from ._store import StoreBase
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -64,7 +50,7 @@ CREATE TABLE IF NOT EXISTS {prefix}resumed (
 """
 
 
-class PostgresStore:
+class PostgresStore(StoreBase):
     """Conversations in PostgreSQL, shared by every worker that uses the same database.
 
     Tables (``<prefix>messages``, ``<prefix>pauses``) are created on first use, or ahead
@@ -83,6 +69,8 @@ class PostgresStore:
         store = PostgresStore("postgresql://app@db/chats", max_size=20)
         await store.migrate()
     """
+
+    has_schema = True
 
     def __init__(
         self,
@@ -106,7 +94,7 @@ class PostgresStore:
         if min_size > max_size:
             msg = f"PostgresStore(min_size={min_size}) is larger than max_size={max_size}."
             raise ConfigError(msg)
-        self.url = url
+        super().__init__(url)
         self.prefix = prefix
         self.min_size = min_size
         self.max_size = max_size
@@ -115,7 +103,6 @@ class PostgresStore:
         self._opening: asyncio.Lock | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._migrated = False
-        self._closed = False
         p = prefix
         self._load_all = f"SELECT data FROM {p}messages WHERE conversation_id = %s ORDER BY seq"
         self._load_last = (
@@ -130,35 +117,28 @@ class PostgresStore:
         self._clear_pause = f"DELETE FROM {p}pauses WHERE conversation_id = %s"
         self._load_pause = f"SELECT data FROM {p}pauses WHERE conversation_id = %s"
         self._clear = f"DELETE FROM {p}messages WHERE conversation_id = %s"
-        self._take_pause = f"DELETE FROM {p}pauses WHERE conversation_id = %s RETURNING data"
-        # compare-and-swap on the pause id, in one statement
-        self._take_pause_id = (
-            f"DELETE FROM {p}pauses WHERE conversation_id = %s AND (data::jsonb ->> 'pause_id') = %s RETURNING data"
-        )
-        self._claim = f"INSERT INTO {p}resumed (pause_id) VALUES (%s) ON CONFLICT (pause_id) DO NOTHING"
+        self._take_any = f"DELETE FROM {p}pauses WHERE conversation_id = %s RETURNING data"
+        self._lock_pause = f"SELECT data FROM {p}pauses WHERE conversation_id = %s FOR UPDATE"
+        self._claim_id = f"INSERT INTO {p}resumed (pause_id) VALUES (%s) ON CONFLICT (pause_id) DO NOTHING"
         # A replaced fact is deleted and inserted again: its new seq makes it the most recent.
         self._delete_facts = f"DELETE FROM {p}facts WHERE user_id = %s AND subject = ANY(%s)"
         self._insert_fact = f"INSERT INTO {p}facts (user_id, subject, text) VALUES (%s, %s, %s)"
-        self._load_facts = f"SELECT subject, text FROM {p}facts WHERE user_id = %s ORDER BY seq"
-        self._clear_facts = f"DELETE FROM {p}facts WHERE user_id = %s"
-
-    def __repr__(self) -> str:
-        return f"PostgresStore({mask_credentials(self.url)!r})"
+        self._select_facts = f"SELECT subject, text FROM {p}facts WHERE user_id = %s ORDER BY seq"
+        self._delete_all_facts = f"DELETE FROM {p}facts WHERE user_id = %s"
 
     async def _get_pool(self) -> AsyncConnectionPool[AsyncConnection[Any]]:
         pool = self._pool
         if pool is not None and self._migrated:
             check_loop(self, self._loop)
             return pool
-        if self._closed:
-            msg = f"{self!r} is closed; open a new store (stores cannot be reopened)."
-            raise StoreError(msg)
         if self._opening is None:
             self._loop = check_loop(self, None)
             self._opening = asyncio.Lock()
         else:
             check_loop(self, self._loop)
         async with self._opening:
+            if self._closed:
+                raise self._closed_error()
             if self._pool is None:
                 try:
                     from psycopg_pool import AsyncConnectionPool
@@ -175,10 +155,10 @@ class PostgresStore:
                     raise store_failure(repr(self), "connecting", None, exc) from exc
                 self._pool = new_pool
             if not self._migrated:
-                await self._migrate(self._pool)
+                await self._create_schema(self._pool)
             return self._pool
 
-    async def _migrate(self, pool: AsyncConnectionPool[AsyncConnection[Any]]) -> None:
+    async def _create_schema(self, pool: AsyncConnectionPool[AsyncConnection[Any]]) -> None:
         try:
             async with pool.connection() as conn, conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATE_LOCK,))
@@ -187,174 +167,118 @@ class PostgresStore:
             raise store_failure(repr(self), "creating the schema", None, exc) from exc
         self._migrated = True
 
-    async def migrate(self) -> None:
-        """Create the tables and index if they do not exist (safe to run from many workers)."""
+    async def _with(self, fn: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
         pool = await self._get_pool()
-        await self._migrate(pool)
+        async with pool.connection() as conn:
+            return await fn(conn)
 
-    async def _with(self, action: str, cid: str | None, fn: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
-        pool = await self._get_pool()
-        try:
-            async with pool.connection() as conn:
-                return await fn(conn)
-        except StoreError:
-            raise
-        except Exception as exc:
-            from psycopg import Error
-            from psycopg_pool import PoolTimeout
+    async def _fetch(self, query: str, params: tuple[Any, ...]) -> list[Any]:
+        async def fetch(conn: AsyncConnection[Any]) -> list[Any]:
+            cursor = await conn.execute(query, params)
+            return await cursor.fetchall()
 
-            if isinstance(exc, Error | PoolTimeout):
-                raise store_failure(repr(self), action, cid, exc) from exc
-            raise
+        return await self._with(fetch)
 
-    async def load(self, conversation_id: str, limit: int | None = None) -> list[Message]:
-        """The stored messages in order (the last ``limit``, never starting on a tool result)."""
-        cid = check_conversation_id(conversation_id)
-        limit = check_limit(limit)
+    # -- primitives -----------------------------------------------------------------------
 
-        async def read(conn: AsyncConnection[Any]) -> list[str]:
-            if limit is None:
-                cursor = await conn.execute(self._load_all, (cid,))
-            else:
-                cursor = await conn.execute(self._load_last, (cid, limit))
-            return [row[0] for row in await cursor.fetchall()]
+    async def _migrate(self) -> None:
+        await self._create_schema(await self._get_pool())
 
-        rows = await self._with("load", cid, read)
-        return decode_all(rows, cid, limit is not None)
+    async def _read(self, cid: str, limit: int | None) -> list[str]:
+        if limit is None:
+            rows = await self._fetch(self._load_all, (cid,))
+        else:
+            rows = await self._fetch(self._load_last, (cid, limit))
+        return [row[0] for row in rows]
 
-    async def append(
-        self, conversation_id: str, messages: Sequence[Message], *, pause: PauseChange = KEEP_PAUSE
-    ) -> None:
-        """Store ``messages`` and the pause change in one transaction."""
-        checked = check_append(conversation_id, messages, pause)
-        if checked is None:
-            return
-        cid, encoded, change = checked
-        rows = [(cid, text) for text in encoded]
-
+    async def _write(self, cid: str, rows: Sequence[str], pause: str | _Keep | None, *, clear: bool = False) -> None:
         async def write(conn: AsyncConnection[Any]) -> None:
             async with conn.transaction():
-                # Appends to one conversation take turns, so their sequence numbers never interleave.
+                # Writes to one conversation take turns, so their sequence numbers never interleave.
                 await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (cid,))
+                if clear:
+                    await conn.execute(self._clear, (cid,))
                 if rows:
                     async with conn.cursor() as cursor:
-                        await cursor.executemany(self._insert, rows)
-                if change is None:
+                        await cursor.executemany(self._insert, [(cid, text) for text in rows])
+                if pause is None:
                     await conn.execute(self._clear_pause, (cid,))
-                elif change is not KEEP_PAUSE:
-                    await conn.execute(self._save_pause, (cid, change))
+                elif pause is not KEEP_PAUSE:
+                    await conn.execute(self._save_pause, (cid, pause))
 
-        await self._with("append", cid, write)
+        await self._with(write)
 
-    async def clear(self, conversation_id: str) -> None:
-        """Forget the conversation and its pause state (one transaction)."""
-        cid = check_conversation_id(conversation_id)
+    async def _read_pause(self, cid: str) -> str | None:
+        rows = await self._fetch(self._load_pause, (cid,))
+        return rows[0][0] if rows else None
 
-        async def write(conn: AsyncConnection[Any]) -> None:
+    async def _take_pause(self, cid: str, pause_id: str | None) -> str | None:
+        if pause_id is None:  # one DELETE ... RETURNING
+            rows = await self._fetch(self._take_any, (cid,))
+            return rows[0][0] if rows else None
+
+        # Compare-and-swap: the row is locked from the compare to the delete; a second taker
+        # waits, then finds the row gone. The id is compared in Python, so a corrupt row is
+        # left in place like in every store (a jsonb cast in SQL would fail on it).
+        async def take(conn: AsyncConnection[Any]) -> str | None:
             async with conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (cid,))
-                await conn.execute(self._clear, (cid,))
+                cursor = await conn.execute(self._lock_pause, (cid,))
+                row = await cursor.fetchone()
+                if row is None or self.pause_id_of(row[0]) != pause_id:
+                    return None
                 await conn.execute(self._clear_pause, (cid,))
+                return row[0]  # type: ignore[no-any-return]
 
-        await self._with("clear", cid, write)
+        return await self._with(take)
 
-    async def save_pause(self, conversation_id: str, pause: PauseState) -> None:
-        """Store the conversation's paused run."""
-        cid = check_conversation_id(conversation_id)
-        text = encode_pause(pause)
+    async def _claim(self, pause_id: str) -> bool:
+        async def claim(conn: AsyncConnection[Any]) -> bool:
+            cursor = await conn.execute(self._claim_id, (pause_id,))
+            return cursor.rowcount == 1  # the primary key decides
 
-        async def write(conn: AsyncConnection[Any]) -> None:
-            await conn.execute(self._save_pause, (cid, text))
+        return await self._with(claim)
 
-        await self._with("save_pause", cid, write)
-
-    async def load_pause(self, conversation_id: str) -> PauseState | None:
-        """The conversation's paused run, or None."""
-        cid = check_conversation_id(conversation_id)
-
-        async def read(conn: AsyncConnection[Any]) -> Any:
-            cursor = await conn.execute(self._load_pause, (cid,))
-            return await cursor.fetchone()
-
-        row = await self._with("load_pause", cid, read)
-        return None if row is None else decode_pause(row[0], f"of conversation {cid!r}")
-
-    async def clear_pause(self, conversation_id: str) -> None:
-        """Forget the conversation's paused run."""
-        cid = check_conversation_id(conversation_id)
-
-        async def write(conn: AsyncConnection[Any]) -> None:
-            await conn.execute(self._clear_pause, (cid,))
-
-        await self._with("clear_pause", cid, write)
-
-    async def take_pause(self, conversation_id: str, pause_id: str | None = None) -> PauseState | None:
-        """Load and forget the conversation's paused run (only the one with ``pause_id``), in
-        one ``DELETE ... RETURNING``."""
-        cid = check_conversation_id(conversation_id)
-        wanted = None if pause_id is None else check_pause_id(pause_id)
-
-        async def take(conn: AsyncConnection[Any]) -> Any:
-            if wanted is None:
-                cursor = await conn.execute(self._take_pause, (cid,))
-            else:
-                cursor = await conn.execute(self._take_pause_id, (cid, wanted))
-            return await cursor.fetchone()
-
-        row = await self._with("take_pause", cid, take)
-        return None if row is None else decode_pause(row[0], f"of conversation {cid!r}")
-
-    async def claim_pause(self, pause_id: str) -> bool:
-        """Record ``pause_id`` as resumed; True the first time only (a primary key decides)."""
-        pid = check_pause_id(pause_id)
-
-        async def claim(conn: AsyncConnection[Any]) -> int:
-            cursor = await conn.execute(self._claim, (pid,))
-            return cursor.rowcount
-
-        return await self._with("claim_pause", None, claim) == 1
-
-    async def save_facts(self, user_id: str, facts: Sequence[Fact]) -> None:
-        """Store ``facts`` in one transaction, each replacing the user's fact on its subject."""
-        uid = check_user_id(user_id)
-        checked = check_facts(facts)
-        if not checked:
-            return
-
+    async def _save_facts(self, uid: str, facts: list[Fact]) -> None:
         async def write(conn: AsyncConnection[Any]) -> None:
             async with conn.transaction():
                 # Saves for one user take turns, so two workers never both insert one subject.
                 await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 1))", (uid,))
-                await conn.execute(self._delete_facts, (uid, [fact.subject for fact in checked]))
+                await conn.execute(self._delete_facts, (uid, [fact.subject for fact in facts]))
                 async with conn.cursor() as cursor:
-                    await cursor.executemany(self._insert_fact, [(uid, f.subject, f.text) for f in checked])
+                    await cursor.executemany(self._insert_fact, [(uid, f.subject, f.text) for f in facts])
 
-        await self._with(f"save_facts for user {uid!r}", None, write)
+        await self._with(write)
 
-    async def load_facts(self, user_id: str) -> list[Fact]:
-        """The user's facts, oldest first."""
-        uid = check_user_id(user_id)
+    async def _load_facts(self, uid: str) -> list[tuple[str, str]]:
+        return await self._fetch(self._select_facts, (uid,))
 
-        async def read(conn: AsyncConnection[Any]) -> list[Any]:
-            cursor = await conn.execute(self._load_facts, (uid,))
-            return await cursor.fetchall()
-
-        rows = await self._with(f"load_facts for user {uid!r}", None, read)
-        return [Fact(subject, text) for subject, text in rows]
-
-    async def clear_facts(self, user_id: str) -> None:
-        """Forget the user's facts."""
-        uid = check_user_id(user_id)
-
+    async def _clear_facts(self, uid: str) -> None:
         async def write(conn: AsyncConnection[Any]) -> None:
-            await conn.execute(self._clear_facts, (uid,))
+            await conn.execute(self._delete_all_facts, (uid,))
 
-        await self._with(f"clear_facts for user {uid!r}", None, write)
+        await self._with(write)
 
-    async def aclose(self) -> None:
-        """Close the pool (idempotent)."""
-        self._closed = True
-        pool = self._pool
-        self._pool = None
+    async def _close(self) -> None:
+        pool, self._pool = self._pool, None
         if pool is not None:
             await pool.close()
+
+
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "min_size": {"type": "integer", "minimum": 0},
+        "max_size": {"type": "integer", "minimum": 1},
+        "prefix": {"type": "string", "pattern": "^[a-z_][a-z0-9_]*$"},
+        "timeout": {"type": "number", "exclusiveMinimum": 0},
+    },
+    "additionalProperties": False,
+}
+
+SPEC = StoreSpec(
+    "postgresql",
+    PostgresStore,
+    ("postgresql", "postgres"),
+    OPTIONS,
+    "PostgreSQL shared by many workers (extra: postgres).",
+)

@@ -11,25 +11,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from beamfilter_core import Message, PauseState
+from beamfilter_core import StoreSpec
 from beamfilter_core.errors import ConfigError, StoreError
 
-from ._base import (
-    KEEP_PAUSE,
-    Fact,
-    PauseChange,
-    check_append,
-    check_conversation_id,
-    check_facts,
-    check_limit,
-    check_pause_id,
-    check_user_id,
-    decode_all,
-    decode_pause,
-    encode_pause,
-    store_failure,
-    stored_pause_id,
-)
+from ._base import KEEP_PAUSE, Fact, _Keep
+from ._store import StoreBase
 
 T = TypeVar("T")
 
@@ -93,7 +79,7 @@ def sqlite_path(url: str) -> str:
     return path.split("?", 1)[0]
 
 
-class SQLiteStore:
+class SQLiteStore(StoreBase):
     """Conversations in one SQLite file, safe for many runs and several processes.
 
     The file is opened in WAL mode on first use; each :meth:`append` is one
@@ -113,10 +99,11 @@ class SQLiteStore:
         store = SQLiteStore("sqlite:///chats.db")
     """
 
+    has_schema = True
+
     def __init__(
         self, url: str = "sqlite:///beamfilter.db", *, timeout: float = 10.0, synchronous: str = "NORMAL"
     ) -> None:
-        self.url = url
         self.path = sqlite_path(url)
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
             msg = f"SQLiteStore(timeout={timeout!r}) is invalid; give seconds >= 0."
@@ -124,15 +111,12 @@ class SQLiteStore:
         if not isinstance(synchronous, str) or synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             msg = f"SQLiteStore(synchronous={synchronous!r}) is invalid; give OFF, NORMAL, FULL or EXTRA."
             raise ConfigError(msg)
+        super().__init__(url)
         self.timeout = float(timeout)
         self.synchronous = synchronous.upper()
         self._executor: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
-        self._closed = False
-
-    def __repr__(self) -> str:
-        return f"SQLiteStore({self.url!r})"
 
     # -- the worker thread ----------------------------------------------------------------
 
@@ -150,172 +134,104 @@ class SQLiteStore:
             raise
         return conn
 
-    def _in_thread(self, action: str, conversation_id: str | None, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def _in_thread(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         conn = self._conn
         try:
             if conn is None:
                 conn = self._conn = self._connect()
             return fn(conn)
-        except BaseException as exc:
+        except BaseException:
             if conn is not None and conn.in_transaction:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
-                raise store_failure(repr(self), action, conversation_id, exc) from exc
             raise
 
-    async def _run(self, action: str, conversation_id: str | None, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         executor = self._executor
         if executor is None:
             with self._lock:
                 if self._closed:
-                    msg = f"{self!r} is closed; open a new store (stores cannot be reopened)."
-                    raise StoreError(msg)
+                    raise self._closed_error()
                 if self._executor is None:
                     self._executor = ThreadPoolExecutor(1, thread_name_prefix="beamfilter-sqlite")
                 executor = self._executor
-        elif self._closed:
-            msg = f"{self!r} is closed; open a new store (stores cannot be reopened)."
-            raise StoreError(msg)
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(executor, self._in_thread, action, conversation_id, fn)
+            return await loop.run_in_executor(executor, self._in_thread, fn)
         except RuntimeError as exc:  # executor shut down by a concurrent aclose()
             if self._closed:
-                msg = f"{self!r} was closed while {action} was waiting."
+                msg = f"{self!r} was closed while a call was waiting."
                 raise StoreError(msg) from exc
             raise
 
-    # -- ChatStore ------------------------------------------------------------------------
+    # -- primitives -----------------------------------------------------------------------
 
-    async def migrate(self) -> None:
-        """Create the file and its tables now instead of on first use (idempotent)."""
-        await self._run("creating the schema", None, lambda conn: None)
+    async def _migrate(self) -> None:
+        await self._run(lambda conn: None)  # connecting creates the schema
 
-    async def load(self, conversation_id: str, limit: int | None = None) -> list[Message]:
-        """The stored messages in order (the last ``limit``, never starting on a tool result)."""
-        cid = check_conversation_id(conversation_id)
-        limit = check_limit(limit)
-
+    async def _read(self, cid: str, limit: int | None) -> list[str]:
         def read(conn: sqlite3.Connection) -> list[str]:
             if limit is None:
                 return [row[0] for row in conn.execute(_LOAD_ALL, (cid,))]
             return [row[0] for row in conn.execute(_LOAD_LAST, (cid, limit))]
 
-        rows = await self._run("load", cid, read)
-        return decode_all(rows, cid, limit is not None)
+        return await self._run(read)
 
-    async def append(
-        self, conversation_id: str, messages: Sequence[Message], *, pause: PauseChange = KEEP_PAUSE
-    ) -> None:
-        """Store ``messages`` and the pause change in one transaction."""
-        checked = check_append(conversation_id, messages, pause)
-        if checked is None:
-            return
-        cid, encoded, change = checked
-        rows = [(cid, text) for text in encoded]
-
+    async def _write(self, cid: str, rows: Sequence[str], pause: str | _Keep | None, *, clear: bool = False) -> None:
         def write(conn: sqlite3.Connection) -> None:
             conn.execute("BEGIN IMMEDIATE")
+            if clear:
+                conn.execute(_CLEAR, (cid,))
             if rows:
-                conn.executemany(_INSERT, rows)
-            if change is None:
+                conn.executemany(_INSERT, [(cid, text) for text in rows])
+            if pause is None:
                 conn.execute(_CLEAR_PAUSE, (cid,))
-            elif change is not KEEP_PAUSE:
-                conn.execute(_SAVE_PAUSE, (cid, change))
+            elif pause is not KEEP_PAUSE:
+                conn.execute(_SAVE_PAUSE, (cid, pause))
             conn.execute("COMMIT")
 
-        await self._run("append", cid, write)
+        await self._run(write)
 
-    async def clear(self, conversation_id: str) -> None:
-        """Forget the conversation and its pause state (one transaction)."""
-        cid = check_conversation_id(conversation_id)
+    async def _read_pause(self, cid: str) -> str | None:
+        row = await self._run(lambda conn: conn.execute(_LOAD_PAUSE, (cid,)).fetchone())
+        return None if row is None else row[0]
 
-        def write(conn: sqlite3.Connection) -> None:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute(_CLEAR, (cid,))
-            conn.execute(_CLEAR_PAUSE, (cid,))
-            conn.execute("COMMIT")
-
-        await self._run("clear", cid, write)
-
-    async def save_pause(self, conversation_id: str, pause: PauseState) -> None:
-        """Store the conversation's paused run."""
-        cid = check_conversation_id(conversation_id)
-        text = encode_pause(pause)
-        await self._run("save_pause", cid, lambda conn: conn.execute(_SAVE_PAUSE, (cid, text)))
-
-    async def load_pause(self, conversation_id: str) -> PauseState | None:
-        """The conversation's paused run, or None."""
-        cid = check_conversation_id(conversation_id)
-        row = await self._run("load_pause", cid, lambda conn: conn.execute(_LOAD_PAUSE, (cid,)).fetchone())
-        return None if row is None else decode_pause(row[0], f"of conversation {cid!r}")
-
-    async def clear_pause(self, conversation_id: str) -> None:
-        """Forget the conversation's paused run."""
-        cid = check_conversation_id(conversation_id)
-        await self._run("clear_pause", cid, lambda conn: conn.execute(_CLEAR_PAUSE, (cid,)))
-
-    async def take_pause(self, conversation_id: str, pause_id: str | None = None) -> PauseState | None:
-        """Load and forget the conversation's paused run (only the one with ``pause_id``), in
-        one write transaction: the compare and the delete hold the file's write lock."""
-        cid = check_conversation_id(conversation_id)
-        wanted = None if pause_id is None else check_pause_id(pause_id)
-
-        def take(conn: sqlite3.Connection) -> Any:
+    async def _take_pause(self, cid: str, pause_id: str | None) -> str | None:
+        # The compare and the delete hold the file's write lock.
+        def take(conn: sqlite3.Connection) -> str | None:
             conn.execute("BEGIN IMMEDIATE")
             row = conn.execute(_LOAD_PAUSE, (cid,)).fetchone()
-            if row is not None and wanted is not None and stored_pause_id(row[0]) != wanted:
+            if row is not None and pause_id is not None and self.pause_id_of(row[0]) != pause_id:
                 row = None  # a newer pause: leave it
             if row is not None:
                 conn.execute(_CLEAR_PAUSE, (cid,))
             conn.execute("COMMIT")
-            return row
+            return None if row is None else row[0]
 
-        row = await self._run("take_pause", cid, take)
-        return None if row is None else decode_pause(row[0], f"of conversation {cid!r}")
+        return await self._run(take)
 
-    async def claim_pause(self, pause_id: str) -> bool:
-        """Record ``pause_id`` as resumed; True the first time only (a primary key decides)."""
-        pid = check_pause_id(pause_id)
-        inserted: int = await self._run("claim_pause", None, lambda conn: conn.execute(_CLAIM, (pid,)).rowcount)
-        return inserted == 1
+    async def _claim(self, pause_id: str) -> bool:
+        inserted: int = await self._run(lambda conn: conn.execute(_CLAIM, (pause_id,)).rowcount)
+        return inserted == 1  # the primary key decides
 
-    async def save_facts(self, user_id: str, facts: Sequence[Fact]) -> None:
-        """Store ``facts`` in one transaction, each replacing the user's fact on its subject."""
-        uid = check_user_id(user_id)
-        checked = check_facts(facts)
-        if not checked:
-            return
-
+    async def _save_facts(self, uid: str, facts: list[Fact]) -> None:
         def write(conn: sqlite3.Connection) -> None:
             conn.execute("BEGIN IMMEDIATE")
-            conn.executemany(_DELETE_FACT, [(uid, fact.subject) for fact in checked])
-            conn.executemany(_INSERT_FACT, [(uid, fact.subject, fact.text) for fact in checked])
+            conn.executemany(_DELETE_FACT, [(uid, fact.subject) for fact in facts])
+            conn.executemany(_INSERT_FACT, [(uid, fact.subject, fact.text) for fact in facts])
             conn.execute("COMMIT")
 
-        await self._run(f"save_facts for user {uid!r}", None, write)
+        await self._run(write)
 
-    async def load_facts(self, user_id: str) -> list[Fact]:
-        """The user's facts, oldest first."""
-        uid = check_user_id(user_id)
-        rows = await self._run(
-            f"load_facts for user {uid!r}", None, lambda conn: conn.execute(_LOAD_FACTS, (uid,)).fetchall()
-        )
-        return [Fact(subject, text) for subject, text in rows]
+    async def _load_facts(self, uid: str) -> list[tuple[str, str]]:
+        return await self._run(lambda conn: conn.execute(_LOAD_FACTS, (uid,)).fetchall())
 
-    async def clear_facts(self, user_id: str) -> None:
-        """Forget the user's facts."""
-        uid = check_user_id(user_id)
-        await self._run(f"clear_facts for user {uid!r}", None, lambda conn: conn.execute(_CLEAR_FACTS, (uid,)))
+    async def _clear_facts(self, uid: str) -> None:
+        await self._run(lambda conn: conn.execute(_CLEAR_FACTS, (uid,)))
 
-    async def aclose(self) -> None:
-        """Close the connection and stop the worker thread (idempotent)."""
+    async def _close(self) -> None:
         with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            executor = self._executor
+            executor, self._executor = self._executor, None
         if executor is None:
             return
 
@@ -327,3 +243,15 @@ class SQLiteStore:
 
         await asyncio.get_running_loop().run_in_executor(executor, close)
         executor.shutdown(wait=False)
+
+
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "timeout": {"type": "number", "minimum": 0},
+        "synchronous": {"enum": ["OFF", "NORMAL", "FULL", "EXTRA"]},
+    },
+    "additionalProperties": False,
+}
+
+SPEC = StoreSpec("sqlite", SQLiteStore, ("sqlite",), OPTIONS, "One SQLite file, WAL (the embedded default).")

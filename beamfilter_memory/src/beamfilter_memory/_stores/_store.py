@@ -1,0 +1,261 @@
+"""``StoreBase``: the :class:`ChatStore` protocol written once, over a backend's primitives.
+
+A backend (SQLite, PostgreSQL, Redis, memory://, or a third-party store) implements a few
+``_``-methods that move already-checked, already-encoded data; :class:`StoreBase` does the
+rest the same way for every backend: id, limit, message, pause and fact checks (a bad
+argument writes nothing), JSON encoding and decoding, windows that never start on a tool
+result, the closed state, and backend failures turned into a ``StoreError`` that names the
+store (credentials masked), the action and the conversation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Sequence
+from typing import Any, ClassVar, TypeVar
+
+from beamfilter_core import Message, PauseState, mask_credentials
+from beamfilter_core.errors import BeamfilterError, StoreError
+
+from ._base import (
+    KEEP_PAUSE,
+    Fact,
+    PauseChange,
+    _Keep,
+    check_append,
+    check_conversation_id,
+    check_facts,
+    check_limit,
+    check_pause_id,
+    check_user_id,
+    decode_all,
+    decode_pause,
+    encode_pause,
+    store_failure,
+    stored_pause_id,
+)
+
+__all__ = ["Rows", "StoreBase"]
+
+T = TypeVar("T")
+
+#: What a backend reads back: message rows as the JSON text (or its UTF-8 bytes) it was given.
+Rows = Sequence[str] | Sequence[bytes]
+
+
+class StoreBase:
+    """Base class of a store: subclass it, implement the primitives, register a ``StoreSpec``.
+
+    The public methods (``load``, ``append``, ``take_pause``, ``save_facts``...) are the
+    :class:`ChatStore` protocol and are not overridden. A backend implements:
+
+    - ``_read(cid, limit)``: the conversation's message rows in order (only the last
+      ``limit`` when it is not None);
+    - ``_write(cid, rows, pause, clear=False)``: in **one** transaction, delete the
+      conversation's messages and pause when ``clear``, add ``rows`` after the stored ones,
+      then apply ``pause`` (JSON text to store, None to delete, ``KEEP_PAUSE`` to leave);
+    - ``_read_pause(cid)``: the stored pause text, or None;
+    - ``_take_pause(cid, pause_id)``: atomically return and delete the stored pause text;
+      with a ``pause_id``, only if the stored pause has that id (:meth:`pause_id_of`; else
+      None, deleting nothing);
+    - ``_claim(pause_id)``: record the id as resumed; True the first time only;
+    - ``_save_facts(uid, facts)`` (one transaction; each fact replaces the one on its
+      subject and becomes the most recent), ``_load_facts(uid)`` (``(subject, text)``
+      pairs, oldest first), ``_clear_facts(uid)``;
+    - ``_close()``: release connections (called once); ``_migrate()`` if it has a schema.
+
+    Every argument a primitive gets is checked already: ids are non-empty ``str`` without
+    lone surrogates, rows are JSON text. Whatever a primitive raises becomes a
+    ``StoreError`` (a ``BeamfilterError`` it raises itself is passed on unchanged).
+
+    Example::
+
+        class DictStore(StoreBase):
+            def __init__(self, url: str = "dict://") -> None:
+                super().__init__(url)
+                self.rows: dict[str, list[str]] = {}
+            async def _read(self, cid, limit):
+                return self.rows.get(cid, [])[-limit if limit else 0 :]
+            ...
+    """
+
+    #: True when the backend has tables to create (``migrate`` runs ``_migrate``).
+    has_schema: ClassVar[bool] = False
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({mask_credentials(self.url)!r})"
+
+    # -- primitives: a backend implements these ----------------------------------------------
+
+    async def _read(self, cid: str, limit: int | None) -> Rows:
+        raise NotImplementedError
+
+    async def _write(self, cid: str, rows: Sequence[str], pause: str | _Keep | None, *, clear: bool = False) -> None:
+        raise NotImplementedError
+
+    async def _read_pause(self, cid: str) -> str | bytes | None:
+        raise NotImplementedError
+
+    async def _take_pause(self, cid: str, pause_id: str | None) -> str | bytes | None:
+        raise NotImplementedError
+
+    async def _claim(self, pause_id: str) -> bool:
+        raise NotImplementedError
+
+    async def _save_facts(self, uid: str, facts: list[Fact]) -> None:
+        raise NotImplementedError
+
+    async def _load_facts(self, uid: str) -> Sequence[tuple[str, str]]:
+        raise NotImplementedError
+
+    async def _clear_facts(self, uid: str) -> None:
+        raise NotImplementedError
+
+    async def _close(self) -> None:
+        """Release connections, threads and pools."""
+
+    async def _migrate(self) -> None:
+        """Create the tables now (only called when ``has_schema``)."""
+
+    @staticmethod
+    def pause_id_of(text: str | bytes) -> str | None:
+        """The ``pause_id`` of stored pause text, or None when it has none or cannot be read
+        (what ``_take_pause`` compares with the id asked for; a corrupt row never matches)."""
+        return stored_pause_id(text)
+
+    # -- what every store shares --------------------------------------------------------------
+
+    def _closed_error(self) -> StoreError:
+        return StoreError(f"{self!r} is closed; open a new store (stores cannot be reopened).")
+
+    async def _do(self, action: str, cid: str | None, work: Awaitable[T]) -> T:
+        """Await a primitive; what it raises becomes a StoreError naming ``action``."""
+        try:
+            return await work
+        except BeamfilterError:
+            raise
+        except Exception as exc:
+            raise store_failure(repr(self), action, cid, exc) from exc
+
+    async def migrate(self) -> bool:
+        """Create the store's tables now instead of on first use (idempotent; safe from
+        several workers at once). False when the store has no schema (memory://, Redis)."""
+        if self._closed:
+            raise self._closed_error()
+        if not self.has_schema:
+            return False
+        await self._do("creating the schema", None, self._migrate())
+        return True
+
+    async def load(self, conversation_id: str, limit: int | None = None) -> list[Message]:
+        """The stored messages in order; with ``limit``, only the last ``limit`` of them,
+        never starting on a tool result (whose call would be cut off)."""
+        if self._closed:
+            raise self._closed_error()
+        cid = check_conversation_id(conversation_id)
+        limit = check_limit(limit)
+        rows = await self._do("load", cid, self._read(cid, limit))
+        return decode_all(rows, cid, limit is not None)
+
+    async def append(
+        self, conversation_id: str, messages: Sequence[Message], *, pause: PauseChange = KEEP_PAUSE
+    ) -> None:
+        """Store ``messages`` after the existing ones and apply the pause change (a
+        :class:`PauseState` to save, None to clear, ``KEEP_PAUSE``), in one transaction."""
+        if self._closed:
+            raise self._closed_error()
+        checked = check_append(conversation_id, messages, pause)
+        if checked is None:
+            return
+        cid, rows, change = checked
+        await self._do("append", cid, self._write(cid, rows, change))
+
+    async def clear(self, conversation_id: str) -> None:
+        """Forget the conversation: its messages and its pause state (one transaction)."""
+        await self._change("clear", conversation_id, None, clear=True)
+
+    async def save_pause(self, conversation_id: str, pause: PauseState) -> None:
+        """Store ``pause`` as the conversation's paused run (replacing any older one)."""
+        if self._closed:
+            raise self._closed_error()
+        cid = check_conversation_id(conversation_id)
+        await self._change("save_pause", cid, encode_pause(pause))
+
+    async def clear_pause(self, conversation_id: str) -> None:
+        """Forget the conversation's paused run (no error when there is none)."""
+        await self._change("clear_pause", conversation_id, None)
+
+    async def _change(self, action: str, conversation_id: str, pause: str | None, *, clear: bool = False) -> None:
+        if self._closed:
+            raise self._closed_error()
+        cid = check_conversation_id(conversation_id)
+        await self._do(action, cid, self._write(cid, (), pause, clear=clear))
+
+    async def load_pause(self, conversation_id: str) -> PauseState | None:
+        """The conversation's paused run, or None."""
+        if self._closed:
+            raise self._closed_error()
+        cid = check_conversation_id(conversation_id)
+        text = await self._do("load_pause", cid, self._read_pause(cid))
+        return None if text is None else decode_pause(text, f"of conversation {cid!r}")
+
+    async def take_pause(self, conversation_id: str, pause_id: str | None = None) -> PauseState | None:
+        """Atomically load and forget the conversation's paused run: of several workers
+        resuming the same pause at once, exactly one gets it (the others get None).
+
+        With ``pause_id``, a compare-and-swap: only a stored pause with that id is taken;
+        a newer pause is left in place (and None returned)."""
+        if self._closed:
+            raise self._closed_error()
+        cid = check_conversation_id(conversation_id)
+        wanted = None if pause_id is None else check_pause_id(pause_id)
+        text = await self._do("take_pause", cid, self._take_pause(cid, wanted))
+        return None if not text else decode_pause(text, f"of conversation {cid!r}")
+
+    async def claim_pause(self, pause_id: str) -> bool:
+        """Record ``pause_id`` as resumed (the kernel's pause ledger); True the first time only."""
+        if self._closed:
+            raise self._closed_error()
+        pid = check_pause_id(pause_id)
+        return await self._do(f"claim_pause for pause {pid!r}", None, self._claim(pid))
+
+    async def save_facts(self, user_id: str, facts: Sequence[Fact]) -> None:
+        """Store ``facts`` in one transaction; each replaces a stored fact on its subject
+        and becomes the most recent (within ``facts`` the last one per subject wins)."""
+        if self._closed:
+            raise self._closed_error()
+        uid = check_user_id(user_id)
+        checked = check_facts(facts)
+        if not checked:
+            return
+        await self._do(f"save_facts for user {uid!r}", None, self._save_facts(uid, checked))
+
+    async def load_facts(self, user_id: str) -> list[Fact]:
+        """The user's facts, oldest first."""
+        if self._closed:
+            raise self._closed_error()
+        uid = check_user_id(user_id)
+        rows = await self._do(f"load_facts for user {uid!r}", None, self._load_facts(uid))
+        return [Fact(subject, text) for subject, text in rows]
+
+    async def clear_facts(self, user_id: str) -> None:
+        """Forget every fact of the user (no error when there is none)."""
+        if self._closed:
+            raise self._closed_error()
+        uid = check_user_id(user_id)
+        await self._do(f"clear_facts for user {uid!r}", None, self._clear_facts(uid))
+
+    async def aclose(self) -> None:
+        """Release connections, threads and pools (idempotent; the store refuses work after)."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._close()
+
+
+def check_store_methods(store: Any, methods: Sequence[str]) -> list[str]:
+    """The names in ``methods`` that ``store`` does not have as callables."""
+    return [name for name in methods if not callable(getattr(store, name, None))]
