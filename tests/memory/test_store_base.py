@@ -137,6 +137,20 @@ async def test_what_a_primitive_raises_becomes_a_store_error_naming_store_action
         await _Failing(asyncio.CancelledError()).load("c1")  # cancellation is never wrapped
 
 
+def test_a_store_class_missing_primitives_is_refused_when_made() -> None:
+    class Half(StoreBase):
+        async def _read(self, cid: str, limit: int | None) -> list[str]:
+            return []
+
+    with pytest.raises(ConfigError) as caught:
+        Half("half://")
+    assert str(caught.value) == (
+        "Half does not implement _write, _read_pause, _take_pause, _claim, _save_facts, _load_facts, "
+        "_clear_facts: a StoreBase subclass implements every primitive (_read, _write, _read_pause, "
+        "_take_pause, _claim, _save_facts, _load_facts, _clear_facts); see docs/stores.md."
+    )
+
+
 def test_store_specs_are_the_only_way_to_a_store(tmp_path: Path) -> None:
     assert [spec.name for spec in STORE_SPECS] == ["memory", "sqlite", "postgresql", "redis"]
     made: list[tuple[str, dict[str, Any]]] = []

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from beamfilter_core import Message, PauseState, mask_credentials
-from beamfilter_core.errors import BeamfilterError, StoreError
+from beamfilter_core.errors import BeamfilterError, ConfigError, StoreError
 
 from ._base import (
     KEEP_PAUSE,
@@ -40,6 +40,10 @@ T = TypeVar("T")
 
 #: What a backend reads back: message rows as the JSON text (or its UTF-8 bytes) it was given.
 Rows = Sequence[str] | Sequence[bytes]
+
+
+#: The primitives a backend must implement (``_close`` and ``_migrate`` are optional).
+_PRIMITIVES = ("_read", "_write", "_read_pause", "_take_pause", "_claim", "_save_facts", "_load_facts", "_clear_facts")
 
 
 class StoreBase:
@@ -82,6 +86,13 @@ class StoreBase:
     has_schema: ClassVar[bool] = False
 
     def __init__(self, url: str) -> None:
+        missing = [name for name in _PRIMITIVES if getattr(type(self), name) is getattr(StoreBase, name)]
+        if missing:
+            msg = (
+                f"{type(self).__name__} does not implement {', '.join(missing)}: a StoreBase subclass "
+                f"implements every primitive ({', '.join(_PRIMITIVES)}); see docs/stores.md."
+            )
+            raise ConfigError(msg)
         self.url = url
         self._closed = False
 
