@@ -212,7 +212,7 @@ def loop_guard_filter(
         result = await call_next(request)
         if state["stopped"] and result.status == "completed":
             state["stopped"] = False
-            return result.replace(blocked_by=name)  # type: ignore[no-any-return]
+            return result.replace(blocked_by=name)
         return result
 
     return Filter(name, around_iteration=around_iteration, around_chat=around_chat, around_tool=around_tool)

@@ -12,6 +12,21 @@ from . import errors
 from ._chain import CompiledChain
 from ._filter import Filter, FilterLike, PersistHook, TokenTransform
 from ._heal import heal_tool_calls
+from ._hook_types import (
+    ChatHook,
+    ChatNext,
+    FilterState,
+    GateHook,
+    GateNext,
+    IterationHook,
+    IterationNext,
+    TokenFlush,
+    TokenStep,
+    ToolHook,
+    ToolNext,
+    TurnHook,
+    TurnNext,
+)
 from ._imports import config_import
 from ._kernel import CancelToken, Kernel
 from ._messages import ContentPart, Message, ToolCall, Usage, utf8_safe
@@ -49,7 +64,9 @@ __version__ = "0.1.0"
 __all__ = [
     "BuildContext",
     "CancelToken",
+    "ChatHook",
     "ChatModel",
+    "ChatNext",
     "ChatRequest",
     "ChatResponse",
     "CommandSpec",
@@ -60,7 +77,12 @@ __all__ = [
     "Filter",
     "FilterLike",
     "FilterSpec",
+    "FilterState",
+    "GateHook",
+    "GateNext",
     "GateRequest",
+    "IterationHook",
+    "IterationNext",
     "IterationRequest",
     "IterationResult",
     "Kernel",
@@ -80,16 +102,22 @@ __all__ = [
     "StaticEntryPoint",
     "StoreSpec",
     "TextDelta",
+    "TokenFlush",
+    "TokenStep",
     "TokenTransform",
     "Tool",
     "ToolCall",
     "ToolCallFinished",
     "ToolCallStarted",
     "ToolFailure",
+    "ToolHook",
+    "ToolNext",
     "ToolRequest",
     "ToolResult",
     "Toolset",
     "ToolsetSpec",
+    "TurnHook",
+    "TurnNext",
     "TurnRequest",
     "TurnResult",
     "Usage",

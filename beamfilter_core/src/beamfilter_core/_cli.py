@@ -44,7 +44,7 @@ _TERMINALS = {
 }
 
 
-_BUILTIN_COMMANDS = frozenset({"plugins", "chain", "run", "chat", "demo"})
+_BUILTIN_COMMANDS = frozenset({"plugins", "chain", "run", "chat", "demo", "new"})
 
 
 def _plain(doc: str | None) -> str:
@@ -92,6 +92,20 @@ def _parser(argv: Sequence[str] = (), registry: Any = None) -> argparse.Argument
     )
     plugins.add_argument("--json", action="store_true", help="print JSON instead of a table")
     plugins.set_defaults(handler=_cmd_plugins)
+    check = plugins.add_subparsers(dest="action", metavar="ACTION").add_parser(
+        "check",
+        help="check an installed plugin distribution before publishing it",
+        description=_plain(_cmd_plugins_check.__doc__),
+    )
+    check.add_argument("dist", nargs="?", metavar="DIST", help="the distribution, e.g. beamfilter-shout (default: all)")
+    check.set_defaults(handler=_cmd_plugins_check)
+
+    new = sub.add_parser("new", help="create a new project from a template", description=_plain(_cmd_new.__doc__))
+    new_sub = new.add_subparsers(dest="kind", metavar="KIND", required=True)
+    from ._scaffold import configure_new_plugin
+
+    configure_new_plugin(new_sub.add_parser("plugin", help="a plugin package: filters, toolset, store, tests, CI"))
+    new.set_defaults(handler=_cmd_new)
 
     chain = sub.add_parser("chain", help="draw the filter onion of each scope", description=_plain(_cmd_chain.__doc__))
     chain.add_argument("config", help="path to a beamfilter.toml")
@@ -260,6 +274,18 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
         if info.status == "loaded" and not provided.get(info.name):
             print("  (provides nothing yet)", file=out)
     return OK
+
+
+def _cmd_plugins_check(args: argparse.Namespace) -> int:
+    """Import one installed plugin distribution (DIST, default: every installed one) on its
+    own and report, all at once, what would bite its users: an entry point that fails to
+    import, hook functions that do not match the hooks, records without summary, scopes or
+    options schema, schemas that do not compile, defaults that fail their own schema, names
+    other installed plugins use, a factory that fails with default options, a missing
+    py.typed. Exit code 0 when nothing was found, 1 otherwise."""
+    from ._plugin_check import run_check
+
+    return run_check(args)
 
 
 # -- chain ------------------------------------------------------------------------------
@@ -511,6 +537,18 @@ async def _closing(kernel: Kernel, work: Awaitable[T]) -> T:
         return await work
     finally:
         await kernel.aclose()
+
+
+# -- new ------------------------------------------------------------------------------
+
+
+def _cmd_new(args: argparse.Namespace) -> int:
+    """Create a new project from a template: `beamfilter new plugin NAME` writes a plugin
+    package (pyproject with the entry point, filter module, README, tests on the shipped
+    pytest fixtures, a CI workflow) whose tests, mypy --strict and ruff pass as generated."""
+    from ._scaffold import run_new_plugin
+
+    return run_new_plugin(args)
 
 
 # -- demo -------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ All are frozen attrs classes: rewrite them with ``request.replace(...)``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import attrs
 
@@ -24,8 +24,8 @@ _EMPTY: Mapping[str, Any] = {}
 class _Replaceable:
     __slots__ = ()
 
-    def replace(self, **changes: Any) -> Any:
-        """Return a copy with ``changes`` applied (``attrs.evolve``)."""
+    def replace(self, **changes: Any) -> Self:
+        """Return a copy of the same type with ``changes`` applied (``attrs.evolve``)."""
         return attrs.evolve(self, **changes)  # type: ignore[misc]  # attrs instances only
 
 

@@ -259,7 +259,7 @@ class _Run:
             self.checked_calls = calls
             return response
         self.checked_calls = fixed
-        return response.replace(message=message.replace(tool_calls=fixed))  # type: ignore[no-any-return]
+        return response.replace(message=message.replace(tool_calls=fixed))
 
     # -- tools --------------------------------------------------------------------------
 

@@ -6,10 +6,20 @@ functions to learn which filters it provides. Users enable them by name in confi
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Literal
 
-from beamfilter_core import Filter, FilterSpec, Message, TokenTransform, TurnRequest, TurnResult, hookimpl
+from beamfilter_core import (
+    Filter,
+    FilterSpec,
+    FilterState,
+    Message,
+    TokenTransform,
+    TurnNext,
+    TurnRequest,
+    TurnResult,
+    hookimpl,
+)
 
 __all__ = ["beamfilter_register_filters", "shout", "sign_off"]
 
@@ -30,15 +40,13 @@ def shout(*, applies_to: Literal["stream", "answer"] = "answer") -> Filter:
 def sign_off(*, text: str = DEFAULT_SIGN_OFF) -> Filter:
     """A turn filter that appends ``text`` on its own line to every completed answer."""
 
-    async def around_turn(
-        request: TurnRequest, state: dict[str, Any], call_next: Callable[[TurnRequest], Awaitable[TurnResult]]
-    ) -> TurnResult:
+    async def around_turn(request: TurnRequest, state: FilterState, call_next: TurnNext) -> TurnResult:
         result = await call_next(request)
         if result.status != "completed" or result.message is None:
             return result  # paused and cancelled results pass through unchanged
         signed = Message("assistant", f"{result.message.text}\n{text}")
         state["signed"] = state.get("signed", 0) + 1
-        return result.replace(message=signed, messages=(*result.messages[:-1], signed))  # type: ignore[no-any-return]
+        return result.replace(message=signed, messages=(*result.messages[:-1], signed))
 
     return Filter("sign_off", around_turn=around_turn)
 
