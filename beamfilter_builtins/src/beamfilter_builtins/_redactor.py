@@ -104,8 +104,7 @@ class _State(dict[str, "tuple[Sequence[str], _State]"]):
     __eq__ = object.__eq__
     __hash__ = object.__hash__  # type: ignore[assignment]
 
-    def __init__(self, context: str, held: str) -> None:
-        super().__init__()
+    def __init__(self, context: str, held: str) -> None:  # dict.__init__ has nothing to do: not called
         self.context = context
         self.held = held
 
@@ -395,7 +394,8 @@ class Redactor:
         first = self.first
         states = self.states
         cache_size = self.cache_size
-        klass = self._klass if self.probes is not None else None
+        # Classes only matter for sharing remembered steps: with no cache, keep the character.
+        klass = self._klass if self.probes is not None and cache_size else None
         next_state = self._state
 
         def miss(token: str, state: _State) -> tuple[Sequence[str], _State]:
