@@ -6,9 +6,12 @@ import itertools
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from beamfilter_builtins import redact_filter
 from beamfilter_builtins._partial import first_chars, prefix_source
+from beamfilter_builtins._redactor import _look_back_probes
 from beamfilter_core import Filter, Kernel, RunFinished, ScriptedModel
 from beamfilter_core.errors import ConfigError
 from beamfilter_core.testing import collect_stream
@@ -174,3 +177,166 @@ def test_scans_are_cached_and_bounded() -> None:
     streamed(uncached, ["some text ", "sk-", "abc"])
     assert uncached.extras["redactor"].remembered == 0
     assert uncached.extras["redactor"].states == {}
+
+
+# -- the stream states: remembered steps, their bound, and look-back classes ------------------
+
+
+def test_a_step_taken_before_from_the_same_state_is_remembered_once() -> None:
+    flt = redact_filter()
+    transform = flt.token
+    assert transform is not None
+    redactor = flt.extras["redactor"]
+    start = transform.new_state()
+    assert start is transform.new_state()  # one object per point of a stream
+    first = transform.step("hello world", start)
+    assert first == (("hello world",), redactor.states["d", ""])
+    assert redactor.remembered == 1
+    again = transform.step("hello world", start)
+    assert again is first  # the same remembered result, no scan
+    assert redactor.remembered == 1
+    assert sorted(redactor.states) == [("", ""), ("d", "")]
+
+
+def test_the_bound_forgets_every_step_and_state_when_reached() -> None:
+    flt = redact_filter(cache_size=2)
+    transform = flt.token
+    assert transform is not None
+    redactor = flt.extras["redactor"]
+    start = transform.new_state()
+    _out, after_a = transform.step("a ", start)
+    assert (redactor.remembered, len(redactor.states)) == (1, 2)
+    _out, after_b = transform.step("b ", after_a)
+    assert after_b is after_a  # " " then " ": the same point
+    assert (redactor.remembered, len(redactor.states)) == (2, 2)
+    out, after_c = transform.step("c ", after_b)
+    assert out == ("c ",)
+    assert (redactor.remembered, redactor.states) == (0, {})
+    assert len(start) == 0
+    assert len(after_a) == 0
+    assert after_c.context == " "
+    # a forgotten state still streams correctly, and learns again once registered anew
+    assert streamed(flt, ["key ", "sk-", "abcdefghijklmnopqrst", " ok"]) == "key [REDACTED] ok"
+
+
+def test_a_third_state_reaching_the_bound_forgets_the_others() -> None:
+    flt = redact_filter(cache_size=2)
+    transform = flt.token
+    assert transform is not None
+    redactor = flt.extras["redactor"]
+    start = transform.new_state()
+    _out, letter = transform.step("ab", start)
+    assert len(redactor.states) == 2
+    _out, dot = transform.step(".", letter)  # "." is its own class: a third state
+    assert redactor.states == {(".", ""): dot}
+    assert redactor.remembered == 0
+
+
+@pytest.mark.parametrize(("size", "registered"), [(32, True), (33, False)])
+def test_held_tails_up_to_32_characters_are_shared_states(size: int, registered: bool) -> None:
+    flt = redact_filter()
+    transform = flt.token
+    assert transform is not None
+    redactor = flt.extras["redactor"]
+    held = "sk-" + "a" * (size - 3)
+    out, state = transform.step(" " + held, transform.new_state())
+    assert (out, state.held) == ((" ",), held)
+    assert (redactor.states.get((" ", held)) is state) is registered
+    before = redactor.remembered
+    out, after = transform.step("b", state)
+    assert (out, after.held) == ((), held + "b")
+    # only a registered state remembers its steps
+    assert redactor.remembered == before + (1 if registered and size + 1 <= 32 else 0)
+
+
+@pytest.mark.parametrize(("size", "remembered"), [(32, 1), (33, 0)])
+def test_steps_over_texts_up_to_32_characters_are_remembered(size: int, remembered: int) -> None:
+    flt = redact_filter()
+    transform = flt.token
+    assert transform is not None
+    token = "x" * (size - 1) + " "
+    assert transform.step(token, transform.new_state())[0] == (token,)
+    assert flt.extras["redactor"].remembered == remembered
+
+
+def test_look_back_classes_keep_the_first_character_seen_of_each() -> None:
+    redactor = redact_filter().extras["redactor"]
+    assert [redactor._klass(c) for c in "ab.5_Z7-é,?"] == ["a", "a", ".", "5", "_", "a", "5", "-", "_", "-", "-"]
+    assert redactor.classes == {c: redactor._klass(c) for c in "ab.5_Z7-é,?"}
+
+
+def test_at_most_4096_characters_are_remembered_with_their_class() -> None:
+    redactor = redact_filter().extras["redactor"]
+    for code in range(0x4E00, 0x4E00 + 4100):
+        assert redactor._klass(chr(code)) == "\u4e00"  # CJK ideographs are word characters, not letters
+    assert len(redactor.classes) == 4096
+    assert "\u4e00" in redactor.classes
+    assert chr(0x4E00 + 4096) not in redactor.classes
+
+
+def test_without_a_cache_the_context_is_kept_as_it_is() -> None:
+    flt = redact_filter(cache_size=0)
+    transform = flt.token
+    assert transform is not None
+    redactor = flt.extras["redactor"]
+    _out, state = transform.step("xyz key ", transform.new_state())
+    _out, state = transform.step("sk-", state)
+    assert (state.context, state.held) == (" ", "sk-")
+    _out, other = transform.step("Q", transform.new_state())
+    assert (other.context, other.held) == ("Q", "")
+    assert other is not transform.new_state()
+    assert (redactor.classes, redactor.states, redactor.remembered) == ({}, {}, 0)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "probes"),
+    [
+        (r"\bx", [r"\w"]),
+        (r"\Bx", [r"\w"]),
+        (r"(?m)^x", ["\n"]),
+        (r"^x", []),
+        (r"\Ax", []),
+        (r"x$", []),
+        (r"(?<=\d)x", ["5"]),
+        (r"(?<!\.)x", ["."]),
+        (r"(?=(?<=a)x)x", ["a"]),
+        (r"(?:y|(?<=a)x)", ["a"]),
+        (r"(?:(?<=a)x){1,2}", ["a"]),
+        (r"(?>(?<=a)x)", ["a"]),
+        (r"(?:(?<=a)x)", ["a"]),
+        (r"(?<=a)x|(?<=a)y", ["a"]),
+        (r"(?a)\bx", [r"\w"]),
+    ],
+)
+def test_look_back_probes_name_what_the_character_before_decides(pattern: str, probes: list[str]) -> None:
+    found = _look_back_probes([re.compile(pattern)])
+    assert found is not None
+    assert len(found) == len(probes)
+    for probe, char in zip(found, probes, strict=True):
+        if char == r"\w":
+            assert probe.fullmatch("a") and probe.fullmatch("_") and not probe.fullmatch("-")
+            assert bool(probe.fullmatch("é")) is not pattern.startswith("(?a)")
+        else:
+            assert probe.fullmatch(char)
+            assert not probe.fullmatch("b")
+
+
+@pytest.mark.parametrize("pattern", [r"(?<=ab)x", r"(?<=\b)x", r"(?<=(a))x", r"(?i:(?<=a)x)", r"(?-i:(?<=a)x)"])
+def test_look_backs_the_classes_cannot_follow_keep_the_context_as_it_is(pattern: str) -> None:
+    assert _look_back_probes([re.compile(pattern)]) is None
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=st.text(alphabet="0a_.é -\nxyz", max_size=24), cuts=st.lists(st.integers(0, 30), max_size=6))
+def test_streams_sharing_remembered_steps_equal_whole_texts_with_look_backs(text: str, cuts: list[int]) -> None:
+    flt = SHARED_LOOK_BACKS
+    points = sorted({c % (len(text) + 1) for c in cuts})
+    bounds = [0, *points, len(text)]
+    chunks = [text[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+    assert streamed(flt, chunks) == flt.extras["redactor"].redact(text)
+    assert streamed(flt, list(text)) == flt.extras["redactor"].redact(text)
+
+
+SHARED_LOOK_BACKS = redact_filter(
+    [r"(?<=\d)xy{0,2}", r"\bzx{1,2}", r"(?m)^yz", r"(?<![a_])x{3}", r"(?<=\.)y"], default_rules=False, cache_size=64
+)
