@@ -17,6 +17,15 @@ Run it with::
 
     .venv/bin/python bench/bench_transforms.py            # about 30 s
     .venv/bin/python bench/bench_transforms.py --quick    # a short smoke run
+
+On a loaded machine, count instructions instead (repeatable whatever the load): ``--only
+NAME --passes N`` builds one candidate, warms it up and streams the tokens N more times
+through the pipeline, printing nothing; the difference between ``--passes 3`` and
+``--passes 1`` under ``valgrind --tool=callgrind``, divided by twice the token count, is
+the instructions per token of a warm pass::
+
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
+        .venv/bin/python bench/bench_transforms.py --only "redact (default patterns)" --passes 3 --tokens 20000
 """
 
 from __future__ import annotations
@@ -136,6 +145,20 @@ def bench_pipeline(tokens: list[str], rounds: int) -> dict[str, float]:
     return results
 
 
+def passes(tokens: list[str], name: str, count: int) -> None:
+    """Warm up ``name``'s transform, then stream ``tokens`` ``count`` more times (untimed)."""
+    flt = dict(candidates())[name]()
+    transforms = [flt.token] if flt is not None and flt.token is not None else []
+    out: list[str] = []
+    for _ in range(1 + count):
+        out.clear()
+        push, flush = pipeline(transforms, out.append)
+        for token in tokens:
+            push(token)
+        if flush is not None:
+            flush()
+
+
 async def _consume(kernel: Kernel) -> int:
     count = 0
     async for event in kernel.run_stream("go"):
@@ -175,8 +198,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer tokens and rounds")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--tokens", type=int, default=None)
+    parser.add_argument("--only", help="with --passes: the candidate to run, e.g. 'redact (default patterns)'")
+    parser.add_argument("--passes", type=int, default=None, help="untimed warm passes of --only (for callgrind)")
     args = parser.parse_args()
     count = args.tokens or (5_000 if args.quick else 50_000)
+    if args.passes is not None:
+        passes(make_tokens(count), args.only or "redact (default patterns)", args.passes)
+        return
     rounds = args.rounds or (3 if args.quick else 9)
     tokens = make_tokens(count)
     print(f"{len(tokens):,} tokens ({len(set(tokens)):,} distinct), best of {rounds} rounds")
