@@ -4,6 +4,7 @@ mypy --strict of a generated plugin are in test_scaffold_install.py)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -149,3 +150,38 @@ def test_generated_code_is_ruff_clean_as_written(plan: PluginPlan, tmp_path: Pat
             [sys.executable, "-m", "ruff", *command], cwd=root, capture_output=True, text=True, check=False
         )
         assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.packages
+def test_every_option_generates_a_plugin_whose_tests_and_mypy_pass(tmp_path: Path) -> None:
+    """Filters, a toolset and a store at once (the store needs beamfilter-memory, so this
+    runs in the development environment, the plugin installed as pip would: package and
+    dist-info on the path)."""
+    plan = plan_plugin("every", ["first", "second"], toolset="helper", store="every+kv")
+    root = tmp_path / "beamfilter-every"
+    write_plugin(plan, root)
+    site = tmp_path / "site"
+    (site / "beamfilter_every-0.1.0.dist-info").mkdir(parents=True)
+    (site / "beamfilter_every-0.1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: beamfilter-every\nVersion: 0.1.0\n", encoding="utf-8"
+    )
+    (site / "beamfilter_every-0.1.0.dist-info" / "entry_points.txt").write_text(
+        "[beamfilter]\nevery = beamfilter_every\n", encoding="utf-8"
+    )
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("BEAMFILTER_", "PYTHON", "MYPY"))}
+    environ["PYTHONPATH"] = os.pathsep.join([str(site), str(root / "src")])
+    tested = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q"], cwd=root, env=environ, capture_output=True, text=True, check=False
+    )
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    assert tested.stdout.strip().splitlines()[-1].startswith("15 passed")
+    typed = subprocess.run(
+        [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "mypy-cache")],
+        cwd=root,
+        env=environ,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (typed.returncode, typed.stdout.strip()) == (0, "Success: no issues found in 6 source files"), typed.stdout
