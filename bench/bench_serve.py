@@ -260,7 +260,7 @@ def report_load(name: str, result: dict[str, Any]) -> None:
     p50 = percentile(times, 0.5) * 1000 if times else float("nan")
     p99 = percentile(times, 0.99) * 1000 if times else float("nan")
     print(
-        f"  {name:<11} {len(times):>7} requests  {rate:>7.1f} req/s  p50 {p50:>7.1f} ms  p99 {p99:>7.1f} ms  "
+        f"  {name:<17} {len(times):>7} requests  {rate:>7.1f} req/s  p50 {p50:>7.1f} ms  p99 {p99:>7.1f} ms  "
         f"errors {len(result['errors'])}"
     )
     for error in sorted(set(result["errors"]))[:5]:
