@@ -242,6 +242,9 @@ def test_stem_edges() -> None:
     assert stem("freeing") == "fre"
     assert stem("cat") == "cat"
     assert stem("ate") == "ate"
+    assert stem("spy") == "spy"  # the y of three letters stays
+    assert stem("spying") == "spy"
+    assert stem("bus") == "bus"
 
 
 def test_analyze_drops_single_latin_letters_only() -> None:

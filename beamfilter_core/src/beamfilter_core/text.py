@@ -106,10 +106,9 @@ def stem(word: str) -> str:
         return word
     base = word
     for suffix in _SUFFIXES:
-        if not base.endswith(suffix) or len(base) - len(suffix) < 3:
+        kept = suffix == "s" and base.endswith(_KEEP_ENDINGS)  # status, process, this, days
+        if kept or not base.endswith(suffix) or len(base) - len(suffix) < 3:
             continue
-        if suffix == "s" and base.endswith(_KEEP_ENDINGS):
-            break
         if suffix in ("ies", "ied"):
             base = base[: -len(suffix)] + "y"
         elif suffix in ("ational", "ations", "ation"):
