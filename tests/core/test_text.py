@@ -243,6 +243,8 @@ def test_stem_edges() -> None:
     assert stem("cat") == "cat"
     assert stem("ate") == "ate"
     assert stem("spy") == "spy"  # the y of three letters stays
+    assert stem("query") == "queri"  # a y after a consonant
+    assert stem("display") == "display"  # a y after a vowel stays
     assert stem("spying") == "spy"
     assert stem("bus") == "bus"
 
