@@ -7,10 +7,16 @@ runs with ``fsync=on`` (its default), SQLite in WAL mode with ``synchronous=NORM
 store's default), Redis without persistence. Stores whose server is not installed are
 skipped with a note. Figures are wall-clock medians of ``--rounds`` rounds.
 
+Section 3 is a paired comparison in one process: the stores of a baseline commit (its
+``beamfilter_memory`` extracted with ``git archive`` as ``beamfilter_memory_baseline``) and
+this tree's, alternating round by round, CPU time per operation; the ratio (median of the
+per-round ratios) is the figure to read on a loaded machine.
+
 Run it with::
 
     .venv/bin/python bench/bench_memory.py            # full run, about a minute
     .venv/bin/python bench/bench_memory.py --quick    # a fast smoke run
+    .venv/bin/python bench/bench_memory.py --baseline 692325e --store memory --store sqlite
 """
 
 from __future__ import annotations
@@ -18,10 +24,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
+import io
 import os
 import platform
 import statistics
+import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -35,6 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from memory._servers import postgres_bindir, postgres_server, redis_binary, redis_server
 
 TARGET_SQLITE_MS = 20.0
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_BASELINE = "692325e"  # main just before the stores were written over StoreBase
 KINDS = ("memory", "sqlite", "postgres", "redis")
 
 
@@ -145,6 +157,72 @@ def servers(kinds: Sequence[str]) -> Iterator[dict[str, str]]:
         yield urls
 
 
+def extract(rev: str, into: Path) -> Any:
+    """The baseline's ``beamfilter_memory``, imported as ``beamfilter_memory_baseline`` (its
+    modules import each other relatively, so both versions load side by side)."""
+    archive = subprocess.run(
+        ["git", "archive", rev, "beamfilter_memory/src/beamfilter_memory"], cwd=ROOT, capture_output=True, check=True
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    (into / "beamfilter_memory" / "src" / "beamfilter_memory").rename(into / "beamfilter_memory_baseline")
+    sys.path.insert(0, str(into))
+    return importlib.import_module("beamfilter_memory_baseline")
+
+
+async def cpu_ms(store: Any, messages: list[Message], turns: Kernel) -> dict[str, float]:
+    """CPU ms of append(messages) + load() + load(50), and CPU us per memory-filter turn."""
+    cid = f"ab-{time.monotonic_ns()}"
+    started = time.process_time()
+    await store.append(cid, messages)
+    await store.load(cid)
+    await store.load(cid, 50)
+    storage = (time.process_time() - started) * 1000
+    await store.clear(cid)
+    started = time.process_time()
+    for n in range(20):
+        await turns.run(f"message {n}", context={"conversation_id": cid})
+    turn = (time.process_time() - started) / 20 * 1e6
+    await store.clear(cid)
+    return {"append+load": storage, "turn": turn}
+
+
+async def paired(args: argparse.Namespace, urls: dict[str, str]) -> None:
+    print(f"\n3. baseline {args.baseline} vs this tree, one process, rounds alternate; CPU per operation")
+    print(f"{'store':<10}{'operation':<26}{'baseline':>10}{'this tree':>11}{'ratio':>8}")
+    messages = conversation(args.size)
+    with tempfile.TemporaryDirectory(prefix="beamfilter-baseline-") as tmp:
+        baseline = extract(args.baseline, Path(tmp))
+        for kind, url in urls.items():
+            if kind not in ("memory", "sqlite"):
+                continue  # the network stores' time is the server's: compare them in section 1
+            folder = Path(tmp) / kind
+            folder.mkdir()
+            pairs = []
+            for side, package in (("before", baseline), ("after", sys.modules["beamfilter_memory"])):
+                side_url = url if kind == "memory" else f"sqlite:///{folder}/{side}.db"
+                store = package.open_store(side_url)
+                pairs.append((store, Kernel(FixedModel(), filters=[package.memory_filter(store)])))
+            samples: dict[str, list[tuple[float, float]]] = {"append+load": [], "turn": []}
+            try:
+                for _ in range(2):  # warm-up
+                    for store, kernel in pairs:
+                        await cpu_ms(store, messages, kernel)
+                for _ in range(args.rounds * 2):
+                    before = await cpu_ms(pairs[0][0], messages, pairs[0][1])
+                    after = await cpu_ms(pairs[1][0], messages, pairs[1][1])
+                    for key in samples:
+                        samples[key].append((before[key], after[key]))
+            finally:
+                for store, _ in pairs:
+                    await store.aclose()
+            for key, unit in (("append+load", f"{args.size} msgs, ms"), ("turn", "memory turn, us")):
+                b = statistics.median(x for x, _ in samples[key])
+                a = statistics.median(y for _, y in samples[key])
+                ratio = statistics.median(y / x for x, y in samples[key])
+                print(f"{kind:<10}{key + ' (' + unit + ')':<26}{b:>10.2f}{a:>11.2f}{ratio:>8.3f}")
+
+
 async def run(args: argparse.Namespace) -> int:
     kinds = args.store or list(KINDS)
     failed = False
@@ -183,6 +261,8 @@ async def run(args: argparse.Namespace) -> int:
             finally:
                 await store.aclose()
             print(f"{kind:<10}{rate:>10.0f}{latency:>16.2f}")
+        if args.baseline:
+            await paired(args, urls)
     return 1 if failed and not args.quick else 0
 
 
@@ -194,6 +274,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--conversations", type=int, default=50)
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--store", action="append", choices=KINDS, help="only these stores (repeatable)")
+    parser.add_argument(
+        "--baseline", nargs="?", const=DEFAULT_BASELINE, help="also compare with this commit's stores (section 3)"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.rounds, args.conversations, args.turns = 3, 10, 5

@@ -133,6 +133,7 @@ async def test_what_a_primitive_raises_becomes_a_store_error_naming_store_action
     with pytest.raises(StoreError) as caught:
         await _Failing(own).load("c1")
     assert caught.value is own  # a typed error of the backend is passed on as it is
+    assert own.__cause__ is None
     with pytest.raises(asyncio.CancelledError):
         await _Failing(asyncio.CancelledError()).load("c1")  # cancellation is never wrapped
 

@@ -44,10 +44,11 @@ _CID = "conversation_id"
 def _heal_tail(history: list[Message]) -> tuple[Message, ...]:
     """Results for the calls of a trailing assistant message that were never answered
     (what can be appended to the stored conversation)."""
-    start = len(history)
-    while start and history[start - 1].role == "tool":
+    start = len(history) - 1
+    while start >= 0 and history[start].role == "tool":
         start -= 1
-    start = max(start - 1, 0)  # the assistant message before the trailing results
+    if start < 0 or not history[start].tool_calls:
+        return ()  # the common case: the conversation ends on an answer
     healed = heal_tool_calls(history[start:], ABANDONED_CALL_TEXT)
     return () if healed is None else healed[len(history) - start :]
 

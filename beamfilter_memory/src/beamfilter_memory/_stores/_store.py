@@ -10,8 +10,8 @@ store (credentials masked), the action and the conversation.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 from beamfilter_core import Message, PauseState, mask_credentials
 from beamfilter_core.errors import BeamfilterError, ConfigError, StoreError
@@ -35,8 +35,6 @@ from ._base import (
 )
 
 __all__ = ["Rows", "StoreBase"]
-
-T = TypeVar("T")
 
 #: What a backend reads back: message rows as the JSON text (or its UTF-8 bytes) it was given.
 Rows = Sequence[str] | Sequence[bytes]
@@ -142,14 +140,9 @@ class StoreBase:
     def _closed_error(self) -> StoreError:
         return StoreError(f"{self!r} is closed; open a new store (stores cannot be reopened).")
 
-    async def _do(self, action: str, cid: str | None, work: Awaitable[T]) -> T:
-        """Await a primitive; what it raises becomes a StoreError naming ``action``."""
-        try:
-            return await work
-        except BeamfilterError:
-            raise
-        except Exception as exc:
-            raise store_failure(repr(self), action, cid, exc) from exc
+    def _failed(self, exc: Exception, action: str, cid: str | None) -> StoreError:
+        """What a primitive raised, as a StoreError naming the store, ``action`` and the id."""
+        return store_failure(repr(self), action, cid, exc)
 
     async def migrate(self) -> bool:
         """Create the store's tables now instead of on first use (idempotent; safe from
@@ -158,7 +151,12 @@ class StoreBase:
             raise self._closed_error()
         if not self.has_schema:
             return False
-        await self._do("creating the schema", None, self._migrate())
+        try:
+            await self._migrate()
+        except BeamfilterError:  # the backend's own typed error, as it is
+            raise
+        except Exception as exc:
+            raise self._failed(exc, "creating the schema", None) from exc
         return True
 
     async def load(self, conversation_id: str, limit: int | None = None) -> list[Message]:
@@ -168,7 +166,12 @@ class StoreBase:
             raise self._closed_error()
         cid = check_conversation_id(conversation_id)
         limit = check_limit(limit)
-        rows = await self._do("load", cid, self._read(cid, limit))
+        try:
+            rows = await self._read(cid, limit)
+        except BeamfilterError:  # the backend's own typed error, as it is
+            raise
+        except Exception as exc:
+            raise self._failed(exc, "load", cid) from exc
         return decode_all(rows, cid, limit is not None)
 
     async def append(
@@ -182,7 +185,12 @@ class StoreBase:
         if checked is None:
             return
         cid, rows, change = checked
-        await self._do("append", cid, self._write(cid, rows, change))
+        try:
+            await self._write(cid, rows, change)
+        except BeamfilterError:  # the backend's own typed error, as it is
+            raise
+        except Exception as exc:
+            raise self._failed(exc, "append", cid) from exc
 
     async def clear(self, conversation_id: str) -> None:
         """Forget the conversation: its messages and its pause state (one transaction)."""
@@ -203,14 +211,24 @@ class StoreBase:
         if self._closed:
             raise self._closed_error()
         cid = check_conversation_id(conversation_id)
-        await self._do(action, cid, self._write(cid, (), pause, clear=clear))
+        try:
+            await self._write(cid, (), pause, clear=clear)
+        except BeamfilterError:  # the backend's own typed error, as it is
+            raise
+        except Exception as exc:
+            raise self._failed(exc, action, cid) from exc
 
     async def load_pause(self, conversation_id: str) -> PauseState | None:
         """The conversation's paused run, or None."""
         if self._closed:
             raise self._closed_error()
         cid = check_conversation_id(conversation_id)
-        text = await self._do("load_pause", cid, self._read_pause(cid))
+        try:
+            text = await self._read_pause(cid)
+        except BeamfilterError:  # the backend's own typed error, as it is
+            raise
+        except Exception as exc:
+            raise self._failed(exc, "load_pause", cid) from exc
         return None if text is None else decode_pause(text, f"of conversation {cid!r}")
 
     async def take_pause(self, conversation_id: str, pause_id: str | None = None) -> PauseState | None:
@@ -223,7 +241,12 @@ class StoreBase:
             raise self._closed_error()
         cid = check_conversation_id(conversation_id)
         wanted = None if pause_id is None else check_pause_id(pause_id)
-        text = await self._do("take_pause", cid, self._take_pause(cid, wanted))
+        try:
+            text = await self._take_pause(cid, wanted)
+        except BeamfilterError:  # the backend's own typed error, as it is
+            raise
+        except Exception as exc:
+            raise self._failed(exc, "take_pause", cid) from exc
         return None if not text else decode_pause(text, f"of conversation {cid!r}")
 
     async def claim_pause(self, pause_id: str) -> bool:
@@ -231,7 +254,12 @@ class StoreBase:
         if self._closed:
             raise self._closed_error()
         pid = check_pause_id(pause_id)
-        return await self._do(f"claim_pause for pause {pid!r}", None, self._claim(pid))
+        try:
+            return await self._claim(pid)
+        except BeamfilterError:  # the backend's own typed error, as it is
+            raise
+        except Exception as exc:
+            raise self._failed(exc, f"claim_pause for pause {pid!r}", None) from exc
 
     async def save_facts(self, user_id: str, facts: Sequence[Fact]) -> None:
         """Store ``facts`` in one transaction; each replaces a stored fact on its subject
@@ -242,14 +270,24 @@ class StoreBase:
         checked = check_facts(facts)
         if not checked:
             return
-        await self._do(f"save_facts for user {uid!r}", None, self._save_facts(uid, checked))
+        try:
+            await self._save_facts(uid, checked)
+        except BeamfilterError:  # the backend's own typed error, as it is
+            raise
+        except Exception as exc:
+            raise self._failed(exc, f"save_facts for user {uid!r}", None) from exc
 
     async def load_facts(self, user_id: str) -> list[Fact]:
         """The user's facts, oldest first."""
         if self._closed:
             raise self._closed_error()
         uid = check_user_id(user_id)
-        rows = await self._do(f"load_facts for user {uid!r}", None, self._load_facts(uid))
+        try:
+            rows = await self._load_facts(uid)
+        except BeamfilterError:  # the backend's own typed error, as it is
+            raise
+        except Exception as exc:
+            raise self._failed(exc, f"load_facts for user {uid!r}", None) from exc
         return [Fact(subject, text) for subject, text in rows]
 
     async def clear_facts(self, user_id: str) -> None:
@@ -257,7 +295,12 @@ class StoreBase:
         if self._closed:
             raise self._closed_error()
         uid = check_user_id(user_id)
-        await self._do(f"clear_facts for user {uid!r}", None, self._clear_facts(uid))
+        try:
+            await self._clear_facts(uid)
+        except BeamfilterError:  # the backend's own typed error, as it is
+            raise
+        except Exception as exc:
+            raise self._failed(exc, f"clear_facts for user {uid!r}", None) from exc
 
     async def aclose(self) -> None:
         """Release connections, threads and pools (idempotent; the store refuses work after)."""
