@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from beamfilter_core import Decision, Filter, FilterSpec, GateRequest, ToolCall
+from beamfilter_core import Decision, Filter, FilterSpec, GateRequest, ToolCall, options_schema
 from beamfilter_core.errors import ConfigError
 
 from ._callables import call_maybe_async, resolve_callable
+from ._options import IMPORT_PATH
 
 __all__ = ["DEFAULT_REJECTION", "HUMAN_REASON", "SPEC", "approval_filter"]
 
@@ -19,6 +20,18 @@ DEFAULT_REJECTION = "The user rejected this call to the sensitive tool {tool!r}{
 HUMAN_REASON = "{tool!r} is a sensitive tool: a human decides"
 
 
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "approve": {**IMPORT_PATH, "pattern": "^[A-Za-z_][\\w.]*:[\\w.]+$"},
+        "rejection": {"type": "string"},
+        "name": {"type": "string", "minLength": 1},
+    },
+    "additionalProperties": False,
+}
+
+
+@options_schema(OPTIONS, style="colon")
 def approval_filter(
     approve: Callable[[str, dict[str, Any]], Any] | str | None = None,
     *,
@@ -47,9 +60,6 @@ def approval_filter(
         name: the filter's name.
     """
     approver = None if approve is None else resolve_callable(approve, option="approve", owner="approval_filter")
-    if not isinstance(rejection, str):
-        msg = f"approval_filter(rejection={rejection!r}): give a string."
-        raise ConfigError(msg)
 
     def rejected(tool: str, reason: str | None) -> Decision:
         return Decision.reject(reason, result=rejection.format(tool=tool, reason=f": {reason}" if reason else ""))
@@ -90,15 +100,7 @@ def approval_filter(
 SPEC = FilterSpec(
     "approval",
     approval_filter,
-    {
-        "type": "object",
-        "properties": {
-            "approve": {"type": "string", "pattern": "^[A-Za-z_][\\w.]*:[\\w.]+$"},
-            "rejection": {"type": "string"},
-            "name": {"type": "string", "minLength": 1},
-        },
-        "additionalProperties": False,
-    },
+    OPTIONS,
     "Asks approve(name, arguments) at the gate before a sensitive tool runs (without one: pauses for a human).",
     ("gate",),
 )

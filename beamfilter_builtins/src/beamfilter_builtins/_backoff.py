@@ -7,8 +7,6 @@ from typing import Any
 
 import attrs
 
-from ._options import check_number
-
 #: The options schema of a backoff, shared by the retry filters' specs.
 BACKOFF_OPTIONS: dict[str, Any] = {
     "max_retries": {"type": "integer", "minimum": 0},
@@ -33,12 +31,9 @@ class Backoff:
     jitter: bool = True
 
     @classmethod
-    def checked(cls, where: str, initial: float, maximum: float, multiplier: float, jitter: bool) -> Backoff:
-        """Build a backoff from user options, with clear errors."""
-        first = check_number(where, "initial_delay", initial, 0.0)
-        cap = check_number(where, "max_delay", maximum, 0.0)
-        factor = check_number(where, "multiplier", multiplier, 1.0)
-        return cls(first, cap, factor, bool(jitter))
+    def from_options(cls, initial: float, maximum: float, multiplier: float, jitter: bool) -> Backoff:
+        """A backoff from options already checked against :data:`BACKOFF_OPTIONS`."""
+        return cls(float(initial), float(maximum), float(multiplier), bool(jitter))
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait before retry number ``attempt`` (0 for the first retry)."""

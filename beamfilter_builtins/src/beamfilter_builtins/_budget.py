@@ -18,10 +18,9 @@ from beamfilter_core import (
     TurnRequest,
     TurnResult,
     Usage,
+    options_schema,
 )
 from beamfilter_core.errors import ConfigError, LimitExceeded
-
-from ._options import check_choice, check_number, check_optional_int
 
 __all__ = ["DEFAULT_FINISH_MESSAGE", "SPEC", "Totals", "budget_filter", "model_key"]
 
@@ -84,6 +83,35 @@ def _chars(message: Message) -> int:
     return size
 
 
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "max_tokens_per_turn": {"type": "integer", "minimum": 1},
+        "max_cost": {"type": "number", "minimum": 0},
+        "prompt_price": {"type": "number", "minimum": 0},
+        "completion_price": {"type": "number", "minimum": 0},
+        "prices": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "object",
+                "properties": {
+                    "prompt": {"type": "number", "minimum": 0},
+                    "completion": {"type": "number", "minimum": 0},
+                },
+                "additionalProperties": False,
+                "x-hint": "{'prompt': 0.5, 'completion': 1.5} per 1k",
+            },
+        },
+        "on_limit": {"enum": ["raise", "finish"]},
+        "finish_message": {"type": "string"},
+        "chars_per_token": {"type": "number", "exclusiveMinimum": 0},
+        "name": {"type": "string", "minLength": 1},
+    },
+    "additionalProperties": False,
+}
+
+
+@options_schema(OPTIONS)
 def budget_filter(
     *,
     max_tokens_per_turn: int | None = None,
@@ -127,29 +155,18 @@ def budget_filter(
         name: the filter's name.
     """
     where = "budget_filter"
-    turn_cap = check_optional_int(where, "max_tokens_per_turn", max_tokens_per_turn, 1)
-    cost_cap = None if max_cost is None else check_number(where, "max_cost", max_cost, 0.0)
-    default_price = (
-        check_number(where, "prompt_price", prompt_price, 0.0),
-        check_number(where, "completion_price", completion_price, 0.0),
-    )
-    price_table: dict[str, tuple[float, float]] = {}
-    for key, entry in (prices or {}).items():
-        if not isinstance(entry, Mapping) or set(entry) - {"prompt", "completion"}:
-            msg = f"{where}(prices[{key!r}]={entry!r}) is invalid; give {{'prompt': 0.5, 'completion': 1.5}} per 1k."
-            raise ConfigError(msg)
-        price_table[str(key)] = (
-            check_number(where, f"prices[{key!r}]['prompt']", entry.get("prompt", 0.0), 0.0),
-            check_number(where, f"prices[{key!r}]['completion']", entry.get("completion", 0.0), 0.0),
-        )
+    turn_cap = max_tokens_per_turn
+    cost_cap = None if max_cost is None else float(max_cost)
+    default_price = (float(prompt_price), float(completion_price))
+    price_table = {
+        str(key): (float(entry.get("prompt", 0.0)), float(entry.get("completion", 0.0)))
+        for key, entry in (prices or {}).items()
+    }
     if cost_cap is not None and not any(default_price) and not any(p for pair in price_table.values() for p in pair):
         msg = f"{where}(max_cost={max_cost!r}) needs prices; give prompt_price/completion_price or prices."
         raise ConfigError(msg)
-    mode = check_choice(where, "on_limit", on_limit, ("raise", "finish"))
-    ratio_chars = check_number(where, "chars_per_token", chars_per_token, 0.1)
-    if ratio_chars <= 0:
-        msg = f"{where}(chars_per_token={chars_per_token!r}) is invalid; give a number > 0."
-        raise ConfigError(msg)
+    mode = on_limit
+    ratio_chars = float(chars_per_token)
     if "{reason}" not in finish_message:
         finish_message += " ({reason})"
 
@@ -254,31 +271,7 @@ def budget_filter(
 SPEC = FilterSpec(
     "budget",
     budget_filter,
-    {
-        "type": "object",
-        "properties": {
-            "max_tokens_per_turn": {"type": "integer", "minimum": 1},
-            "max_cost": {"type": "number", "minimum": 0},
-            "prompt_price": {"type": "number", "minimum": 0},
-            "completion_price": {"type": "number", "minimum": 0},
-            "prices": {
-                "type": "object",
-                "additionalProperties": {
-                    "type": "object",
-                    "properties": {
-                        "prompt": {"type": "number", "minimum": 0},
-                        "completion": {"type": "number", "minimum": 0},
-                    },
-                    "additionalProperties": False,
-                },
-            },
-            "on_limit": {"enum": ["raise", "finish"]},
-            "finish_message": {"type": "string"},
-            "chars_per_token": {"type": "number", "exclusiveMinimum": 0},
-            "name": {"type": "string", "minLength": 1},
-        },
-        "additionalProperties": False,
-    },
+    OPTIONS,
     "Token and cost accounting per turn and conversation (reported or calibrated estimate); limits raise or finish.",
     ("turn", "chat"),
 )

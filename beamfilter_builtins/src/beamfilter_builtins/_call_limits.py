@@ -27,10 +27,9 @@ from beamfilter_core import (
     Message,
     ToolRequest,
     ToolResult,
+    options_schema,
 )
 from beamfilter_core.errors import ConfigError, LimitExceeded
-
-from ._options import check_choice, check_int, check_optional_int
 
 __all__ = ["DEFAULT_FINISH_MESSAGE", "SPEC", "call_limits_filter"]
 
@@ -41,6 +40,25 @@ _Exceeded = tuple[str, LimitExceeded]
 DEFAULT_FINISH_MESSAGE = "I stopped before finishing because {reason}."
 
 
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "max_model_calls": {"type": "integer", "minimum": 1},
+        "max_tool_calls": {"type": "integer", "minimum": 0},
+        "max_calls_per_tool": {
+            "type": "object",
+            "additionalProperties": {"type": "integer", "minimum": 0, "x-hint": "an integer >= 0"},
+            "x-hint": "a mapping like {'search': 3}",
+        },
+        "on_limit": {"enum": ["raise", "finish"]},
+        "finish_message": {"type": "string"},
+        "name": {"type": "string"},
+    },
+    "additionalProperties": False,
+}
+
+
+@options_schema(OPTIONS)
 def call_limits_filter(
     *,
     max_model_calls: int | None = None,
@@ -66,16 +84,8 @@ def call_limits_filter(
         An iteration- and tool-scope filter.
     """
     where = "call_limits_filter"
-    model_cap = check_optional_int(where, "max_model_calls", max_model_calls, 1)
-    tool_cap = check_optional_int(where, "max_tool_calls", max_tool_calls, 0)
-    per_tool: dict[str, int] = {}
-    if max_calls_per_tool is not None:
-        if not isinstance(max_calls_per_tool, Mapping):
-            msg = f"{where}(max_calls_per_tool={max_calls_per_tool!r}) is invalid; give a mapping like {{'search': 3}}."
-            raise ConfigError(msg)
-        for tool_name, cap in max_calls_per_tool.items():
-            per_tool[str(tool_name)] = check_int(where, f"max_calls_per_tool[{tool_name!r}]", cap, 0)
-    mode = check_choice(where, "on_limit", on_limit, ("raise", "finish"))
+    model_cap, tool_cap, mode = max_model_calls, max_tool_calls, on_limit
+    per_tool = {str(tool_name): cap for tool_name, cap in (max_calls_per_tool or {}).items()}
     if model_cap is None and tool_cap is None and not per_tool:
         msg = f"{where}() sets no limit; give max_model_calls, max_tool_calls or max_calls_per_tool."
         raise ConfigError(msg)
@@ -152,18 +162,7 @@ def _exceeded(limit: str, value: int, maximum: int, what: str) -> _Exceeded:
 SPEC = FilterSpec(
     "call_limits",
     call_limits_filter,
-    {
-        "type": "object",
-        "properties": {
-            "max_model_calls": {"type": "integer", "minimum": 1},
-            "max_tool_calls": {"type": "integer", "minimum": 0},
-            "max_calls_per_tool": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
-            "on_limit": {"enum": ["raise", "finish"]},
-            "finish_message": {"type": "string"},
-            "name": {"type": "string"},
-        },
-        "additionalProperties": False,
-    },
+    OPTIONS,
     "Cap LLM calls and tool calls per turn (total and per tool); raise LimitExceeded or finish.",
     ("iteration", "tool"),
 )

@@ -23,10 +23,11 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from beamfilter_core import BuildContext, ChatRequest, ChatResponse, Filter, FilterSpec, Message
+from beamfilter_core import BuildContext, ChatRequest, ChatResponse, Filter, FilterSpec, Message, options_schema
 from beamfilter_core.errors import ConfigError
 
-from ._options import check_choice, check_int, check_number, check_optional_int, resolve_callable
+from ._callables import resolve_callable
+from ._options import IMPORT_PATH
 
 __all__ = ["DEFAULT_SUMMARY_PROMPT", "SPEC", "compaction_filter", "estimate_tokens", "split_units"]
 
@@ -86,6 +87,25 @@ def _transcript(messages: Sequence[Message]) -> str:
     return "\n".join(lines)
 
 
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "max_tokens": {"type": "integer", "minimum": 1},
+        "target_tokens": {"type": "integer", "minimum": 1},
+        "strategy": {"enum": ["summary", "window"]},
+        "model": {"type": "string"},
+        "summary_prompt": {"type": "string", "minLength": 1},
+        "chars_per_token": {"type": "number", "minimum": 0.5},
+        "message_overhead": {"type": "integer", "minimum": 0},
+        "count_tokens": IMPORT_PATH,
+        "name": {"type": "string"},
+    },
+    "required": ["max_tokens"],
+    "additionalProperties": False,
+}
+
+
+@options_schema(OPTIONS)
 def compaction_filter(
     *,
     max_tokens: int,
@@ -120,17 +140,14 @@ def compaction_filter(
         A chat-scope filter. ``state["compactions"]`` counts the compactions of the run.
     """
     where = "compaction_filter"
-    budget = check_int(where, "max_tokens", max_tokens, 1)
-    target = check_optional_int(where, "target_tokens", target_tokens, 1)
+    budget, target = max_tokens, target_tokens
     if target is None:
         target = max(1, budget * 3 // 4)
     if target > budget:
         msg = f"{where}(target_tokens={target_tokens!r}) is larger than max_tokens={budget}; give a smaller target."
         raise ConfigError(msg)
-    mode = check_choice(where, "strategy", strategy, ("summary", "window"))
-    ratio = check_number(where, "chars_per_token", chars_per_token, 0.5)
-    overhead = check_int(where, "message_overhead", message_overhead, 0)
-    counter = resolve_callable(where, "count_tokens", count_tokens) if count_tokens is not None else None
+    mode, ratio, overhead = strategy, float(chars_per_token), message_overhead
+    counter = resolve_callable(count_tokens, option="count_tokens", owner=where) if count_tokens is not None else None
     summarizer = None
     if mode == "summary":
         summarizer = _summary_model(model, build)
@@ -235,22 +252,7 @@ def _summary_model(model: Any, build: BuildContext | None) -> Any:
 SPEC = FilterSpec(
     "compaction",
     compaction_filter,
-    {
-        "type": "object",
-        "properties": {
-            "max_tokens": {"type": "integer", "minimum": 1},
-            "target_tokens": {"type": "integer", "minimum": 1},
-            "strategy": {"enum": ["summary", "window"]},
-            "model": {"type": "string"},
-            "summary_prompt": {"type": "string", "minLength": 1},
-            "chars_per_token": {"type": "number", "minimum": 0.5},
-            "message_overhead": {"type": "integer", "minimum": 0},
-            "count_tokens": {"type": "string", "pattern": "^[A-Za-z_][\\w.]*:[A-Za-z_][\\w.]*$"},
-            "name": {"type": "string"},
-        },
-        "required": ["max_tokens"],
-        "additionalProperties": False,
-    },
+    OPTIONS,
     "Summarise (or drop) the oldest messages when the prompt exceeds max_tokens; tool rounds stay whole.",
     ("chat",),
 )

@@ -18,10 +18,8 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from beamfilter_core import Filter, FilterSpec, ToolRequest, ToolResult
+from beamfilter_core import Filter, FilterSpec, ToolRequest, ToolResult, options_schema
 from beamfilter_core.errors import ConfigError
-
-from ._options import check_int, check_number
 
 __all__ = ["DEFAULT_BUSY", "SPEC", "concurrency_limit_filter"]
 
@@ -45,21 +43,11 @@ class _Limits:
         self.waiting: dict[str, int] = {}
 
 
-def _check_groups(groups: Any) -> dict[str, str]:
-    if groups is None:
-        return {}
-    if not isinstance(groups, Mapping):
-        msg = f"{_WHERE}(groups={groups!r}) is invalid; give a mapping of group name to tool names."
-        raise ConfigError(msg)
+def _group_of(groups: Mapping[str, Sequence[str]] | None) -> dict[str, str]:
+    """Tool name -> its group (a tool may be in one group only)."""
     owner: dict[str, str] = {}
-    for group, members in groups.items():
-        if isinstance(members, str) or not isinstance(members, Sequence) or not members:
-            msg = f"{_WHERE}(groups[{group!r}]={members!r}) is invalid; give a non-empty list of tool names."
-            raise ConfigError(msg)
+    for group, members in (groups or {}).items():
         for member in members:
-            if not isinstance(member, str):
-                msg = f"{_WHERE}(groups[{group!r}]) has {member!r}; tool names are strings."
-                raise ConfigError(msg)
             if member in owner:
                 msg = f"{_WHERE}: tool {member!r} is in groups {owner[member]!r} and {group!r}; put it in one group."
                 raise ConfigError(msg)
@@ -67,6 +55,34 @@ def _check_groups(groups: Any) -> dict[str, str]:
     return owner
 
 
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "max_concurrent": {"type": ["integer", "null"], "minimum": 1},
+        "limits": {
+            "type": "object",
+            "additionalProperties": {"type": "integer", "minimum": 1, "x-hint": "an integer >= 1"},
+            "x-hint": "a mapping of tool or group name to an integer >= 1",
+        },
+        "groups": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "array",
+                "items": {"type": "string"},
+                "minItems": 1,
+                "x-hint": "a non-empty list of tool names",
+            },
+            "x-hint": "a mapping of group name to tool names",
+        },
+        "timeout": {"type": ["number", "null"], "minimum": 0},
+        "busy_message": {"type": "string"},
+        "name": {"type": "string", "minLength": 1},
+    },
+    "additionalProperties": False,
+}
+
+
+@options_schema(OPTIONS)
 def concurrency_limit_filter(
     max_concurrent: int | None = 4,
     *,
@@ -92,16 +108,10 @@ def concurrency_limit_filter(
         A tool-scope filter. ``extras["running"](key)`` and ``extras["waiting"](key)`` give
         the current counts on the running event loop.
     """
-    default = None if max_concurrent is None else check_int(_WHERE, "max_concurrent", max_concurrent, 1)
-    if limits is not None and not isinstance(limits, Mapping):
-        msg = f"{_WHERE}(limits={limits!r}) is invalid; give a mapping of tool or group name to an integer >= 1."
-        raise ConfigError(msg)
-    per_key = {str(key): check_int(_WHERE, f"limits[{key!r}]", value, 1) for key, value in (limits or {}).items()}
-    group_of = _check_groups(groups)
-    wait = None if timeout is None else check_number(_WHERE, "timeout", timeout, 0.0)
-    if not isinstance(busy_message, str):
-        msg = f"{_WHERE}(busy_message={busy_message!r}) is invalid; give a string."
-        raise ConfigError(msg)
+    default = max_concurrent
+    per_key = {str(key): value for key, value in (limits or {}).items()}
+    group_of = _group_of(groups)
+    wait = None if timeout is None else float(timeout)
 
     by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Limits] = weakref.WeakKeyDictionary()
 
@@ -158,21 +168,7 @@ def concurrency_limit_filter(
 SPEC = FilterSpec(
     "concurrency_limit",
     concurrency_limit_filter,
-    {
-        "type": "object",
-        "properties": {
-            "max_concurrent": {"type": ["integer", "null"], "minimum": 1},
-            "limits": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1}},
-            "groups": {
-                "type": "object",
-                "additionalProperties": {"type": "array", "items": {"type": "string"}, "minItems": 1},
-            },
-            "timeout": {"type": ["number", "null"], "minimum": 0},
-            "busy_message": {"type": "string"},
-            "name": {"type": "string", "minLength": 1},
-        },
-        "additionalProperties": False,
-    },
+    OPTIONS,
     "At most N concurrent executions per tool or group across all runs; waiters may time out (transient error).",
     ("tool",),
 )

@@ -21,7 +21,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from beamfilter_core import BuildContext, ChatRequest, ChatResponse, Filter, FilterSpec
+from beamfilter_core import BuildContext, ChatRequest, ChatResponse, Filter, FilterSpec, options_schema
 from beamfilter_core.errors import ConfigError
 
 from ._model_retry import is_auth_or_missing, is_retryable
@@ -69,6 +69,23 @@ def _resolve_models(models: Any, build: BuildContext | None) -> tuple[tuple[str,
     return tuple(resolved)
 
 
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "models": {
+            "type": "array",
+            "items": {"type": "string"},
+            "minItems": 1,
+            "x-hint": "a non-empty list of model names (config) or ChatModels",
+        },
+        "name": {"type": "string"},
+    },
+    "required": ["models"],
+    "additionalProperties": False,
+}
+
+
+@options_schema(OPTIONS)
 def fallback_filter(*, models: Sequence[Any], build: BuildContext | None = None, name: str = "fallback") -> Filter:
     """Answer with other models when the kernel's model fails.
 
@@ -124,15 +141,7 @@ def fallback_filter(*, models: Sequence[Any], build: BuildContext | None = None,
 SPEC = FilterSpec(
     "fallback",
     fallback_filter,
-    {
-        "type": "object",
-        "properties": {
-            "models": {"type": "array", "items": {"type": "string"}, "minItems": 1},
-            "name": {"type": "string"},
-        },
-        "required": ["models"],
-        "additionalProperties": False,
-    },
+    OPTIONS,
     "Ask other configured models when the kernel's model fails (retryable, auth or 404 errors).",
     ("chat", "token"),
 )

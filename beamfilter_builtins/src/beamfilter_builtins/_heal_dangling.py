@@ -24,8 +24,8 @@ from beamfilter_core import (
     TurnRequest,
     TurnResult,
     heal_tool_calls,
+    options_schema,
 )
-from beamfilter_core.errors import ConfigError
 
 __all__ = ["DEFAULT_TEXT", "SPEC", "heal_dangling_filter", "heal_messages"]
 
@@ -46,6 +46,24 @@ def heal_messages(
     return heal_tool_calls(messages, text, drop_orphans=drop_orphans)
 
 
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "text": {
+            "type": "string",
+            "minLength": 1,
+            "pattern": "\\S",
+            "x-hint": "the text of the synthetic tool result",
+        },
+        "drop_orphans": {"type": "boolean"},
+        "on_chat": {"type": "boolean"},
+        "name": {"type": "string"},
+    },
+    "additionalProperties": False,
+}
+
+
+@options_schema(OPTIONS)
 def heal_dangling_filter(
     *, text: str = DEFAULT_TEXT, drop_orphans: bool = True, on_chat: bool = True, name: str = "heal_dangling"
 ) -> Filter:
@@ -60,9 +78,6 @@ def heal_dangling_filter(
     Returns:
         A turn-scope filter (plus chat scope with ``on_chat``).
     """
-    if not isinstance(text, str) or not text.strip():
-        msg = f"heal_dangling_filter(text={text!r}) is invalid; give the text of the synthetic tool result."
-        raise ConfigError(msg)
     drop = bool(drop_orphans)
 
     async def around_turn(
@@ -94,16 +109,7 @@ def heal_dangling_filter(
 SPEC = FilterSpec(
     "heal_dangling",
     heal_dangling_filter,
-    {
-        "type": "object",
-        "properties": {
-            "text": {"type": "string", "minLength": 1},
-            "drop_orphans": {"type": "boolean"},
-            "on_chat": {"type": "boolean"},
-            "name": {"type": "string"},
-        },
-        "additionalProperties": False,
-    },
+    OPTIONS,
     "Answer dangling tool calls in the history with a synthetic 'cancelled' result before a turn.",
     ("turn", "chat"),
 )

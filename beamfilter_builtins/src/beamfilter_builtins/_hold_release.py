@@ -6,7 +6,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from beamfilter_core import Filter, FilterSpec, TokenTransform
+from beamfilter_core import Filter, FilterSpec, TokenTransform, options_schema
 from beamfilter_core.errors import ConfigError
 
 from ._callables import resolve_callable
@@ -16,6 +16,24 @@ __all__ = ["SPEC", "hold_release_filter"]
 _NOTHING: tuple[str, ...] = ()
 
 
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "check": {
+            "type": "string",
+            "pattern": "^[A-Za-z_][\\w.]*:[\\w.]+$",
+            "x-hint": "a function or an import path like 'package.module:function'",
+            "x-style": "colon",
+        },
+        "applies_to": {"enum": ["stream", "answer"]},
+        "name": {"type": "string", "minLength": 1},
+    },
+    "required": ["check"],
+    "additionalProperties": False,
+}
+
+
+@options_schema(OPTIONS)
 def hold_release_filter(
     check: Callable[[str], str | None] | str,
     *,
@@ -75,16 +93,7 @@ def hold_release_filter(
 SPEC = FilterSpec(
     "hold_release",
     hold_release_filter,
-    {
-        "type": "object",
-        "properties": {
-            "check": {"type": "string", "pattern": "^[A-Za-z_][\\w.]*:[\\w.]+$"},
-            "applies_to": {"enum": ["stream", "answer"]},
-            "name": {"type": "string", "minLength": 1},
-        },
-        "required": ["check"],
-        "additionalProperties": False,
-    },
+    OPTIONS,
     "Holds the streamed answer until it ends, then releases it or one replacement after check(text).",
     ("token",),
 )

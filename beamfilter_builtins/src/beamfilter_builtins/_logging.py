@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from beamfilter_core import ChatResponse, Filter, FilterSpec, IterationResult, ToolResult, TurnResult
+from beamfilter_core import ChatResponse, Filter, FilterSpec, IterationResult, ToolResult, TurnResult, options_schema
 from beamfilter_core.errors import ConfigError
 
 from ._redactor import Redactor
@@ -37,6 +37,31 @@ def _level(value: int | str) -> int:
     raise ConfigError(msg)
 
 
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "logger": {"type": "string", "minLength": 1},
+        "level": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+        "preview": {
+            "anyOf": [{"type": "integer", "minimum": 0}, {"type": "null"}],
+            "x-hint": "a number of characters >= 0 or None",
+        },
+        "scopes": {
+            "type": "array",
+            "items": {"enum": list(_SCOPES)},
+            "minItems": 1,
+            "x-hint": f"a list of scopes; choose among {', '.join(_SCOPES)}",
+        },
+        "redact": {"type": "boolean"},
+        "redact_exclude": {"type": "array", "items": {"type": "string", "minLength": 1}},
+        "emails": {"type": "boolean"},
+        "name": {"type": "string", "minLength": 1},
+    },
+    "additionalProperties": False,
+}
+
+
+@options_schema(OPTIONS, style="colon")
 def logging_filter(
     *,
     logger: str | logging.Logger = "beamfilter",
@@ -68,18 +93,12 @@ def logging_filter(
     """
     log = logger if isinstance(logger, logging.Logger) else logging.getLogger(logger)
     number = _level(level)
-    if preview is not None and (isinstance(preview, bool) or not isinstance(preview, int) or preview < 0):
-        msg = f"logging_filter(preview={preview!r}): give a number of characters >= 0 or None."
-        raise ConfigError(msg)
     chosen = tuple(dict.fromkeys(scopes))
     unknown = [s for s in chosen if s not in _SCOPES]
     if unknown or not chosen:
         msg = f"logging_filter(scopes={list(chosen)!r}): choose among {', '.join(_SCOPES)}."
         raise ConfigError(msg)
     limit = preview
-    if not isinstance(redact, bool):
-        msg = f"logging_filter(redact={redact!r}): give true or false."
-        raise ConfigError(msg)
     rules = select_rules("logging_filter", list(redact_exclude), emails) if redact else []
     redactor = Redactor(rules, cache_size=0, where="logging_filter") if rules else None
     # Redact before cutting (a cut must not leave half a secret that no rule matches),
@@ -159,20 +178,7 @@ def logging_filter(
 SPEC = FilterSpec(
     "logging",
     logging_filter,
-    {
-        "type": "object",
-        "properties": {
-            "logger": {"type": "string", "minLength": 1},
-            "level": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
-            "preview": {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "null"}]},
-            "scopes": {"type": "array", "items": {"enum": list(_SCOPES)}, "minItems": 1},
-            "redact": {"type": "boolean"},
-            "redact_exclude": {"type": "array", "items": {"type": "string", "minLength": 1}},
-            "emails": {"type": "boolean"},
-            "name": {"type": "string", "minLength": 1},
-        },
-        "additionalProperties": False,
-    },
+    OPTIONS,
     "Logs a structured record before and after every call (logger 'beamfilter'), with durations.",
     _SCOPES,
 )

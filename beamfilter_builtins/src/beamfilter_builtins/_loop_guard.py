@@ -40,10 +40,10 @@ from beamfilter_core import (
     ToolCall,
     ToolRequest,
     ToolResult,
+    options_schema,
 )
-from beamfilter_core.errors import ConfigError
 
-from ._options import check_choice, check_int, check_names, check_optional_int
+from ._options import TOOL_NAMES
 
 __all__ = ["DEFAULT_STOP_MESSAGE", "SPEC", "call_signature", "find_cycle", "loop_guard_filter"]
 
@@ -87,6 +87,23 @@ def _shown(signature: Signature) -> str:
     return f"{name}({arguments})"
 
 
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "max_repeats": {"type": "integer", "minimum": 2},
+        "action": {"enum": ["feedback", "stop"]},
+        "detect_cycles": {"type": "boolean"},
+        "max_cycle_length": {"type": "integer", "minimum": 2},
+        "max_warnings": {"type": ["integer", "null"], "minimum": 0},
+        "ignore_tools": TOOL_NAMES,
+        "stop_message": {"type": "string", "minLength": 1, "pattern": "\\S", "x-hint": "the text of the final answer"},
+        "name": {"type": "string"},
+    },
+    "additionalProperties": False,
+}
+
+
+@options_schema(OPTIONS)
 def loop_guard_filter(
     *,
     max_repeats: int = 3,
@@ -116,15 +133,8 @@ def loop_guard_filter(
     Returns:
         An iteration-, chat- and tool-scope filter.
     """
-    where = "loop_guard_filter"
-    repeats = check_int(where, "max_repeats", max_repeats, 2)
-    mode = check_choice(where, "action", action, ("feedback", "stop"))
-    cycle_cap = check_int(where, "max_cycle_length", max_cycle_length, 2)
-    warnings_cap = check_optional_int(where, "max_warnings", max_warnings, 0)
-    ignored = check_names(where, "ignore_tools", ignore_tools) or frozenset()
-    if not isinstance(stop_message, str) or not stop_message.strip():
-        msg = f"{where}(stop_message={stop_message!r}) is invalid; give the text of the final answer."
-        raise ConfigError(msg)
+    repeats, mode, cycle_cap, warnings_cap = max_repeats, action, max_cycle_length, max_warnings
+    ignored = frozenset(ignore_tools or ())
     cycles = bool(detect_cycles)
 
     def fresh(state: dict[str, Any]) -> None:
@@ -221,20 +231,7 @@ def loop_guard_filter(
 SPEC = FilterSpec(
     "loop_guard",
     loop_guard_filter,
-    {
-        "type": "object",
-        "properties": {
-            "max_repeats": {"type": "integer", "minimum": 2},
-            "action": {"enum": ["feedback", "stop"]},
-            "detect_cycles": {"type": "boolean"},
-            "max_cycle_length": {"type": "integer", "minimum": 2},
-            "max_warnings": {"type": ["integer", "null"], "minimum": 0},
-            "ignore_tools": {"type": "array", "items": {"type": "string"}},
-            "stop_message": {"type": "string", "minLength": 1},
-            "name": {"type": "string"},
-        },
-        "additionalProperties": False,
-    },
+    OPTIONS,
     "Detect repeated tool calls and ping-pong cycles in a turn; give feedback or stop.",
     ("iteration", "chat", "tool"),
 )

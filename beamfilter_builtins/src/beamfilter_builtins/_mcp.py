@@ -20,7 +20,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from beamfilter_core import ContentPart, Tool, ToolResult, Toolset, ToolsetSpec
+from beamfilter_core import ContentPart, Tool, ToolResult, Toolset, ToolsetSpec, options_schema
 from beamfilter_core.errors import ConfigError, ToolServerError, ToolsetError
 
 if TYPE_CHECKING:
@@ -357,6 +357,29 @@ def to_result(result: Any) -> ToolResult:
     return ToolResult(content, parts=() if only_text else tuple(parts))
 
 
+_STRINGS = {"type": "object", "additionalProperties": {"type": "string"}}
+
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "command": {
+            "type": "array",
+            "items": {"type": "string"},
+            "minItems": 1,
+            "x-hint": 'the program and its arguments as a list, e.g. ["npx", "-y", "pkg"]',
+        },
+        "url": {"type": "string", "pattern": "^https?://"},
+        "headers": _STRINGS,
+        "env": _STRINGS,
+        "cwd": {"type": "string"},
+        "timeout": {"type": "number", "exclusiveMinimum": 0},
+        "start_timeout": {"type": "number", "exclusiveMinimum": 0},
+    },
+    "additionalProperties": False,
+}
+
+
+@options_schema(OPTIONS)
 def mcp_toolset(
     *,
     command: list[str] | None = None,
@@ -380,23 +403,9 @@ def mcp_toolset(
     )
 
 
-_STRINGS = {"type": "object", "additionalProperties": {"type": "string"}}
-
 SPEC = ToolsetSpec(
     "mcp",
     mcp_toolset,
-    {
-        "type": "object",
-        "properties": {
-            "command": {"type": "array", "items": {"type": "string"}, "minItems": 1},
-            "url": {"type": "string", "pattern": "^https?://"},
-            "headers": _STRINGS,
-            "env": _STRINGS,
-            "cwd": {"type": "string"},
-            "timeout": {"type": "number", "exclusiveMinimum": 0},
-            "start_timeout": {"type": "number", "exclusiveMinimum": 0},
-        },
-        "additionalProperties": False,
-    },
+    OPTIONS,
     "the tools of an MCP server (stdio command or streamable HTTP url)",
 )

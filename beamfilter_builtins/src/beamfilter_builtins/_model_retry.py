@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from beamfilter_core import ChatRequest, ChatResponse, Filter, FilterSpec
+from beamfilter_core import ChatRequest, ChatResponse, Filter, FilterSpec, options_schema
 from beamfilter_core.errors import (
     AuthenticationError,
     IncompleteStreamError,
@@ -27,7 +27,6 @@ from beamfilter_core.errors import (
 )
 
 from ._backoff import BACKOFF_OPTIONS, Backoff
-from ._options import check_int, check_number
 from ._streamwatch import StreamWatch
 
 __all__ = ["SPEC", "is_retryable", "model_retry_filter"]
@@ -50,6 +49,18 @@ def is_auth_or_missing(exc: BaseException) -> bool:
     return isinstance(exc, AuthenticationError | PermissionDeniedError | NotFoundError)
 
 
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        **BACKOFF_OPTIONS,
+        "max_retry_after": {"type": "number", "minimum": 0},
+        "name": {"type": "string"},
+    },
+    "additionalProperties": False,
+}
+
+
+@options_schema(OPTIONS)
 def model_retry_filter(
     *,
     max_retries: int = 3,
@@ -75,10 +86,9 @@ def model_retry_filter(
     Returns:
         A chat-scope filter (plus a pass-through token transform that notices streaming).
     """
-    where = "model_retry_filter"
-    retries = check_int(where, "max_retries", max_retries, 0)
-    backoff = Backoff.checked(where, initial_delay, max_delay, multiplier, jitter)
-    longest = check_number(where, "max_retry_after", max_retry_after, 0.0)
+    retries = max_retries
+    backoff = Backoff.from_options(initial_delay, max_delay, multiplier, jitter)
+    longest = float(max_retry_after)
     watch = StreamWatch(name)
 
     async def around_chat(
@@ -111,15 +121,7 @@ def model_retry_filter(
 SPEC = FilterSpec(
     "model_retry",
     model_retry_filter,
-    {
-        "type": "object",
-        "properties": {
-            **BACKOFF_OPTIONS,
-            "max_retry_after": {"type": "number", "minimum": 0},
-            "name": {"type": "string"},
-        },
-        "additionalProperties": False,
-    },
+    OPTIONS,
     "Retry LLM calls on rate limits, 5xx and connection errors, honouring Retry-After.",
     ("chat", "token"),
 )

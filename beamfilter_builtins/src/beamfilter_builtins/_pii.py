@@ -39,10 +39,9 @@ from beamfilter_core import (
     PersistHook,
     ToolRequest,
     ToolResult,
+    options_schema,
 )
 from beamfilter_core.errors import ConfigError
-
-from ._options import check_choice
 
 __all__ = ["DETECTORS", "SPEC", "luhn_valid", "iban_valid", "pii_filter"]
 
@@ -150,6 +149,25 @@ class _Vault:
         self.seen: dict[int, tuple[Message, Message]] = {}
 
 
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "detect": {
+            "type": "array",
+            "items": {"enum": list(DETECTORS)},
+            "x-hint": f"a list among {', '.join(DETECTORS)}",
+        },
+        "patterns": {"type": "object", "additionalProperties": {"type": "string"}},
+        "mode": {"enum": ["mask", "hash", "redact"]},
+        "replacement": {"type": "string"},
+        "restore_in_tools": {"type": "boolean"},
+        "name": {"type": "string"},
+    },
+    "additionalProperties": False,
+}
+
+
+@options_schema(OPTIONS)
 def pii_filter(
     *,
     detect: Sequence[str] = _DEFAULT_DETECT,
@@ -176,10 +194,7 @@ def pii_filter(
         A chat- and tool-scope filter.
     """
     where = "pii_filter"
-    style = check_choice(where, "mode", mode, ("mask", "hash", "redact"))
-    if isinstance(detect, str) or not all(kind in DETECTORS for kind in detect):
-        msg = f"{where}(detect={detect!r}) is invalid; give a list among {', '.join(DETECTORS)}."
-        raise ConfigError(msg)
+    style = mode
     # Built-ins run in DETECTORS order whatever the order of ``detect``: phone numbers
     # last, so their loose digit pattern never eats a card number or an IBAN.
     selected = {*detect, *(["ipv6"] if "ip" in detect else [])}
@@ -337,18 +352,7 @@ def pii_filter(
 SPEC = FilterSpec(
     "pii",
     pii_filter,
-    {
-        "type": "object",
-        "properties": {
-            "detect": {"type": "array", "items": {"enum": list(DETECTORS)}},
-            "patterns": {"type": "object", "additionalProperties": {"type": "string"}},
-            "mode": {"enum": ["mask", "hash", "redact"]},
-            "replacement": {"type": "string"},
-            "restore_in_tools": {"type": "boolean"},
-            "name": {"type": "string"},
-        },
-        "additionalProperties": False,
-    },
+    OPTIONS,
     "Mask e-mails, phones, cards (Luhn), IBANs, IPs and custom patterns before the LLM; restore them for tools.",
     ("chat", "tool"),
 )

@@ -7,7 +7,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from beamfilter_core import Filter, FilterSpec, TurnRequest, TurnResult
+from beamfilter_core import Filter, FilterSpec, TurnRequest, TurnResult, options_schema
 from beamfilter_core.errors import ConfigError
 from beamfilter_core.text import BM25Index
 
@@ -78,6 +78,26 @@ def _text_of(item: Any) -> str:
     raise ConfigError(msg)
 
 
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "retriever": {"type": "string", "pattern": "^[A-Za-z_][\\w.]*:[\\w.]+$"},
+        "documents": {"type": "array", "items": {"type": "string", "x-hint": "str or Document"}},
+        "top_k": {"type": "integer", "minimum": 1, "x-hint": "a positive integer"},
+        "template": {
+            "type": "string",
+            "allOf": [{"pattern": "\\{question\\}"}, {"pattern": "\\{context\\}"}],
+            "x-hint": "a string with '{question}' and '{context}'",
+        },
+        "inject_when_empty": {"type": "boolean"},
+        "name": {"type": "string", "minLength": 1},
+    },
+    "oneOf": [{"required": ["retriever"]}, {"required": ["documents"]}],
+    "additionalProperties": False,
+}
+
+
+@options_schema(OPTIONS, style="colon")
 def rag_filter(
     retriever: Retriever | str | None = None,
     *,
@@ -115,12 +135,6 @@ def rag_filter(
     if not callable(getattr(source, "retrieve", None)):
         msg = f"rag_filter(retriever={retriever!r}): it has no retrieve(query, top_k) method."
         raise ConfigError(msg)
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-        msg = f"rag_filter(top_k={top_k!r}): give a positive integer."
-        raise ConfigError(msg)
-    if not isinstance(template, str) or "{question}" not in template or "{context}" not in template:
-        msg = f"rag_filter(template={template!r}): give a string with '{{question}}' and '{{context}}'."
-        raise ConfigError(msg)
 
     async def around_turn(
         request: TurnRequest, state: dict[str, Any], call_next: Callable[[TurnRequest], Awaitable[TurnResult]]
@@ -152,19 +166,7 @@ def rag_filter(
 SPEC = FilterSpec(
     "rag",
     rag_filter,
-    {
-        "type": "object",
-        "properties": {
-            "retriever": {"type": "string", "pattern": "^[A-Za-z_][\\w.]*:[\\w.]+$"},
-            "documents": {"type": "array", "items": {"type": "string"}},
-            "top_k": {"type": "integer", "minimum": 1},
-            "template": {"type": "string", "allOf": [{"pattern": "\\{question\\}"}, {"pattern": "\\{context\\}"}]},
-            "inject_when_empty": {"type": "boolean"},
-            "name": {"type": "string", "minLength": 1},
-        },
-        "oneOf": [{"required": ["retriever"]}, {"required": ["documents"]}],
-        "additionalProperties": False,
-    },
+    OPTIONS,
     "Retrieval-augmented answers: adds retrieved context after the user's question, once per turn.",
     ("turn",),
 )

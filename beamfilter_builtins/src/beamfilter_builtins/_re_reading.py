@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from beamfilter_core import Filter, FilterSpec, TurnRequest, TurnResult
+from beamfilter_core import Filter, FilterSpec, TurnRequest, TurnResult, options_schema
 from beamfilter_core.errors import ConfigError
 
 __all__ = ["DEFAULT_TEMPLATE", "SPEC", "re_reading_filter"]
@@ -14,6 +14,21 @@ __all__ = ["DEFAULT_TEMPLATE", "SPEC", "re_reading_filter"]
 DEFAULT_TEMPLATE = "{question}\nRead the question again: {question}"
 
 
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "template": {
+            "type": "string",
+            "pattern": "\\{question\\}",
+            "x-hint": "a string with the placeholder '{question}' or a function",
+        },
+        "name": {"type": "string", "minLength": 1},
+    },
+    "additionalProperties": False,
+}
+
+
+@options_schema(OPTIONS, style="colon")
 def re_reading_filter(template: str | Callable[[str], str] = DEFAULT_TEMPLATE, *, name: str = "re_reading") -> Filter:
     """A turn filter that rewrites each plain-text user entry message with ``template``.
 
@@ -26,9 +41,6 @@ def re_reading_filter(template: str | Callable[[str], str] = DEFAULT_TEMPLATE, *
         name: the filter's name.
     """
     if isinstance(template, str):
-        if "{question}" not in template:
-            msg = f"re_reading_filter(template={template!r}) must contain the placeholder '{{question}}'."
-            raise ConfigError(msg)
         pattern = template
 
         def render_text(question: str) -> str:
@@ -60,14 +72,7 @@ def re_reading_filter(template: str | Callable[[str], str] = DEFAULT_TEMPLATE, *
 SPEC = FilterSpec(
     "re_reading",
     re_reading_filter,
-    {
-        "type": "object",
-        "properties": {
-            "template": {"type": "string", "pattern": "\\{question\\}"},
-            "name": {"type": "string", "minLength": 1},
-        },
-        "additionalProperties": False,
-    },
+    OPTIONS,
     "Re-reading (RE2): repeats each user question with 'Read the question again:'.",
     ("turn",),
 )

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
-from beamfilter_core import Filter, FilterSpec, TokenTransform
+from beamfilter_core import Filter, FilterSpec, TokenTransform, options_schema
 from beamfilter_core.errors import ConfigError
 
 from ._redactor import Redactor
@@ -62,6 +62,38 @@ def user_rules(
     return rules
 
 
+# worded like the other options of the shared secret rules (select_rules)
+_NAMES = {
+    "type": "array",
+    "items": {"type": "string", "minLength": 1},
+    "x-hint": "a list of rule names",
+    "x-style": "is invalid",
+}
+
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "patterns": {
+            "oneOf": [
+                {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
+                {"type": "object", "additionalProperties": {"type": "string", "minLength": 1}, "minProperties": 1},
+            ],
+            "x-hint": "a list of regular expressions or a mapping name -> pattern",
+        },
+        "exclude": _NAMES,
+        "default_rules": {"type": "boolean"},
+        "replacement": {"type": "string"},
+        "emails": {"type": "boolean"},
+        "max_length": {"type": "integer", "minimum": 1, "x-hint": "a positive number of characters"},
+        "cache_size": {"type": "integer", "minimum": 0, "x-hint": "an integer >= 0 (0 disables the cache)"},
+        "applies_to": {"enum": ["stream", "answer"], "x-hint": "'answer' or 'stream'"},
+        "name": {"type": "string", "minLength": 1},
+    },
+    "additionalProperties": False,
+}
+
+
+@options_schema(OPTIONS, style="colon")
 def redact_filter(
     patterns: Sequence[str | re.Pattern[str]] | Mapping[str, str | re.Pattern[str]] | None = None,
     *,
@@ -98,21 +130,6 @@ def redact_filter(
 
         kernel = Kernel(model, filters=[redact_filter(emails=True, exclude=["jwt"])])
     """
-    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
-        msg = f"{_OWNER}(max_length={max_length!r}): give a positive number of characters."
-        raise ConfigError(msg)
-    if applies_to not in ("stream", "answer"):
-        msg = f"{_OWNER}(applies_to={applies_to!r}): give 'answer' or 'stream'."
-        raise ConfigError(msg)
-    if not isinstance(replacement, str):
-        msg = f"{_OWNER}(replacement={replacement!r}): give a string."
-        raise ConfigError(msg)
-    if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 0:
-        msg = f"{_OWNER}(cache_size={cache_size!r}): give an integer >= 0 (0 disables the cache)."
-        raise ConfigError(msg)
-    if not isinstance(default_rules, bool):
-        msg = f"{_OWNER}(default_rules={default_rules!r}): give true or false."
-        raise ConfigError(msg)
     rules = [*select_rules(_OWNER, exclude, emails, default_rules), *user_rules(_OWNER, "patterns", patterns)]
     if not rules:
         msg = f"{_OWNER}(patterns={patterns!r}, default_rules=False) has no rules; give patterns or keep the defaults."
@@ -122,31 +139,10 @@ def redact_filter(
     return Filter(name, token=transform, extras={"redactor": redactor})
 
 
-_NAMES = {"type": "array", "items": {"type": "string", "minLength": 1}}
-
 SPEC = FilterSpec(
     "redact",
     redact_filter,
-    {
-        "type": "object",
-        "properties": {
-            "patterns": {
-                "oneOf": [
-                    {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
-                    {"type": "object", "additionalProperties": {"type": "string", "minLength": 1}, "minProperties": 1},
-                ]
-            },
-            "exclude": _NAMES,
-            "default_rules": {"type": "boolean"},
-            "replacement": {"type": "string"},
-            "emails": {"type": "boolean"},
-            "max_length": {"type": "integer", "minimum": 1},
-            "cache_size": {"type": "integer", "minimum": 0},
-            "applies_to": {"enum": ["stream", "answer"]},
-            "name": {"type": "string", "minLength": 1},
-        },
-        "additionalProperties": False,
-    },
+    OPTIONS,
     "Replaces secrets (90+ token formats, private keys, credentials in URLs and assignments) in the answer, "
     "even split across tokens.",
     ("token",),

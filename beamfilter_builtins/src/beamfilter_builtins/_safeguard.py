@@ -19,8 +19,8 @@ from beamfilter_core import (
     Message,
     TurnRequest,
     TurnResult,
+    options_schema,
 )
-from beamfilter_core.errors import ConfigError
 
 from ._text import joined_text
 
@@ -30,6 +30,25 @@ DEFAULT_FAILURE_RESPONSE = "Sorry, I cannot respond to that content."
 _BLOCKED_BY = "safeguard"
 
 
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "words": {
+            "type": "array",
+            "items": {"type": "string", "x-hint": "a string (every word is one)"},
+            "x-hint": "a list of words, not one string",
+        },
+        "failure_response": {"type": "string"},
+        "case_sensitive": {"type": "boolean"},
+        "scope": {"enum": ["turn", "chat"], "x-hint": "'turn' or 'chat'"},
+        "name": {"type": "string", "minLength": 1},
+    },
+    "required": ["words"],
+    "additionalProperties": False,
+}
+
+
+@options_schema(OPTIONS, style="colon")
 def safeguard_filter(
     words: Iterable[str],
     *,
@@ -59,22 +78,10 @@ def safeguard_filter(
         scope: ``"turn"`` or ``"chat"``.
         name: the filter's name.
     """
-    if isinstance(words, str):
-        msg = f"safeguard_filter(words={words!r}): give a list of words, not one string."
-        raise ConfigError(msg)
     cleaned: list[str] = []
-    for index, word in enumerate(words):
-        if not isinstance(word, str):
-            msg = f"safeguard_filter: words[{index}] is {word!r}; every word must be a string."
-            raise ConfigError(msg)
+    for word in words:
         if word.strip():
             cleaned.append(word if case_sensitive else word.casefold())
-    if scope not in ("turn", "chat"):
-        msg = f"safeguard_filter(scope={scope!r}): give 'turn' or 'chat'."
-        raise ConfigError(msg)
-    if not isinstance(failure_response, str):
-        msg = f"safeguard_filter(failure_response={failure_response!r}): give a string."
-        raise ConfigError(msg)
     needles = tuple(dict.fromkeys(cleaned))
 
     def hit(messages: Iterable[Message]) -> bool:
@@ -123,18 +130,7 @@ def safeguard_filter(
 SPEC = FilterSpec(
     "safeguard",
     safeguard_filter,
-    {
-        "type": "object",
-        "properties": {
-            "words": {"type": "array", "items": {"type": "string"}},
-            "failure_response": {"type": "string"},
-            "case_sensitive": {"type": "boolean"},
-            "scope": {"enum": ["turn", "chat"]},
-            "name": {"type": "string", "minLength": 1},
-        },
-        "required": ["words"],
-        "additionalProperties": False,
-    },
+    OPTIONS,
     "Coarse keyword block: answers a fixed refusal when the input contains a listed word.",
     ("turn", "iteration", "chat"),
 )

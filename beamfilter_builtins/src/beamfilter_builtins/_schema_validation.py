@@ -9,11 +9,11 @@ from typing import Any
 
 import fastjsonschema
 
-from beamfilter_core import Filter, FilterSpec, TurnResult
+from beamfilter_core import Filter, FilterSpec, TurnResult, options_schema
 from beamfilter_core.errors import ConfigError
 
 from ._text import format_path, format_schema_error
-from ._validation import DEFAULT_FEEDBACK, _check_feedback, _check_retries, validation_hook
+from ._validation import DEFAULT_FEEDBACK, FEEDBACK, RETRIES, validation_hook
 
 __all__ = ["SPEC", "schema_validation_filter", "schema_validator"]
 
@@ -130,6 +130,22 @@ def schema_validator(
     return validate
 
 
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "schema": {"type": "object", "x-hint": "a JSON schema (a dict)"},
+        "max_retries": RETRIES,
+        "code_fence": {"type": "boolean"},
+        "max_errors": {"type": "integer", "minimum": 1, "x-hint": "a positive integer or None (report every error)"},
+        "feedback": FEEDBACK,
+        "name": {"type": "string", "minLength": 1},
+    },
+    "required": ["schema"],
+    "additionalProperties": False,
+}
+
+
+@options_schema(OPTIONS, style="colon")
 def schema_validation_filter(
     schema: Mapping[str, Any],
     *,
@@ -154,8 +170,7 @@ def schema_validation_filter(
         name: the filter's name.
     """
     check = schema_validator(schema, code_fence=code_fence, max_errors=max_errors)
-    retries = _check_retries(_OWNER, max_retries)
-    template = _check_feedback(_OWNER, feedback)
+    retries, template = max_retries, feedback
 
     async def run_check(result: TurnResult) -> str | None:
         return check(result)
@@ -166,19 +181,7 @@ def schema_validation_filter(
 SPEC = FilterSpec(
     "schema_validation",
     schema_validation_filter,
-    {
-        "type": "object",
-        "properties": {
-            "schema": {"type": "object"},
-            "max_retries": {"type": "integer", "minimum": 0},
-            "code_fence": {"type": "boolean"},
-            "max_errors": {"type": "integer", "minimum": 1},
-            "feedback": {"type": "string", "pattern": "\\{problem\\}"},
-            "name": {"type": "string", "minLength": 1},
-        },
-        "required": ["schema"],
-        "additionalProperties": False,
-    },
+    OPTIONS,
     "Requires a JSON answer matching a JSON schema; re-enters with the errors (max_retries=2).",
     ("turn",),
 )

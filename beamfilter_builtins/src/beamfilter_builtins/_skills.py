@@ -19,6 +19,7 @@ from beamfilter_core import (
     Tool,
     TurnRequest,
     TurnResult,
+    options_schema,
 )
 from beamfilter_core.errors import ConfigError
 from beamfilter_core.text import STOP_WORDS, BM25Index, words
@@ -195,6 +196,36 @@ def _query(messages: Sequence[Message]) -> str | None:
     return None
 
 
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "skills": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]*$"},
+                    "description": {"type": "string", "minLength": 1},
+                    "instructions": {"type": "string"},
+                    "tools": {"type": "array", "items": {"type": "string"}},
+                },
+                "required": ["name", "description"],
+                "additionalProperties": False,
+                "x-hint": "a Skill or a table with name, description and optionally instructions and tools "
+                "(a list of tool names)",
+            },
+        },
+        "folder": {"type": "string", "minLength": 1},
+        "min_score": {"type": "number", "minimum": 0},
+        "index_header": {"type": "string", "minLength": 1},
+        "name": {"type": "string", "minLength": 1},
+    },
+    "anyOf": [{"required": ["skills"]}, {"required": ["folder"]}],
+    "additionalProperties": False,
+}
+
+
+@options_schema(OPTIONS)
 def skills_filter(
     skills: Iterable[Skill | Mapping[str, Any]] | None = None,
     *,
@@ -300,31 +331,7 @@ def skills_filter(
 SPEC = FilterSpec(
     "skills",
     skills_filter,
-    {
-        "type": "object",
-        "properties": {
-            "skills": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "name": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]*$"},
-                        "description": {"type": "string", "minLength": 1},
-                        "instructions": {"type": "string"},
-                        "tools": {"type": "array", "items": {"type": "string"}},
-                    },
-                    "required": ["name", "description"],
-                    "additionalProperties": False,
-                },
-            },
-            "folder": {"type": "string", "minLength": 1},
-            "min_score": {"type": "number", "minimum": 0},
-            "index_header": {"type": "string", "minLength": 1},
-            "name": {"type": "string", "minLength": 1},
-        },
-        "anyOf": [{"required": ["skills"]}, {"required": ["folder"]}],
-        "additionalProperties": False,
-    },
+    OPTIONS,
     "Skill catalogue in the system prompt; each turn activates the best-matching skill's instructions and tools.",
     ("turn", "chat"),
 )

@@ -7,11 +7,19 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, runtime_checkable
 
-from beamfilter_core import BuildContext, ChatRequest, Filter, FilterSpec, Message, TurnRequest, TurnResult
+from beamfilter_core import (
+    BuildContext,
+    ChatRequest,
+    Filter,
+    FilterSpec,
+    Message,
+    TurnRequest,
+    TurnResult,
+    options_schema,
+)
 from beamfilter_core.errors import ConfigError
 
 from ._callables import call_maybe_async
-from ._options import check_choice, check_int
 
 __all__ = [
     "DEFAULT_TITLE_PROMPT",
@@ -115,6 +123,25 @@ def _first_user_text(messages: tuple[Message, ...]) -> str:
     return next((m.text for m in messages if m.role == "user" and m.text.strip()), "")
 
 
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "generator": {"enum": ["auto", "model", "heuristic"]},
+        "model": {"type": "string", "minLength": 1},
+        "prompt": {
+            "type": "string",
+            "pattern": "\\{question\\}",
+            "x-hint": "a string with '{question}' (and optionally '{answer}')",
+        },
+        "max_words": {"type": "integer", "minimum": 1},
+        "max_chars": {"type": "integer", "minimum": 8},
+        "name": {"type": "string", "minLength": 1},
+    },
+    "additionalProperties": False,
+}
+
+
+@options_schema(OPTIONS)
 def title_filter(
     *,
     store: TitleStore | None = None,
@@ -148,15 +175,10 @@ def title_filter(
         name: the filter's name.
     """
     where = "title_filter"
-    mode = check_choice(where, "generator", generator, ("auto", "model", "heuristic"))
-    words = check_int(where, "max_words", max_words, 1)
-    chars = check_int(where, "max_chars", max_chars, 8)
+    mode, words, chars = generator, max_words, max_chars
     titles: Any = store if store is not None else InMemoryTitleStore()
     if not (callable(getattr(titles, "get_title", None)) and callable(getattr(titles, "set_title", None))):
         msg = f"{where}(store={store!r}) has no get_title()/set_title() methods; see TitleStore."
-        raise ConfigError(msg)
-    if not isinstance(prompt, str) or "{question}" not in prompt:
-        msg = f"{where}(prompt={prompt!r}) is invalid; give a string with '{{question}}' (and optionally '{{answer}}')."
         raise ConfigError(msg)
     chosen: Any = None
     if mode != "heuristic":
@@ -216,18 +238,7 @@ def title_filter(
 SPEC = FilterSpec(
     "title",
     title_filter,
-    {
-        "type": "object",
-        "properties": {
-            "generator": {"enum": ["auto", "model", "heuristic"]},
-            "model": {"type": "string", "minLength": 1},
-            "prompt": {"type": "string", "pattern": "\\{question\\}"},
-            "max_words": {"type": "integer", "minimum": 1},
-            "max_chars": {"type": "integer", "minimum": 8},
-            "name": {"type": "string", "minLength": 1},
-        },
-        "additionalProperties": False,
-    },
+    OPTIONS,
     "Titles each conversation after its first completed turn (a model or a heuristic) in a title store.",
     ("turn",),
 )

@@ -19,10 +19,11 @@ from typing import Any, Literal
 
 import attrs
 
-from beamfilter_core import Filter, FilterSpec, Tool, ToolRequest, ToolResult
+from beamfilter_core import Filter, FilterSpec, Tool, ToolRequest, ToolResult, options_schema
 from beamfilter_core.errors import ConfigError, LimitError
 
-from ._options import check_int, resolve_callable
+from ._callables import resolve_callable
+from ._options import IMPORT_PATH
 
 __all__ = ["DEFAULT_HINTS", "SPEC", "classify", "tool_errors_filter"]
 
@@ -51,6 +52,28 @@ def classify(exc: BaseException) -> Kind:
     return "semantic"
 
 
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "max_length": {"type": "integer", "minimum": 20},
+        "hints": {
+            "type": "object",
+            # unknown kinds are refused by the factory, with the kinds to use
+            "properties": {kind: {"type": "string"} for kind in DEFAULT_HINTS},
+        },
+        "formatter": IMPORT_PATH,
+        "formatters": {
+            "type": "object",
+            "additionalProperties": IMPORT_PATH,
+            "x-hint": "a mapping of tool name to formatter",
+        },
+        "name": {"type": "string"},
+    },
+    "additionalProperties": False,
+}
+
+
+@options_schema(OPTIONS)
 def tool_errors_filter(
     *,
     max_length: int = 300,
@@ -73,17 +96,17 @@ def tool_errors_filter(
         A tool-scope filter.
     """
     where = "tool_errors_filter"
-    limit = check_int(where, "max_length", max_length, 20)
+    limit = max_length
     unknown = sorted(set(hints or {}) - set(DEFAULT_HINTS))
     if unknown:
         msg = f"{where}(hints=...) has unknown kinds {unknown}; use transient, semantic or permission."
         raise ConfigError(msg)
     hint_text = {**DEFAULT_HINTS, **(hints or {})}
-    default = resolve_callable(where, "formatter", formatter) if formatter is not None else None
-    if formatters is not None and not isinstance(formatters, Mapping):
-        msg = f"{where}(formatters={formatters!r}) is invalid; give a mapping of tool name to formatter."
-        raise ConfigError(msg)
-    per_tool = {tool: resolve_callable(where, f"formatters[{tool!r}]", fn) for tool, fn in (formatters or {}).items()}
+    default = resolve_callable(formatter, option="formatter", owner=where) if formatter is not None else None
+    per_tool = {
+        tool: resolve_callable(function, option=f"formatters[{tool!r}]", owner=where)
+        for tool, function in (formatters or {}).items()
+    }
 
     def describe(exc: BaseException, request: ToolRequest) -> ToolResult:
         kind = classify(exc)
@@ -159,24 +182,7 @@ def tool_errors_filter(
 SPEC = FilterSpec(
     "tool_errors",
     tool_errors_filter,
-    {
-        "type": "object",
-        "properties": {
-            "max_length": {"type": "integer", "minimum": 20},
-            "hints": {
-                "type": "object",
-                "properties": {kind: {"type": "string"} for kind in DEFAULT_HINTS},
-                "additionalProperties": False,
-            },
-            "formatter": {"type": "string", "pattern": "^[A-Za-z_][\\w.]*:[A-Za-z_][\\w.]*$"},
-            "formatters": {
-                "type": "object",
-                "additionalProperties": {"type": "string", "pattern": "^[A-Za-z_][\\w.]*:[A-Za-z_][\\w.]*$"},
-            },
-            "name": {"type": "string"},
-        },
-        "additionalProperties": False,
-    },
+    OPTIONS,
     "Turn tool exceptions into concise model-readable errors (type, message, hint); tracebacks to logs.",
     ("tool",),
 )

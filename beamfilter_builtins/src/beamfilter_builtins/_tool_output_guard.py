@@ -24,10 +24,10 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from beamfilter_core import Filter, FilterSpec, ToolFailure, ToolRequest, ToolResult
+from beamfilter_core import Filter, FilterSpec, ToolFailure, ToolRequest, ToolResult, options_schema
 from beamfilter_core.errors import ConfigError
 
-from ._options import check_choice, check_int, check_names, check_optional_int
+from ._options import TOOL_NAMES
 from ._redact import user_rules
 from ._redactor import Redactor
 from ._secret_rules import select_rules
@@ -77,13 +77,7 @@ _SHOWN = 80  # longest matched text quoted in a note
 
 
 def _combine(where: str, patterns: Sequence[str], flags: int) -> re.Pattern[str] | None:
-    if isinstance(patterns, str) or not isinstance(patterns, Sequence):
-        msg = f"{_WHERE}({where}={patterns!r}) is invalid; give a list of regular expressions."
-        raise ConfigError(msg)
     for index, pattern in enumerate(patterns):
-        if not isinstance(pattern, str) or not pattern:
-            msg = f"{_WHERE}: {where}[{index}]={pattern!r} is invalid; give a non-empty regular expression."
-            raise ConfigError(msg)
         try:
             compiled = re.compile(pattern, flags)
         except re.error as exc:
@@ -122,6 +116,39 @@ def _lines_hit(injection: re.Pattern[str], text: str, lines: Sequence[str]) -> s
     return hit
 
 
+_PATTERNS: dict[str, Any] = {
+    "type": "array",
+    "items": {"type": "string", "minLength": 1, "x-hint": "a non-empty regular expression"},
+    "x-hint": "a list of regular expressions",
+}
+
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "max_chars": {"type": ["integer", "null"], "minimum": 1},
+        "keep_tail": {"type": "integer", "minimum": 0},
+        "truncation_marker": {"type": "string"},
+        "injection_patterns": _PATTERNS,
+        "action": {"enum": ["mark", "drop", "block"]},
+        "mark_note": {"type": "string"},
+        "block_message": {"type": "string"},
+        "secret_patterns": {
+            "oneOf": [_PATTERNS, {"type": "object", "additionalProperties": {"type": "string", "minLength": 1}}],
+            "x-hint": "a list of regular expressions or a mapping name -> pattern",
+            "x-style": "colon",
+        },
+        "secret_exclude": _PATTERNS,
+        "secret_default_rules": {"type": "boolean"},
+        "emails": {"type": "boolean"},
+        "replacement": {"type": "string"},
+        "tools": TOOL_NAMES,
+        "name": {"type": "string", "minLength": 1},
+    },
+    "additionalProperties": False,
+}
+
+
+@options_schema(OPTIONS)
 def tool_output_guard_filter(
     *,
     max_chars: int | None = 20_000,
@@ -163,35 +190,21 @@ def tool_output_guard_filter(
     Returns:
         A tool-scope filter.
     """
-    cap = check_optional_int(_WHERE, "max_chars", max_chars, 1)
-    tail = check_int(_WHERE, "keep_tail", keep_tail, 0)
+    cap, tail, mode = max_chars, keep_tail, action
     if cap is not None and tail >= cap:
         msg = f"{_WHERE}(keep_tail={tail}) must be smaller than max_chars={cap}."
         raise ConfigError(msg)
-    mode = check_choice(_WHERE, "action", action, ("mark", "drop", "block"))
-    for option, value in (
-        ("truncation_marker", truncation_marker),
-        ("mark_note", mark_note),
-        ("block_message", block_message),
-        ("replacement", replacement),
-    ):
-        if not isinstance(value, str):
-            msg = f"{_WHERE}({option}={value!r}) is invalid; give a string."
-            raise ConfigError(msg)
     injection = _combine(
         "injection_patterns",
         DEFAULT_INJECTION_PATTERNS if injection_patterns is None else injection_patterns,
         re.IGNORECASE | re.MULTILINE,
     )
-    if not isinstance(secret_default_rules, bool):
-        msg = f"{_WHERE}(secret_default_rules={secret_default_rules!r}) is invalid; give true or false."
-        raise ConfigError(msg)
     rules = [
         *select_rules(_WHERE, secret_exclude, emails, secret_default_rules),
         *user_rules(_WHERE, "secret_patterns", secret_patterns),
     ]
     secrets = Redactor(rules, replacement=replacement, cache_size=0, where=_WHERE) if rules else None
-    only = check_names(_WHERE, "tools", tools)
+    only = None if tools is None else frozenset(tools)
 
     def cut(text: str) -> str:
         if cap is None or len(text) <= cap:
@@ -239,33 +252,10 @@ def tool_output_guard_filter(
     return Filter(name, around_tool=around_tool)
 
 
-_PATTERNS = {"type": "array", "items": {"type": "string", "minLength": 1}}
-
 SPEC = FilterSpec(
     "tool_output_guard",
     tool_output_guard_filter,
-    {
-        "type": "object",
-        "properties": {
-            "max_chars": {"type": ["integer", "null"], "minimum": 1},
-            "keep_tail": {"type": "integer", "minimum": 0},
-            "truncation_marker": {"type": "string"},
-            "injection_patterns": _PATTERNS,
-            "action": {"enum": ["mark", "drop", "block"]},
-            "mark_note": {"type": "string"},
-            "block_message": {"type": "string"},
-            "secret_patterns": {
-                "oneOf": [_PATTERNS, {"type": "object", "additionalProperties": {"type": "string", "minLength": 1}}]
-            },
-            "secret_exclude": _PATTERNS,
-            "secret_default_rules": {"type": "boolean"},
-            "emails": {"type": "boolean"},
-            "replacement": {"type": "string"},
-            "tools": {"type": "array", "items": {"type": "string"}},
-            "name": {"type": "string", "minLength": 1},
-        },
-        "additionalProperties": False,
-    },
+    OPTIONS,
     "Caps tool output size, masks secrets in it and marks, drops or blocks likely prompt injection.",
     ("tool",),
 )

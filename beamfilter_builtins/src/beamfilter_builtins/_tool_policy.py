@@ -23,10 +23,9 @@ from typing import Any
 
 import attrs
 
-from beamfilter_core import Decision, Filter, FilterSpec, GateRequest, ToolRequest, ToolResult
+from beamfilter_core import Decision, Filter, FilterSpec, GateRequest, ToolRequest, ToolResult, options_schema
 from beamfilter_core.errors import ConfigError
 
-from ._options import check_choice
 from ._policy_rules import PathRule, ShellRule, UrlRule
 
 __all__ = ["DEFAULT_ARGUMENTS", "DEFAULT_DENIAL", "SPEC", "Denial", "ToolPolicy", "tool_policy_filter"]
@@ -182,7 +181,10 @@ class ToolPolicy:
             msg = f"{_WHERE}(rules={rules!r}) is invalid; give a list of rule mappings."
             raise ConfigError(msg)
         self.rules = tuple(_build_rule(i, raw) for i, raw in enumerate(rules))
-        self.default = check_choice(_WHERE, "default", default, ("allow", "deny"))
+        if default not in ("allow", "deny"):
+            msg = f"{_WHERE}(default={default!r}) is invalid; give one of 'allow', 'deny'."
+            raise ConfigError(msg)
+        self.default = default
         self._path_rules: dict[str, tuple[_Rule, ...]] = {}
 
     def check(self, tool: str, arguments: Mapping[str, Any]) -> Denial | None:
@@ -260,6 +262,50 @@ class ToolPolicy:
         return None
 
 
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "rules": {
+            "type": "array",
+            "x-parsed-by": "ToolPolicy",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "tool": {"type": "string", "minLength": 1},
+                    "kind": {"enum": list(_KINDS)},
+                    "arguments": _STRINGS,
+                    "reason": {"type": "string"},
+                    "deny_patterns": _STRINGS,
+                    "allow_commands": _STRINGS,
+                    "allow_env": _STRINGS,
+                    "builtin": {"type": "boolean"},
+                    "allow_opaque": {"type": "boolean"},
+                    "case_sensitive": {"type": "boolean"},
+                    "roots": _STRINGS,
+                    "deny_paths": _STRINGS,
+                    "base": {"type": "string"},
+                    "schemes": _STRINGS,
+                    "hosts": _STRINGS,
+                    "allow_networks": _STRINGS,
+                    "allow_userinfo": {"type": "boolean"},
+                    "resolve_dns": {"type": "boolean"},
+                },
+                "required": ["tool", "kind"],
+                "additionalProperties": False,
+            },
+        },
+        "default": {"enum": ["allow", "deny"]},
+        "action": {"enum": ["deny", "pause"]},
+        "message": {"type": "string"},
+        "name": {"type": "string", "minLength": 1},
+    },
+    "additionalProperties": False,
+}
+
+
+@options_schema(OPTIONS)
 def tool_policy_filter(
     rules: Sequence[Mapping[str, Any]] = (),
     *,
@@ -290,10 +336,7 @@ def tool_policy_filter(
         ``policy`` (the :class:`ToolPolicy`).
     """
     policy = ToolPolicy(rules, default)
-    mode = check_choice(_WHERE, "action", action, ("deny", "pause"))
-    if not isinstance(message, str):
-        msg = f"{_WHERE}(message={message!r}) is invalid; give a string."
-        raise ConfigError(msg)
+    mode = action
     pausing = mode == "pause"
 
     def text(tool: str, denial: Denial) -> str:
@@ -324,49 +367,10 @@ def tool_policy_filter(
     )
 
 
-_STRINGS = {"type": "array", "items": {"type": "string"}}
-
 SPEC = FilterSpec(
     "tool_policy",
     tool_policy_filter,
-    {
-        "type": "object",
-        "properties": {
-            "rules": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "tool": {"type": "string", "minLength": 1},
-                        "kind": {"enum": list(_KINDS)},
-                        "arguments": _STRINGS,
-                        "reason": {"type": "string"},
-                        "deny_patterns": _STRINGS,
-                        "allow_commands": _STRINGS,
-                        "allow_env": _STRINGS,
-                        "builtin": {"type": "boolean"},
-                        "allow_opaque": {"type": "boolean"},
-                        "case_sensitive": {"type": "boolean"},
-                        "roots": _STRINGS,
-                        "deny_paths": _STRINGS,
-                        "base": {"type": "string"},
-                        "schemes": _STRINGS,
-                        "hosts": _STRINGS,
-                        "allow_networks": _STRINGS,
-                        "allow_userinfo": {"type": "boolean"},
-                        "resolve_dns": {"type": "boolean"},
-                    },
-                    "required": ["tool", "kind"],
-                    "additionalProperties": False,
-                },
-            },
-            "default": {"enum": ["allow", "deny"]},
-            "action": {"enum": ["deny", "pause"]},
-            "message": {"type": "string"},
-            "name": {"type": "string", "minLength": 1},
-        },
-        "additionalProperties": False,
-    },
+    OPTIONS,
     "Declarative allow/deny rules for shell commands, file paths and URLs in tool arguments; or pause for a human.",
     ("tool", "gate"),
 )

@@ -13,18 +13,34 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from beamfilter_core import Filter, FilterSpec, ToolRequest, ToolResult
-from beamfilter_core.errors import ConfigError
+from beamfilter_core import Filter, FilterSpec, ToolRequest, ToolResult, options_schema
 
 from ._backoff import BACKOFF_OPTIONS, Backoff
-from ._options import check_int, check_names
+from ._options import TOOL_NAMES
 
 __all__ = ["SPEC", "tool_retry_filter"]
 
 _log = logging.getLogger("beamfilter.tool_retry")
 _KINDS = ("transient", "semantic", "permission")
 
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        **BACKOFF_OPTIONS,
+        "retry_on": {
+            "type": "array",
+            "items": {"enum": list(_KINDS)},
+            "minItems": 1,
+            "x-hint": f"a list of kinds among {', '.join(_KINDS)}",
+        },
+        "tools": TOOL_NAMES,
+        "name": {"type": "string"},
+    },
+    "additionalProperties": False,
+}
 
+
+@options_schema(OPTIONS)
 def tool_retry_filter(
     *,
     max_retries: int = 3,
@@ -53,14 +69,10 @@ def tool_retry_filter(
     Returns:
         A tool-scope filter. ``state["retries"]`` counts the retries of the run.
     """
-    where = "tool_retry_filter"
-    retries = check_int(where, "max_retries", max_retries, 0)
-    backoff = Backoff.checked(where, initial_delay, max_delay, multiplier, jitter)
-    kinds = frozenset(retry_on) if not isinstance(retry_on, str) else frozenset()
-    if not kinds or not kinds <= set(_KINDS):
-        msg = f"{where}(retry_on={retry_on!r}) is invalid; give a list of kinds among {', '.join(_KINDS)}."
-        raise ConfigError(msg)
-    only = check_names(where, "tools", tools)
+    retries = max_retries
+    backoff = Backoff.from_options(initial_delay, max_delay, multiplier, jitter)
+    kinds = frozenset(retry_on)
+    only = None if tools is None else frozenset(tools)
 
     async def around_tool(
         request: ToolRequest, state: dict[str, Any], call_next: Callable[[ToolRequest], Awaitable[ToolResult]]
@@ -89,16 +101,7 @@ def tool_retry_filter(
 SPEC = FilterSpec(
     "tool_retry",
     tool_retry_filter,
-    {
-        "type": "object",
-        "properties": {
-            **BACKOFF_OPTIONS,
-            "retry_on": {"type": "array", "items": {"enum": list(_KINDS)}, "minItems": 1},
-            "tools": {"type": "array", "items": {"type": "string"}},
-            "name": {"type": "string"},
-        },
-        "additionalProperties": False,
-    },
+    OPTIONS,
     "Retry transient tool failures with exponential backoff (1 s to 30 s, x2, jitter).",
     ("tool",),
 )

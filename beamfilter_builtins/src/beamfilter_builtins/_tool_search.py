@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from beamfilter_core import ChatRequest, ChatResponse, Filter, FilterSpec, Tool, tool
+from beamfilter_core import ChatRequest, ChatResponse, Filter, FilterSpec, Tool, options_schema, tool
 from beamfilter_core.errors import ConfigError
 
 from ._tool_lexical import BM25ToolIndex
@@ -112,6 +112,25 @@ def _discovered(messages: Sequence[Any], search_name: str, indexed: frozenset[st
     return list(found)
 
 
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "backend": {
+            "enum": ["bm25", "regex", "embedding", "hybrid"],
+            "x-hint": "'bm25', 'regex', 'embedding', 'hybrid' or a ToolIndex object",
+        },
+        "cache_dir": {"type": "string", "minLength": 1},
+        "max_results": {"type": "integer", "minimum": 1, "x-hint": "a positive integer"},
+        "accumulate": {"type": "boolean"},
+        "tool_name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+        "description": {"type": "string", "minLength": 1},
+        "name": {"type": "string", "minLength": 1},
+    },
+    "additionalProperties": False,
+}
+
+
+@options_schema(OPTIONS, style="colon")
 def tool_search_filter(
     *,
     tools: Sequence[Tool] | None = None,
@@ -149,9 +168,6 @@ def tool_search_filter(
         description: the search tool's description.
         name: the filter's name.
     """
-    if isinstance(max_results, bool) or not isinstance(max_results, int) or max_results < 1:
-        msg = f"tool_search_filter(max_results={max_results!r}): give a positive integer."
-        raise ConfigError(msg)
     if isinstance(backend, str):
         index: ToolIndex = _make_index(backend, cache_dir)
     elif isinstance(backend, ToolIndex):
@@ -221,19 +237,7 @@ def tool_search_filter(
 SPEC = FilterSpec(
     "tool_search",
     tool_search_filter,
-    {
-        "type": "object",
-        "properties": {
-            "backend": {"enum": ["bm25", "regex", "embedding", "hybrid"]},
-            "cache_dir": {"type": "string", "minLength": 1},
-            "max_results": {"type": "integer", "minimum": 1},
-            "accumulate": {"type": "boolean"},
-            "tool_name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
-            "description": {"type": "string", "minLength": 1},
-            "name": {"type": "string", "minLength": 1},
-        },
-        "additionalProperties": False,
-    },
+    OPTIONS,
     "Advertises only a search tool plus the tools found by earlier searches (BM25, regex, embedding or hybrid).",
     ("chat",),
 )

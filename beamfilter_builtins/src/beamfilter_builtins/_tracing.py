@@ -33,6 +33,7 @@ from beamfilter_core import (
     ToolResult,
     TurnRequest,
     TurnResult,
+    options_schema,
 )
 
 __all__ = ["SPEC", "tracing_filter"]
@@ -51,6 +52,18 @@ def _model_name(model_name: str | None, build: BuildContext | None) -> str | Non
     return None
 
 
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "model_name": {"type": "string"},
+        "provider_name": {"type": "string"},
+        "name": {"type": "string"},
+    },
+    "additionalProperties": False,
+}
+
+
+@options_schema(OPTIONS)
 def tracing_filter(
     *,
     tracer_provider: Any = None,
@@ -178,15 +191,7 @@ def tracing_filter(
 SPEC = FilterSpec(
     "tracing",
     tracing_filter,
-    {
-        "type": "object",
-        "properties": {
-            "model_name": {"type": "string"},
-            "provider_name": {"type": "string"},
-            "name": {"type": "string"},
-        },
-        "additionalProperties": False,
-    },
+    OPTIONS,
     "OpenTelemetry spans per turn, round, LLM call and tool call (GenAI semantic conventions).",
     ("turn", "iteration", "chat", "tool"),
 )

@@ -26,11 +26,12 @@ from beamfilter_core import (
     TurnRequest,
     TurnResult,
     converter,
+    options_schema,
 )
 from beamfilter_core.errors import ConfigError
 
-from ._callables import call_maybe_async
-from ._options import check_choice, check_optional_int, resolve_callable
+from ._callables import call_maybe_async, resolve_callable
+from ._options import IMPORT_PATH
 
 __all__ = ["SPEC", "load_trajectory", "read_trajectory", "responses_of", "trajectory_filter"]
 
@@ -71,6 +72,21 @@ def _messages(messages: Iterable[Message]) -> list[Any]:
     return [converter.unstructure(message) for message in messages]
 
 
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string", "minLength": 1},
+        "callback": {**IMPORT_PATH, "pattern": "^[A-Za-z_][\\w.]*:[\\w.]+$"},
+        "max_chars": {"type": "integer", "minimum": 1},
+        "compress": {"enum": ["truncate", "gzip"]},
+        "name": {"type": "string", "minLength": 1},
+    },
+    "anyOf": [{"required": ["path"]}, {"required": ["callback"]}],
+    "additionalProperties": False,
+}
+
+
+@options_schema(OPTIONS)
 def trajectory_filter(
     path: str | None = None,
     *,
@@ -105,9 +121,8 @@ def trajectory_filter(
     if path is None and callback is None:
         msg = f"{where}: give path= (a JSON Lines file) or callback= (called with each record)."
         raise ConfigError(msg)
-    sink = resolve_callable(where, "callback", callback) if callback is not None else None
-    limit = check_optional_int(where, "max_chars", max_chars, 1)
-    encode = _encoder(limit, check_choice(where, "compress", compress, ("truncate", "gzip")))
+    sink = resolve_callable(callback, option="callback", owner=where) if callback is not None else None
+    encode = _encoder(max_chars, compress)
     target = Path(path) if path is not None else None
     if target is not None and not target.is_absolute() and build is not None and build.config_dir:
         target = Path(build.config_dir) / target
@@ -248,18 +263,7 @@ def load_trajectory(path: str | Path, **options: Any) -> ScriptedModel:
 SPEC = FilterSpec(
     "trajectory",
     trajectory_filter,
-    {
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "minLength": 1},
-            "callback": {"type": "string", "pattern": "^[A-Za-z_][\\w.]*:[\\w.]+$"},
-            "max_chars": {"type": "integer", "minimum": 1},
-            "compress": {"enum": ["truncate", "gzip"]},
-            "name": {"type": "string", "minLength": 1},
-        },
-        "anyOf": [{"required": ["path"]}, {"required": ["callback"]}],
-        "additionalProperties": False,
-    },
+    OPTIONS,
     "Records each turn (messages, rounds, tool calls, timings, decisions) as JSON Lines; replayable in tests.",
     ("turn", "iteration", "tool"),
 )

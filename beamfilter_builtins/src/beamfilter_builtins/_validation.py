@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from beamfilter_core import Filter, FilterSpec, Message, TurnRequest, TurnResult
+from beamfilter_core import Filter, FilterSpec, Message, TurnRequest, TurnResult, options_schema
 from beamfilter_core.errors import ConfigError
 
 from ._callables import call_maybe_async, resolve_callable
+from ._options import IMPORT_PATH
 
 __all__ = ["DEFAULT_FEEDBACK", "SPEC", "validation_filter", "validation_hook"]
 
@@ -18,18 +19,13 @@ DEFAULT_FEEDBACK = "Your last answer failed validation: {problem}. Please fix it
 Validate = Callable[[TurnResult], Awaitable[str | None]]
 
 
-def _check_retries(owner: str, max_retries: Any) -> int:
-    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-        msg = f"{owner}(max_retries={max_retries!r}): give an integer >= 0."
-        raise ConfigError(msg)
-    return max_retries
-
-
-def _check_feedback(owner: str, feedback: Any) -> str:
-    if not isinstance(feedback, str) or "{problem}" not in feedback:
-        msg = f"{owner}(feedback={feedback!r}): give a string containing '{{problem}}'."
-        raise ConfigError(msg)
-    return feedback
+#: The options the validation filters share.
+RETRIES: dict[str, Any] = {"type": "integer", "minimum": 0}
+FEEDBACK: dict[str, Any] = {
+    "type": "string",
+    "pattern": "\\{problem\\}",
+    "x-hint": "a string containing '{problem}'",
+}
 
 
 def validation_hook(
@@ -55,6 +51,20 @@ def validation_hook(
     return around_turn
 
 
+OPTIONS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "validate": {**IMPORT_PATH, "pattern": "^[A-Za-z_][\\w.]*:[\\w.]+$", "x-style": "colon"},
+        "max_retries": RETRIES,
+        "feedback": FEEDBACK,
+        "name": {"type": "string", "minLength": 1},
+    },
+    "required": ["validate"],
+    "additionalProperties": False,
+}
+
+
+@options_schema(OPTIONS, style="colon")
 def validation_filter(
     validate: Callable[[TurnResult], Any] | str,
     *,
@@ -81,8 +91,7 @@ def validation_filter(
         name: the filter's name.
     """
     check = resolve_callable(validate, option="validate", owner="validation_filter")
-    retries = _check_retries("validation_filter", max_retries)
-    template = _check_feedback("validation_filter", feedback)
+    retries, template = max_retries, feedback
 
     async def run_check(result: TurnResult) -> str | None:
         problem = await call_maybe_async(check, result)
@@ -97,17 +106,7 @@ def validation_filter(
 SPEC = FilterSpec(
     "validation",
     validation_filter,
-    {
-        "type": "object",
-        "properties": {
-            "validate": {"type": "string", "pattern": "^[A-Za-z_][\\w.]*:[\\w.]+$"},
-            "max_retries": {"type": "integer", "minimum": 0},
-            "feedback": {"type": "string", "pattern": "\\{problem\\}"},
-            "name": {"type": "string", "minLength": 1},
-        },
-        "required": ["validate"],
-        "additionalProperties": False,
-    },
+    OPTIONS,
     "Validates the final answer with validate(result) and re-enters with feedback (max_retries=2).",
     ("turn",),
 )

@@ -32,6 +32,7 @@ from ._kernel import CancelToken, Kernel
 from ._messages import ContentPart, Message, ToolCall, Usage, utf8_safe
 from ._models._base import ChatModel
 from ._models._scripted import ScriptedModel
+from ._options import options_schema
 from ._records import (
     ChatRequest,
     ChatResponse,
@@ -129,6 +130,7 @@ __all__ = [
     "hookimpl",
     "list_plugins",
     "mask_credentials",
+    "options_schema",
     "tool",
     "utf8_safe",
 ]

@@ -1,14 +1,13 @@
 """Build a kernel from a ``beamfilter.toml`` file or a dict (see docs/configuration.md).
 
 Filters, models, stores and toolsets are enabled by name through the :class:`Registry`. Every
-option is validated against its spec's compiled JSON schema when the kernel is built,
-and all problems are reported at once in one :class:`ConfigError`.
+option is validated against its spec's compiled JSON schema when the kernel is built
+(:mod:`._options`), and all problems are reported at once in one :class:`ConfigError`.
 """
 
 from __future__ import annotations
 
 import copy
-import inspect
 import os
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -16,15 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import cattrs
-import fastjsonschema
 
 from ._filter import FILTER_NAME as _FILTER_NAME
 from ._filter import normalise
 from ._imports import ImportPolicy, NotImported, import_policy
 from ._kernel import Kernel
+from ._options import UNRESOLVED, accepted_options, check_options, unwrap_factory, wants_build
 from ._registry import Registered, Registry, suggest
-from ._serde import converter
 from ._specs import BuildContext
 from ._tools import Tool
 from ._toolsets import CORE_OPTIONS, Toolset, as_toolset, check_core_options, import_reference, select_tools
@@ -33,7 +30,7 @@ from .errors import BeamfilterError, ConfigError, PluginError
 __all__ = ["BuiltConfig", "BuiltFilter", "BuiltToolset", "build_config", "kernel_from_config", "read_config"]
 
 #: Stands for a ``$env`` value that could not be resolved (already reported).
-_UNRESOLVED: Any = type("Unresolved", (), {"__repr__": lambda self: "<unresolved $env>"})()
+_UNRESOLVED = UNRESOLVED
 
 #: A config nested deeper than this is refused (real configs use fewer than ten levels).
 MAX_DEPTH = 64
@@ -205,128 +202,11 @@ def _hide_env_values(problems: list[str], secrets: Mapping[str, str]) -> list[st
     return out
 
 
-def _has_unresolved(value: Any) -> bool:
-    if value is _UNRESOLVED:
-        return True
-    if isinstance(value, Mapping):
-        return any(_has_unresolved(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_unresolved(v) for v in value)
-    return False
-
-
-def _schema_problem(exc: fastjsonschema.JsonSchemaValueException, where: str) -> str:
-    name = exc.name or "data"
-    path = where + name[len("data") :]
-    rule, limit, value = exc.rule, exc.rule_definition, exc.value
-    words = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
-    if rule in words:
-        text = f"must be {words[rule]} {limit}, got {value!r}"
-    elif rule == "type":
-        text = f"must be of type {limit}, got {value!r}"
-    elif rule == "enum":
-        text = f"must be one of {', '.join(map(repr, limit))}, got {value!r}"
-    else:
-        text = (exc.message or "")[len(name) :].strip() or str(exc)
-    return f"{path}: {text}"
-
-
-def _accepted(factory: Callable[..., Any]) -> set[str] | None:
-    """The keyword options a factory accepts, or None when it takes ``**kwargs``."""
-    try:
-        params = inspect.signature(factory).parameters.values()
-    except (TypeError, ValueError):
-        return None
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-        return None
-    return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)} - {"build"}
-
-
-def _wants_build(factory: Callable[..., Any]) -> bool:
-    try:
-        param = inspect.signature(factory).parameters.get("build")
-    except (TypeError, ValueError):
-        return False
-    return param is not None and param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY)
-
-
-_OPTION_VALIDATORS: dict[int, tuple[Any, dict[str, Callable[[Any], Any]]]] = {}
-
-
-def _option_validators(item: Registered[Any]) -> dict[str, Callable[[Any], Any]]:
-    """One compiled validator per declared option of a spec (compiled once, cached)."""
-    spec = item.spec
-    cached = _OPTION_VALIDATORS.get(id(spec))
-    if cached is not None and cached[0] is spec:
-        return cached[1]
-    validators: dict[str, Callable[[Any], Any]] = {}
-    for key, subschema in spec.options_schema.get("properties", {}).items():
-        wrapper = {"type": "object", "properties": {key: subschema}}
-        if "$defs" in spec.options_schema:
-            wrapper["$defs"] = spec.options_schema["$defs"]
-        try:
-            validators[key] = fastjsonschema.compile(wrapper)
-        except fastjsonschema.JsonSchemaDefinitionException:
-            continue  # the whole-schema validator still checks this option
-    _OPTION_VALIDATORS[id(spec)] = (spec, validators)
-    return validators
-
-
-def _check_options(item: Registered[Any], kind: str, options: dict[str, Any], where: str, problems: list[str]) -> Any:
-    """Validate (and, with ``options_type``, structure) options; None after a problem."""
-    if _has_unresolved(options):
-        return None  # the missing variable is reported already
-    schema = item.spec.options_schema
-    known = schema.get("properties", {})
-    start = len(problems)
-    closed = schema.get("additionalProperties") is False
-    accepted = None if closed or item.spec.options_type is not None else _accepted(item.spec.factory)
-    allowed = set(known) if closed else accepted
-    if allowed is not None:
-        for key in options:
-            if key not in allowed:
-                listing = f" Known options: {', '.join(sorted(allowed))}." if allowed else " It takes no options."
-                problems.append(
-                    f"{where}.{key}: unknown option for the {kind} {item.qualified!r}.{suggest(key, allowed)}{listing}"
-                )
-    for key in schema.get("required", ()):
-        if key not in options:
-            problems.append(f"{where}.{key}: required option of the {kind} {item.qualified!r} is missing.")
-    # fastjsonschema stops at the first error: check each known option on its own too,
-    # so every bad value in the table is reported at once.
-    per_option = _option_validators(item)
-    for key, value in options.items():
-        check = per_option.get(key)
-        if check is None:
-            continue
-        try:
-            check({key: copy.deepcopy(value)})
-        except fastjsonschema.JsonSchemaValueException as exc:
-            problems.append(_schema_problem(exc, where))
-    if len(problems) > start:
-        return None
-    try:
-        validated = item.validator(copy.deepcopy(options))
-    except fastjsonschema.JsonSchemaValueException as exc:
-        problems.append(_schema_problem(exc, where))
-        return None
-    if item.spec.options_type is None:
-        return validated
-    try:
-        return converter.structure(validated, item.spec.options_type)
-    except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
-        if isinstance(exc, cattrs.BaseValidationError):
-            for line in cattrs.transform_error(exc, path=where):
-                text, _, at = line.rpartition(" @ ")
-                problems.append(f"{at}: {text}")
-        else:
-            problems.append(f"{where}: {exc}")
-        return None
-
-
 def _build(item: Registered[Any], options: Any, context: BuildContext, where: str, problems: list[str]) -> Any:
-    factory = item.spec.factory
-    extra = {"build": context} if _wants_build(factory) else {}
+    """Call the spec's factory with validated options (past the Python-call check of
+    :func:`options_schema`: the config's options were checked already)."""
+    factory = unwrap_factory(item.spec.factory)
+    extra = {"build": context} if wants_build(factory) else {}
     try:
         if item.spec.options_type is not None:
             return factory(options, **extra)
@@ -443,7 +323,7 @@ def _model_from(
     except PluginError as exc:
         problems.append(f"{where}.use: {exc}")
         return None, None
-    checked = _check_options(item, "model", options, where, problems)
+    checked = check_options(item, "model", options, where, problems)
     if checked is None:
         return None, item.qualified
     return _build(item, checked, context, where, problems), item.qualified
@@ -465,7 +345,7 @@ def _add_filter(
         problems.append(f"{where}.use: {exc}")
         return
     name = _core_name(item, options, where, problems)
-    checked = _check_options(item, "filter", options, where, problems)
+    checked = check_options(item, "filter", options, where, problems)
     if checked is None or name is _UNRESOLVED:
         return
     flt = _build(item, checked, context, where, problems)
@@ -491,7 +371,7 @@ def _core_name(item: Registered[Any], options: dict[str, Any], where: str, probl
         return _UNRESOLVED
     declared = "name" in item.spec.options_schema.get("properties", {})
     if not declared and item.spec.options_type is None:
-        accepted = _accepted(item.spec.factory)
+        accepted = accepted_options(item.spec.factory)
         declared = accepted is None or "name" in accepted
     if not declared:
         options.pop("name")
@@ -630,7 +510,7 @@ def _build_config(
 
     sections: dict[str, Any] = {}
     for name, (item, table) in plugin_sections.items():
-        options = _check_options(item, "section", table, name, problems)
+        options = check_options(item, "section", table, name, problems)
         if options is not None:
             sections[name] = _build(item, options, context, name, problems)
 
@@ -716,7 +596,7 @@ def _toolset_from_plugin(
         hint = "" if ":" in use else ' (a Python function is named "package.module:function")'
         problems.append(f"{where}.use: {exc}{hint}")
         return None
-    checked = _check_options(item, "toolset", options, where, problems)
+    checked = check_options(item, "toolset", options, where, problems)
     if checked is None:
         return None
     value = _build(item, checked, context, where, problems)

@@ -9,6 +9,7 @@ from typing import Any
 
 import attrs
 
+from ._options import declared_schema
 from .errors import ConfigError
 
 _SPEC_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -21,6 +22,27 @@ def _check_name(instance: Any, attribute: attrs.Attribute[str], value: str) -> N
             "names must match ^[a-z][a-z0-9_]*$ (lower case, digits, underscores)."
         )
         raise ConfigError(msg)
+
+
+def _schema_of_factory(instance: Any) -> Mapping[str, Any]:
+    """The schema the factory declared with ``@options_schema``, else one that takes any table."""
+    declared = declared_schema(instance.factory)
+    return declared if declared is not None else {"type": "object"}
+
+
+def _check_schema(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    declared = declared_schema(instance.factory)
+    if declared is not None and declared is not value and declared != value:
+        msg = (
+            f"{type(instance).__name__}({instance.name!r}).{attribute.name} differs from the schema its factory "
+            "declares with @options_schema; leave options_schema out (the factory's is used) or pass the same one."
+        )
+        raise ConfigError(msg)
+
+
+def _options_schema_field() -> Any:
+    """A spec's options schema: given, or the one its factory declares with ``@options_schema``."""
+    return attrs.field(default=attrs.Factory(_schema_of_factory, takes_self=True), validator=_check_schema)
 
 
 def _check_callable(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -49,7 +71,9 @@ class FilterSpec:
     """A filter a plugin provides, enabled by ``name`` in config.
 
     ``factory(**options)`` returns a :class:`Filter` (or filter-like object). Options are
-    validated against ``options_schema`` (JSON schema) before the factory is called.
+    validated against ``options_schema`` (JSON schema), their one source of truth, before
+    the factory is called; left out, it is the schema the factory declares with
+    :func:`options_schema` (which checks Python calls against it too).
     ``scopes`` lists the scopes the filter uses, for listings and ``beamfilter chain``.
     With ``options_type`` (an attrs class) the validated options are structured into it
     with cattrs and the factory is called as ``factory(options)``.
@@ -57,7 +81,7 @@ class FilterSpec:
 
     name: str = attrs.field(validator=_check_name)
     factory: Callable[..., Any] = attrs.field(validator=_check_callable)
-    options_schema: Mapping[str, Any] = attrs.field(factory=lambda: {"type": "object"})
+    options_schema: Mapping[str, Any] = _options_schema_field()
     summary: str = ""
     scopes: Sequence[str] = ()
     options_type: type | None = None
@@ -94,7 +118,7 @@ class StoreSpec:
     name: str = attrs.field(validator=_check_name)
     factory: Callable[..., Any] = attrs.field(validator=_check_callable)
     schemes: Sequence[str] = attrs.field(default=(), converter=_scheme_tuple, validator=_check_schemes)
-    options_schema: Mapping[str, Any] = attrs.field(factory=lambda: {"type": "object"})
+    options_schema: Mapping[str, Any] = _options_schema_field()
     summary: str = ""
     options_type: type | None = None
 
@@ -109,7 +133,7 @@ class ModelSpec:
 
     name: str = attrs.field(validator=_check_name)
     factory: Callable[..., Any] = attrs.field(validator=_check_callable)
-    options_schema: Mapping[str, Any] = attrs.field(factory=lambda: {"type": "object"})
+    options_schema: Mapping[str, Any] = _options_schema_field()
     summary: str = ""
     options_type: type | None = None
 
@@ -129,7 +153,7 @@ class ToolsetSpec:
 
     name: str = attrs.field(validator=_check_name)
     factory: Callable[..., Any] = attrs.field(validator=_check_callable)
-    options_schema: Mapping[str, Any] = attrs.field(factory=lambda: {"type": "object"})
+    options_schema: Mapping[str, Any] = _options_schema_field()
     summary: str = ""
     options_type: type | None = None
 
@@ -189,7 +213,7 @@ class SectionSpec:
 
     name: str = attrs.field(validator=_check_name)
     factory: Callable[..., Any] = attrs.field(validator=_check_callable)
-    options_schema: Mapping[str, Any] = attrs.field(factory=lambda: {"type": "object"})
+    options_schema: Mapping[str, Any] = _options_schema_field()
     summary: str = ""
     options_type: type | None = None
 

@@ -27,9 +27,11 @@ from beamfilter_core import (
     TurnRequest,
     TurnResult,
     heal_tool_calls,
+    options_schema,
 )
-from beamfilter_core.errors import AlreadyResumedError, ConfigError
+from beamfilter_core.errors import AlreadyResumedError
 
+from ._options import MEMORY_OPTIONS
 from ._stores import resolve_store
 from ._stores._base import KEEP_PAUSE, STORE_METHODS, ChatStore, PauseChange, check_conversation_id
 
@@ -53,6 +55,7 @@ def _heal_tail(history: list[Message]) -> tuple[Message, ...]:
     return () if healed is None else healed[len(history) - start :]
 
 
+@options_schema(MEMORY_OPTIONS, owner="memory")
 def memory_filter(
     store: str | ChatStore = DEFAULT_STORE,
     *,
@@ -86,9 +89,6 @@ def memory_filter(
         kernel = Kernel(model, filters=[memory_filter("sqlite:///chats.db", window=50)])
         await kernel.run("Hi, I'm Ada", context={"conversation_id": "ada"})
     """
-    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
-        msg = f"memory(window={window!r}) is invalid; give a positive number of messages, or None for all."
-        raise ConfigError(msg)
     chat_store: ChatStore = resolve_store(store, build, owner="memory", kind="ChatStore", methods=STORE_METHODS)
     load = chat_store.load
     append = chat_store.append

@@ -22,10 +22,20 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
-from beamfilter_core import BuildContext, ChatRequest, ChatResponse, Filter, Message, TurnRequest, TurnResult
+from beamfilter_core import (
+    BuildContext,
+    ChatRequest,
+    ChatResponse,
+    Filter,
+    Message,
+    TurnRequest,
+    TurnResult,
+    options_schema,
+)
 from beamfilter_core.errors import ConfigError
 from beamfilter_core.text import BM25Index, analyze
 
+from ._options import LONG_TERM_OPTIONS
 from ._stores import resolve_store
 from ._stores._base import FACT_METHODS, Fact, FactStore, check_user_id
 
@@ -182,13 +192,6 @@ def parse_model_facts(text: str) -> list[Fact]:
     return facts
 
 
-def _check_count(option: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        msg = f"long_term_memory({option}={value!r}) is invalid; give a whole number >= 0."
-        raise ConfigError(msg)
-    return value
-
-
 def _pick_model(model: Any, build: BuildContext | None) -> Any:
     if isinstance(model, str):
         known = dict(build.models) if build is not None else {}
@@ -213,6 +216,7 @@ def _pick_model(model: Any, build: BuildContext | None) -> Any:
     return chosen
 
 
+@options_schema(LONG_TERM_OPTIONS, owner="long_term_memory")
 def long_term_memory_filter(
     store: str | FactStore = "sqlite:///beamfilter.db",
     *,
@@ -261,22 +265,9 @@ def long_term_memory_filter(
         kernel = Kernel(model, filters=[memory_filter(url), long_term_memory_filter(url)])
         await kernel.run("Hi, my name is Ada", context={"conversation_id": "c1", "user_id": "ada"})
     """
-    if extract not in ("rules", "model"):
-        msg = f"long_term_memory(extract={extract!r}) is invalid; give 'rules' or 'model'."
-        raise ConfigError(msg)
-    k = _check_count("top_k", top_k)
-    newest = _check_count("recent", recent)
-    if not isinstance(header, str) or not header.strip():
-        msg = f"long_term_memory(header={header!r}) is invalid; give a non-empty str."
-        raise ConfigError(msg)
+    k, newest = top_k, recent
     compiled = _compile_rules(rules) if extract == "rules" else []
     chosen: Any = _pick_model(model, build) if extract == "model" else None
-    if extract == "model" and (not isinstance(prompt, str) or "{messages}" not in prompt):
-        msg = (
-            f"long_term_memory(prompt={prompt!r}) is invalid; "
-            "give a str with '{messages}' (and optionally '{facts}')."
-        )
-        raise ConfigError(msg)
     fact_store: FactStore = resolve_store(
         store, build, owner="long_term_memory", kind="FactStore", methods=FACT_METHODS
     )
