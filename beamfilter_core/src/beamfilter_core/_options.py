@@ -136,7 +136,7 @@ def hint(schema: Mapping[str, Any]) -> str:
 
 def _index(part: Any) -> Any:
     """fastjsonschema names a list index as a string ('0'): give it back as an int."""
-    return int(part) if isinstance(part, str) and part.isdigit() else part
+    return int(part) if isinstance(part, str) and part.isascii() and part.isdigit() else part
 
 
 def _steps(schema: Mapping[str, Any], value: Any, path: list[Any]) -> list[tuple[str, Mapping[str, Any], Any, bool]]:
@@ -239,7 +239,7 @@ class _CallChecker:
             try:
                 check({key: _plain(value)})
             except fastjsonschema.JsonSchemaValueException as exc:
-                path = [_index(part) for part in list(exc.path or ["data", key])[1:]]
+                path = list(exc.path or ["data", key])[1:]  # list indexes come as strings
                 problems.append(
                     _call_problem(
                         self.owner, self.style, option, value, path, exc.definition, none_ok=key in self.none_ok
