@@ -80,6 +80,14 @@ def _edit(path: str, old: str, new: str) -> Edit:
     return apply
 
 
+def _both(first: Edit, second: Edit) -> Edit:
+    def apply(files: dict[str, str], module: str) -> None:
+        first(files, module)
+        second(files, module)
+
+    return apply
+
+
 def _drop(path: str) -> Edit:
     def apply(files: dict[str, str], module: str) -> None:
         del files[path.format(module=module)]
@@ -122,7 +130,10 @@ BROKEN: dict[str, tuple[Edit, str]] = {
         "filter 'chk_scopes': declares no scopes; list the scopes its filter uses, e.g. scopes=(\"turn\",).",
     ),
     "schema": (
-        _edit(INIT, "NOTE_OPTIONS,\n            summary", '{"type": "object"},\n            summary'),
+        _both(
+            _edit(FILTERS, "@options_schema(NOTE_OPTIONS)\n", ""),
+            _edit(INIT, "NOTE_OPTIONS,\n            summary", '{"type": "object"},\n            summary'),
+        ),
         "filter 'chk_schema': has no options schema, so any option is accepted and a misspelt one is silently "
         'ignored; give options_schema={"type": "object", "properties": {...}, "additionalProperties": False}.',
     ),
