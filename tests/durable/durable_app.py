@@ -14,6 +14,7 @@ import asyncio
 import os
 import re
 import sqlite3
+import threading
 import time
 from typing import Any
 
@@ -28,8 +29,11 @@ LLM_SECONDS = float(os.environ.get("BF_LLM_SECONDS", "0.03"))
 def _phase(what: str) -> None:
     folder = os.environ.get("BF_PHASE_DIR")
     if folder:
-        with open(os.path.join(folder, str(os.getpid())), "w") as out:
+        # written aside and renamed: the killer never reads a half-written phase
+        path = os.path.join(folder, str(os.getpid()))
+        with open(f"{path}.{threading.get_ident()}", "w") as out:
             out.write(what)
+        os.replace(f"{path}.{threading.get_ident()}", path)
 
 
 # -- the ledger: effects keyed by idempotency key, and every entry ------------------------
