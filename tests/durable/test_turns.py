@@ -3,7 +3,6 @@ streaming, memory, pauses decided elsewhere, decisions sent twice, cancellation,
 
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
 from typing import Any
@@ -288,64 +287,3 @@ async def stored(local: Local, conversation: str) -> list[Message]:
         return await store.load(conversation)
     finally:
         await store.aclose()
-
-
-STREAM_AGAIN = """
-import asyncio, sys
-from beamfilter_core import RunFinished, TextDelta
-from beamfilter_core._config import build_config
-
-async def main() -> None:
-    runner = build_config(sys.argv[1]).runner()
-    stream = runner.run_stream("turn mid3: 1", turn_id="mid3:turn-1", context={"conversation_id": "mid3"})
-    async for event in stream:
-        if isinstance(event, TextDelta):
-            print("delta", repr(event.text), flush=True)
-        elif isinstance(event, RunFinished):
-            print("done", event.result.text, flush=True)
-    await runner.aclose()
-
-asyncio.run(main())
-"""
-
-
-def test_a_turn_killed_mid_stream_streams_from_its_resumed_step_when_its_executor_restarts(local: Local) -> None:
-    """A process killed mid-stream, restarted under the same executor id, streams the turn
-    again with run_stream(turn_id=...): its launch recovers the turn here, the completed tool
-    step is replayed, the interrupted LLM step is run again and streamed token by token."""
-    import signal
-
-    config = local.config("stream3.toml", executor_id="streamer")
-    env = {**app_env(local.ledger, local.memory), "BF_TOKEN_SECONDS": "0.3"}
-    first = subprocess.Popen(
-        [sys.executable, "-m", "beamfilter_core", "run", str(config), "turn mid3: 1", "--conversation-id", "mid3"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        cwd=local.folder,
-    )
-    assert first.stdout is not None
-    assert first.stdout.read(8) == b"Turn mid"
-    first.send_signal(signal.SIGKILL)
-    first.communicate(timeout=30)
-
-    again = subprocess.run(
-        [sys.executable, "-c", STREAM_AGAIN, str(config)],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env=app_env(local.ledger, local.memory),
-        cwd=local.folder,
-    )
-    assert again.returncode == 0, again.stderr[-3000:]
-    lines = again.stdout.splitlines()
-    text = "Turn mid3 is done after 1 tool calls: applied 1 for mid3."
-    assert lines[-1] == f"done {text}"
-    deltas = [ast.literal_eval(line.removeprefix("delta ")) for line in lines[:-1]]
-    assert "".join(deltas) == text
-    assert len(deltas) > 5  # the re-run LLM step, token by token
-    assert len(effects_of(local, "mid3")) == 1
-    assert len(entries_of(local, "mid3:turn-1")) == 1  # the tool step was replayed, not re-run
-    result = local.call(local.runner.result("mid3:turn-1"))
-    assert result.text == text
-    assert local.call(stored(local, "mid3")) == list(result.messages)

@@ -15,7 +15,7 @@ from ._backend import TurnInfo
 from ._dbos import DbosBackend, DbosClientBackend
 from ._kernels import config_reference
 from ._options import DurableOptions
-from ._runtime import DECISION_TOPIC, PAUSE_KEY, SINKS, Runtime, runtime
+from ._runtime import DECISION_TOPIC, PAUSE_KEY, Runtime, runtime
 
 __all__ = ["DurableRunner", "FINISHED"]
 
@@ -182,6 +182,7 @@ class DurableRunner:
         return self._stream(input, context, turn_id)
 
     async def _stream(self, input: Any, context: Mapping[str, Any] | None, turn_id: str | None) -> AsyncIterator[Event]:
+        rt = self.runtime
         loop = asyncio.get_running_loop()
         events: asyncio.Queue[Event] = asyncio.Queue()
         turn = await self.turn_id_for(context, turn_id)
@@ -189,9 +190,7 @@ class DurableRunner:
         def sink(event: Event) -> None:
             loop.call_soon_threadsafe(events.put_nowait, event)
 
-        # Attached before the engine launches: a turn this executor left unfinished, which
-        # the launch recovers here, streams from the step where it resumes.
-        SINKS[turn] = sink
+        rt.sinks[turn] = sink
         texts = 0
         try:
             await self._submit(input, context, turn, here=True)
@@ -216,7 +215,7 @@ class DurableRunner:
                 yield TextDelta(result.text)  # replayed from the record: streamed == returned
             yield RunFinished(result)
         finally:
-            SINKS.pop(turn, None)
+            rt.sinks.pop(turn, None)
 
     # -- deciding --------------------------------------------------------------------------
 

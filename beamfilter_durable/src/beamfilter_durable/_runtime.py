@@ -20,7 +20,7 @@ from ._kernels import durable_kernel, kernel_from_reference
 from ._options import DurableOptions
 from ._store import DurableStore
 
-__all__ = ["DECISION_TOPIC", "PAUSE_KEY", "SINKS", "Runtime", "runtime"]
+__all__ = ["DECISION_TOPIC", "PAUSE_KEY", "Runtime", "runtime"]
 
 #: The event a paused turn publishes ({"pause_id", "result"}; {"pause_id", "decided": True} once used).
 PAUSE_KEY = "beamfilter.pause"
@@ -29,9 +29,6 @@ DECISION_TOPIC = "beamfilter.decision"
 
 _lock = threading.Lock()
 _runtime: Runtime | None = None
-#: turn id -> where this process streams that turn's events. Process-wide, so that a caller
-#: can attach before the engine launches and recovers the turn here.
-SINKS: dict[str, Callable[[Event], None]] = {}
 
 
 class Runtime:
@@ -42,7 +39,7 @@ class Runtime:
         self._kernels: dict[str, Kernel] = {}
         self._kernel_lock = threading.Lock()
         #: turn id -> where this process streams that turn's events (only while a caller waits)
-        self.sinks = SINKS
+        self.sinks: dict[str, Callable[[Event], None]] = {}
         #: turn id -> called with the pause record when that turn pauses in this process
         self.pause_watchers: dict[str, Callable[[Any], None]] = {}
         self.backend = DbosBackend.shared(options, self.turn_body)
