@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -248,23 +249,33 @@ def test_the_durable_section_is_validated_with_its_place(local: Local) -> None:
     assert APP.endswith(":kernel")
 
 
-def test_a_turn_killed_mid_stream_is_finished_by_another_process(local: Local) -> None:
+def kill_mid_stream(local: Local, config: Path, name: str) -> None:
+    """`beamfilter run` the turn ``name`` (one tool call), SIGKILLed once the answer's first
+    tokens have reached the caller (its tool step is recorded, its last LLM step is not)."""
     import signal
 
-    config = local.config("stream.toml")
-    env = {**app_env(local.ledger, local.memory), "BF_TOKEN_SECONDS": "0.3"}
+    # slow tokens: the kill lands mid-stream even when this process is descheduled for seconds
+    env = {**app_env(local.ledger, local.memory), "BF_TOKEN_SECONDS": "2"}
     streaming = subprocess.Popen(
-        [sys.executable, "-m", "beamfilter_core", "run", str(config), "turn mid: 1", "--conversation-id", "mid"],
+        [sys.executable, "-m", "beamfilter_core", "run", str(config), f"turn {name}: 1", "--conversation-id", name],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
         cwd=local.folder,
     )
     assert streaming.stdout is not None
-    shown = streaming.stdout.read(8)  # the answer's first tokens have reached the caller
+    shown = streaming.stdout.read(8)
     streaming.send_signal(signal.SIGKILL)
     streaming.communicate(timeout=30)
     assert shown == b"Turn mid"
+    info = local.call(local.runner.backend.info(f"{name}:turn-1"))
+    assert info is not None
+    assert info.status == "PENDING"  # killed before its last step was recorded
+
+
+def test_a_turn_killed_mid_stream_is_finished_by_another_process(local: Local) -> None:
+    config = local.config("stream.toml")
+    kill_mid_stream(local, config, "mid")
     done = cli(local, "durable", "resume", str(config), "mid:turn-1")
     assert done.returncode == 0, done.stderr
     assert '"content": "Turn mid is done after 1 tool calls: applied 1 for mid."' in done.stdout  # the result's JSON
