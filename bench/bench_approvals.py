@@ -13,6 +13,7 @@ Run it with::
     .venv/bin/python bench/bench_approvals.py             # full run, about a minute
     .venv/bin/python bench/bench_approvals.py --quick     # a fast smoke run
     .venv/bin/python bench/bench_approvals.py --baseline 711a9f2   # another baseline
+    .venv/bin/python bench/bench_approvals.py --turns-only         # only section 3
 """
 
 from __future__ import annotations
@@ -219,15 +220,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a fast smoke run")
     parser.add_argument("--baseline", default=DEFAULT_BASELINE, help="the commit to compare turns against")
     parser.add_argument("--store", action="append", choices=KINDS, help="only these stores (repeatable)")
+    parser.add_argument("--turns-only", action="store_true", help="only the turns that never pause (section 3)")
     args = parser.parse_args(argv)
     rounds, repeat, turn_rounds, turns = (3, 20, 6, 100) if args.quick else (9, 100, 40, 300)
     print(
         f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cores, "
         f"load average {os.getloadavg()[0]:.2f}"
     )
-    bench_signing(rounds)
-    with servers(args.store or list(KINDS)) as urls:
-        asyncio.run(bench_cas(urls, make_pause(20), rounds, repeat))
+    if not args.turns_only:
+        bench_signing(rounds)
+        with servers(args.store or list(KINDS)) as urls:
+            asyncio.run(bench_cas(urls, make_pause(20), rounds, repeat))
     ok = bench_turns(args.baseline, turn_rounds, turns)
     assert Decision  # the records the figures are about
     return 0 if ok or args.quick else 1

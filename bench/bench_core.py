@@ -10,6 +10,9 @@ Run it with::
 
     .venv/bin/python bench/bench_core.py            # full run, about a minute
     .venv/bin/python bench/bench_core.py --quick    # 5 short rounds, for a smoke check
+    .venv/bin/python bench/bench_core.py --baseline 43d8597 --only turn --only tool --only stream
+        # this tree against another commit's beamfilter_core, loaded side by side in this
+        # process and timed round by round (the ratio column is this tree / the baseline)
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import importlib
+import io
 import os
 import platform
 import re
@@ -24,10 +29,13 @@ import resource
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from beamfilter_core import (
@@ -275,7 +283,7 @@ async def bench_chat_chain(timer: Timer, report: Report) -> None:
     for n in LAYERS:
         model = FakeModel([ANSWER])
         kernel = Kernel(model=model, filters=chat_filters(n))
-        chat = _Run(kernel, None).chat
+        chat = _Run(kernel._plan, None).chat
         response = await chat(request)
         if response is not ANSWER:
             raise RuntimeError(f"chat chain returned {response!r}")
@@ -502,6 +510,82 @@ def bench_import(report: Report, runs: int, cpu: bool) -> None:
     print(f"  dependencies imported eagerly (of asyncio, httpx, pluggy, cattrs, fastjsonschema): {', '.join(eager)}")
 
 
+# -- against a baseline commit ------------------------------------------------------------
+
+
+def load_baseline(rev: str, into: Path) -> ModuleType:
+    """``rev``'s ``beamfilter_core`` imported as ``beamfilter_core_baseline`` (its modules
+    import each other relatively, so both versions live side by side in this process)."""
+    root = Path(__file__).resolve().parents[1]
+    archive = subprocess.run(
+        ["git", "archive", rev, "beamfilter_core/src/beamfilter_core"], cwd=root, capture_output=True, check=True
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    (into / "beamfilter_core" / "src" / "beamfilter_core").rename(into / "beamfilter_core_baseline")
+    sys.path.insert(0, str(into))
+    try:
+        return importlib.import_module("beamfilter_core_baseline")
+    finally:
+        sys.path.remove(str(into))
+
+
+def ab_workloads(core: Any) -> dict[str, tuple[Callable[[], Any], str, int]]:
+    """Kernels of one version of the core: (make the kernel, input, layers)."""
+
+    @core.tool
+    async def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    answer = core.ChatResponse.from_text("The answer is 3.")
+    call = core.ChatResponse.tool_calls(core.ToolCall("add", {"a": 1, "b": 2}, "call_1"))
+    layers = [core.Filter(f"layer{i}", around_chat=passthrough) for i in range(20)]
+    tokens = [f"t{i % 10} " for i in range(TOKENS)]
+    streamed = core.ChatResponse.from_text("".join(tokens))
+    return {
+        "turn, N=0": (lambda: core.Kernel(FakeModel([answer])), "run", 0),
+        "turn, N=20": (lambda: core.Kernel(FakeModel([answer]), filters=layers), "run", 20),
+        "turn with one tool round": (lambda: core.Kernel(FakeModel([call, answer]), tools=[add]), "run", 0),
+        f"{TOKENS:,}-token stream": (lambda: core.Kernel(FakeModel([streamed], tokens)), "stream", 0),
+    }
+
+
+def ab_body(kernel: Any, how: str, finished: type) -> Body:
+    async def body(loops: int) -> None:
+        for _ in range(loops):
+            if how == "run":
+                await kernel.run("What is 1 + 2?")
+            else:
+                async for event in kernel.run_stream("stream"):
+                    if type(event) is finished and event.result.status != "completed":
+                        raise RuntimeError(f"stream ended with {event.result!r}")
+
+    return body
+
+
+async def bench_baseline(timer: Timer, report: Report, base: Any, rev: str, only: set[str]) -> None:
+    import beamfilter_core
+
+    report.section(f"this tree against {rev}, side by side in this process (floor column: {rev})")
+    ours, theirs = ab_workloads(beamfilter_core), ab_workloads(base)
+    wanted = {"turn": ("turn, N=0", "turn, N=20"), "tool": ("turn with one tool round",), "stream": ()}
+    names = [name for name in ours if not only or any(name in wanted[o] for o in only if o in wanted)]
+    if not only or "stream" in only:
+        names += [name for name in ours if name.endswith("stream")]
+    results: dict[str, tuple[float, float]] = {}
+    for name in dict.fromkeys(names):
+        make, how, layers = ours[name]
+        mine, old = await timer.compare(
+            ab_body(make(), how, RunFinished), ab_body(theirs[name][0](), how, base.RunFinished)
+        )
+        results[name] = (mine, old)
+        report.line(name, mine, old, "us")
+        zero = results.get("turn, N=0")
+        if layers and zero is not None:
+            report.line("  per added layer in a turn", (mine - zero[0]) / layers, (old - zero[1]) / layers, "us")
+
+
 # -- main -------------------------------------------------------------------------------
 
 
@@ -529,6 +613,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="cpu: process CPU time (robust on a shared, busy machine; the default); wall: elapsed time",
     )
     parser.add_argument("--import-runs", type=int, default=15, help="subprocess runs for the import figure")
+    parser.add_argument("--baseline", help="a commit: time this tree against its beamfilter_core instead")
     parser.add_argument(
         "--only",
         action="append",
@@ -549,6 +634,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = Report()
     only = set(args.only)
     timer = Timer(rounds, seconds, time.process_time if cpu else time.perf_counter)
+    if args.baseline:
+        with tempfile.TemporaryDirectory(prefix="beamfilter-baseline-") as tmp:
+            base = load_baseline(args.baseline, Path(tmp))
+            asyncio.run(bench_baseline(timer, report, base, args.baseline, only))
+        return 0
     asyncio.run(run_all(timer, report, only))
     if not only or "import" in only:
         bench_import(report, 5 if args.quick else args.import_runs, cpu)

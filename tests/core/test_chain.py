@@ -57,6 +57,8 @@ def test_scopes_nest_turn_iteration_chat_tool() -> None:
         "A.before iteration",
         "A.before chat",
         "A.after chat",
+        "A.before gate",
+        "A.after gate",
         "A.before tool",
         "tool ran",
         "A.after tool",
@@ -76,10 +78,11 @@ def test_filter_without_hook_is_skipped_and_empty_chain_is_terminal() -> None:
     assert kernel.chain("turn").names == ("T",)
     from beamfilter_core._run import _Run
 
-    run = _Run(kernel, None)
+    run = _Run(kernel._plan, None)
     # zero wrappers: the bound chat chain is the terminal method itself
     assert run.chat == run._chat_terminal
-    assert run.tool == run._tool_terminal
+    assert run.tool is None  # bound on the first tool call
+    assert run._tool_chain() == run._tool_terminal
     assert run.iteration == run._iteration_terminal
     kernel.run_sync("x")
     assert log == ["T.before turn", "T.after turn"]

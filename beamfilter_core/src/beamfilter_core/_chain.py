@@ -1,8 +1,8 @@
 """Compiled onion chains: built once per kernel, bound to a terminal once per run.
 
 Errors are attributed by position, never by inspecting frames: each bound layer awaits
-its hook inside a ``try`` (free until something raises), and the chain's terminal marks
-whatever leaves it as raised by no filter. An exception reaching a layer unmarked was
+its hook inside a ``try`` (free until something raises), and the run's terminals mark
+whatever leaves them as raised by no filter (:func:`passed_through`). An exception reaching a layer unmarked was
 raised by that layer's own hook, whatever the hook is (a function, a bound method, an
 object with ``__call__``, a ``functools.partial``): it is marked with the name of the
 filter at that place and re-raised unchanged, so outer hooks still catch the type they
@@ -12,11 +12,12 @@ expect. The kernel turns the mark into ``filter_name`` or a :class:`FilterError`
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import Any
 
 import attrs
 
-from ._filter import CompiledFilter, Hook, Scope, TokenTransform
+from ._filter import SCOPE_SPECS, CompiledFilter, Hook, Scope, ScopeSpec, TokenTransform
 from ._streaming import TRANSFORM_MARK
 from .errors import BeamfilterError, ConfigError, FilterError
 
@@ -35,32 +36,34 @@ def _own(exc: BaseException, name: str) -> None:
             exc.filter_name = name
 
 
-def _passed_through(terminal: Call) -> Call:
-    """``terminal``, marking what it raises as raised by no filter."""
-
-    async def call(request: Any) -> Any:
-        try:
-            return await terminal(request)
-        except Exception as exc:
-            _own(exc, "")
-            raise
-
-    return call
+def passed_through(exc: BaseException) -> None:
+    """Mark ``exc`` as raised by no filter: a run's terminals call this on what leaves
+    them (the model's, a tool's or the tool loop's own errors), in their own ``except``
+    (no wrapper coroutine per pass)."""
+    _own(exc, "")
 
 
-def _layer(hook: Hook, state: dict[str, Any], call_next: Call, name: str) -> Call:
-    async def call(request: Any) -> Any:
+#: ``layer(state, call_next, request)``: one layer, compiled once per kernel; a run binds
+#: its first two arguments with ``functools.partial`` (a C call, no Python frame)
+Layer = Callable[[dict[str, Any], Call, Any], Awaitable[Any]]
+
+
+def _layer(hook: Hook, name: str) -> Layer:
+    async def layer(state: dict[str, Any], call_next: Call, request: Any) -> Any:
         try:
             return await hook(request, state, call_next)
         except Exception as exc:
             _own(exc, name)
             raise
 
-    return call
+    return layer
 
 
-def _checked_layer(hook: Hook, state: dict[str, Any], call_next: Call, name: str, scope: str, expected: type) -> Call:
-    async def call(request: Any) -> Any:
+def _checked_layer(hook: Hook, name: str, spec: ScopeSpec) -> Layer:
+    """:func:`_layer` that also checks the hook's return type (``check_returns``)."""
+    expected = spec.returns
+
+    async def layer(state: dict[str, Any], call_next: Call, request: Any) -> Any:
         try:
             result = await hook(request, state, call_next)
         except Exception as exc:
@@ -68,15 +71,15 @@ def _checked_layer(hook: Hook, state: dict[str, Any], call_next: Call, name: str
             raise
         if type(result) is not expected:
             msg = (
-                f"Filter {name!r} returned {result!r} (a {type(result).__name__}) from around_{scope}; "
-                f"around_{scope} hooks must return a {expected.__name__}."
+                f"Filter {name!r} returned {result!r} (a {type(result).__name__}) from {spec.hook}; "
+                f"{spec.hook} hooks must return a {expected.__name__}."
             )
             error = ConfigError(msg)
             _own(error, name)
             raise error
         return result
 
-    return call
+    return layer
 
 
 def raised_by(exc: BaseException, pipelines: Sequence[tuple[Sequence[TokenTransform], Sequence[str]]]) -> str | None:
@@ -111,15 +114,23 @@ def blame(exc: Exception, name: str) -> Exception:
 
 @attrs.frozen(slots=True)
 class CompiledChain:
-    """The hooks of one scope, outermost first, with the index of their filter."""
+    """The hooks of one scope, outermost first, with the index of their filter.
+
+    Compiled once per kernel, with each layer's coroutine function made there; a run
+    binds the chain to its terminal and its filters' states with :meth:`bind`.
+    """
 
     scope: Scope
     layers: tuple[tuple[int, Hook], ...]
     names: tuple[str, ...]
+    #: (filter index, layer) innermost first, plain and return-checking
+    _plain: tuple[tuple[int, Layer], ...] = attrs.field(repr=False, eq=False)
+    _checked: tuple[tuple[int, Layer], ...] = attrs.field(repr=False, eq=False)
 
     @classmethod
     def compile(cls, scope: Scope, filters: Sequence[CompiledFilter]) -> CompiledChain:
         """Keep the filters that have a hook for ``scope``, in list order."""
+        spec = SCOPE_SPECS[scope]
         layers = []
         names = []
         for index, item in enumerate(filters):
@@ -127,21 +138,23 @@ class CompiledChain:
             if hook is not None:
                 layers.append((index, hook))
                 names.append(item.filter.name)
-        return cls(scope, tuple(layers), tuple(names))
+        inner_first = list(zip(reversed(layers), reversed(names), strict=True))
+        return cls(
+            scope,
+            tuple(layers),
+            tuple(names),
+            tuple((index, _layer(hook, name)) for (index, hook), name in inner_first),
+            tuple((index, _checked_layer(hook, name, spec)) for (index, hook), name in inner_first),
+        )
 
-    def bind(self, states: Sequence[dict[str, Any]], terminal: Call, expected: type | None = None) -> Call:
+    def bind(self, states: Sequence[dict[str, Any]], terminal: Call, check_returns: bool = False) -> Call:
         """Wrap ``terminal`` in the layers; with no layers, return ``terminal`` itself.
 
-        With ``expected`` (the kernel's ``check_returns``), every layer checks that its
-        hook returned that type, so a wrong value names the filter that produced it.
+        ``terminal`` marks what it raises with :func:`passed_through`. With
+        ``check_returns``, every layer checks that its hook returned the scope's type, so
+        a wrong value names the filter that produced it.
         """
-        if not self.layers:
-            return terminal
-        call = _passed_through(terminal)
-        if expected is None:
-            for (index, hook), name in zip(reversed(self.layers), reversed(self.names), strict=True):
-                call = _layer(hook, states[index], call, name)
-            return call
-        for (index, hook), name in zip(reversed(self.layers), reversed(self.names), strict=True):
-            call = _checked_layer(hook, states[index], call, name, self.scope, expected)
+        call = terminal
+        for index, layer in self._checked if check_returns else self._plain:
+            call = partial(layer, states[index], call)
         return call

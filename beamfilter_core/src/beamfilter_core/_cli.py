@@ -35,14 +35,6 @@ __all__ = ["main"]
 
 OK, RUN_ERROR, USAGE_ERROR = 0, 1, 2
 
-_TERMINALS = {
-    "turn": "[the tool loop]",
-    "iteration": "[one model call and its tool calls]",
-    "chat": "[the model]",
-    "tool": "[the tool]",
-    "gate": "[the kernel's gate, then approve]",
-}
-
 
 _BUILTIN_COMMANDS = frozenset({"plugins", "chain", "run", "chat", "demo", "new"})
 
@@ -307,7 +299,7 @@ def _cmd_chain(args: argparse.Namespace) -> int:
     outermost filter first, as built from CONFIG. Runs no code the config names: modules
     given as 'package.module:function' options are not imported (installed plugins are)."""
     from ._config import build_config
-    from ._filter import SCOPES
+    from ._filter import SCOPE_SPECS, SCOPES
     from ._imports import import_policy
 
     with import_policy(inspect_only=True) as policy:
@@ -339,7 +331,7 @@ def _cmd_chain(args: argparse.Namespace) -> int:
         for index, _hook in kernel.chain(scope).layers:
             print(f"{indent}└─ {kernel.filters[index].name} ({names[index]}){marks[index]}", file=out)
             indent += "   "
-        terminal = f"[the model: {built.model}]" if scope == "chat" and built.model else _TERMINALS[scope]
+        terminal = f"[the model: {built.model}]" if scope == "chat" and built.model else SCOPE_SPECS[scope].centre
         print(f"{indent}└─ {terminal}", file=out)
     transforms = [
         (flt.name, names[i], flt.token.applies_to) for i, flt in enumerate(kernel.filters) if flt.token is not None

@@ -3,27 +3,51 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
-from ._lazy import lazy_module
+from ._records import ChatResponse, Decision, IterationResult, ToolResult, TurnResult
 from ._tools import Tool
 from .errors import ConfigError
-
-if TYPE_CHECKING:
-    import inspect
-else:
-    inspect = lazy_module("inspect", globals())
 
 #: ``async def hook(request, state, call_next) -> response``
 Hook = Callable[[Any, dict[str, Any], Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
 Scope = Literal["turn", "iteration", "chat", "tool", "gate"]
-#: ``gate`` decides each tool call before its batch runs (``GateRequest`` -> ``Decision``).
-SCOPES: tuple[Scope, ...] = ("turn", "iteration", "chat", "tool", "gate")
-HOOK_NAMES: dict[Scope, str] = {scope: f"around_{scope}" for scope in SCOPES}
+
+
+@attrs.frozen(slots=True)
+class ScopeSpec:
+    """One around scope: its hook's name, what the hook returns, and what sits at the
+    centre of its onion (shown by ``beamfilter chain``)."""
+
+    name: Scope
+    returns: type
+    centre: str
+
+    @property
+    def hook(self) -> str:
+        """The Filter field holding this scope's hook, e.g. ``around_turn``."""
+        return f"around_{self.name}"
+
+
+#: The scopes, outermost first: the one place they are declared. ``gate`` decides each
+#: tool call before its batch runs (``GateRequest`` -> ``Decision``).
+SCOPE_SPECS: dict[Scope, ScopeSpec] = {
+    spec.name: spec
+    for spec in (
+        ScopeSpec("turn", TurnResult, "[the tool loop]"),
+        ScopeSpec("iteration", IterationResult, "[one model call and its tool calls]"),
+        ScopeSpec("chat", ChatResponse, "[the model]"),
+        ScopeSpec("tool", ToolResult, "[the tool]"),
+        ScopeSpec("gate", Decision, "[the kernel's gate, then approve]"),
+    )
+}
+SCOPES: tuple[Scope, ...] = tuple(SCOPE_SPECS)
+HOOK_NAMES: dict[Scope, str] = {name: spec.hook for name, spec in SCOPE_SPECS.items()}
 
 #: What a filter name may look like (it keys the filter's private state).
 FILTER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]*$")
@@ -185,9 +209,9 @@ class Filter:
 
 @runtime_checkable
 class FilterLike(Protocol):
-    """Any object with a ``name`` and some of ``around_turn``, ``around_iteration``,
-    ``around_chat``, ``around_tool``, ``around_gate``, ``token``, ``init``, ``tools``,
-    ``resources``, ``load_pause`` and ``persist``; normalised at assembly."""
+    """Any object with a ``name`` and some of the hooks (``around_turn`` ... ``around_gate``),
+    ``token``, ``init``, ``tools``, ``resources``, ``load_pause`` and ``persist``;
+    normalised at assembly."""
 
     name: str
 
@@ -216,13 +240,10 @@ def _check_hook(owner: str, scope: str, hook: Any, where: str) -> None:
 
 
 def _from_filter_like(item: Any, name: str) -> Filter:
+    hooks = {hook: getattr(item, hook, None) for hook in HOOK_NAMES.values()}
     return Filter(
         name,
-        around_turn=getattr(item, "around_turn", None),
-        around_iteration=getattr(item, "around_iteration", None),
-        around_chat=getattr(item, "around_chat", None),
-        around_tool=getattr(item, "around_tool", None),
-        around_gate=getattr(item, "around_gate", None),
+        **hooks,
         token=getattr(item, "token", None),
         init=getattr(item, "init", None),
         tools=getattr(item, "tools", None) or (),
@@ -243,7 +264,7 @@ def normalise(item: Any, index: int) -> CompiledFilter:
         if not isinstance(name, str):
             msg = (
                 f"{where} is {item!r} (a {type(item).__name__}); a filter needs a 'name' "
-                "and at least one of around_turn, around_iteration, around_chat, around_tool, around_gate, token."
+                f"and at least one of {', '.join(HOOK_NAMES.values())}, token."
             )
             raise ConfigError(msg)
         try:

@@ -3,33 +3,31 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ._chain import CompiledChain, blame, raised_by
-from ._filter import SCOPES, CompiledFilter, Scope, TokenTransform, normalise_all
+from ._filter import Scope, normalise_all
 from ._lazy import lazy_module
-from ._messages import Message, ToolCall, as_messages
+from ._messages import Message, as_messages
 from ._pause import PauseKeys, check_decisions, check_pause, restore_filter_state, unseal, verify
+from ._plan import Gate, Plan, Settings, compile_plan
 from ._records import Decision, PauseState, TurnRequest, TurnResult
 from ._run import _Run
 from ._streaming import Channel, Event, RunFinished, TextDelta, pipeline
 from ._tools import Tool, make_tool
 from ._toolsets import Toolset
-from .errors import AlreadyResumedError, ConfigError, ResumeError, ToolDefinitionError
+from .errors import AlreadyResumedError, ConfigError, ResumeError
 
 if TYPE_CHECKING:
     import asyncio
-    import inspect
 else:
+    # asyncio is the one heavy module beamfilter_core can import late (see bench/RESULTS.md)
     asyncio = lazy_module("asyncio", globals())
-    inspect = lazy_module("inspect", globals())
 
 if TYPE_CHECKING:
     from ._models._base import ChatModel
-
-#: ``gate(call, tool, context) -> Decision | "approve" | "reject" | "pause"`` (sync or async)
-Gate = Callable[[ToolCall, Tool, Mapping[str, Any]], "Decision | str | Awaitable[Decision | str]"]
 
 
 @runtime_checkable
@@ -116,6 +114,13 @@ def _no_running_loop(method: str, instead: str) -> None:
     raise RunningLoopError(msg)
 
 
+def _context_keys(keys: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(keys, str) or not all(isinstance(k, str) for k in keys):
+        msg = f"Kernel(transient_context={keys!r}) must be a list of context keys."
+        raise ConfigError(msg)
+    return tuple(keys)
+
+
 def _check_positive(name: str, value: Any, *, allow_none: bool) -> None:
     if value is None and allow_none:
         return
@@ -164,25 +169,22 @@ class Kernel:
         if gate is not None and not callable(gate):
             msg = f"Kernel(gate={gate!r}) must be a callable (call, tool, context) -> Decision."
             raise ConfigError(msg)
-        self.model = model
-        self.max_iterations = max_iterations
-        self.tool_timeout = float(tool_timeout) if tool_timeout is not None else None
-        self.gate = gate
-        self.system_prompt = system_prompt
-        #: Check what every filter layer returns (names the filter that returned a wrong
-        #: type, at the cost of one extra coroutine per layer); meant for tests and debugging.
-        self.check_returns = check_returns
-        self.options: Mapping[str, Any] = dict(options or {})
-        # pauses: signed with keys derived from pause_key (see docs/approvals.md)
-        self._pause_keys = PauseKeys(pause_key)
+        self._settings = Settings(
+            model=model,
+            max_iterations=max_iterations,
+            tool_timeout=float(tool_timeout) if tool_timeout is not None else None,
+            gate=gate,
+            system_prompt=system_prompt,
+            options=dict(options or {}),
+            check_returns=check_returns,
+            # pauses: signed with keys derived from pause_key (see docs/approvals.md)
+            pause_keys=PauseKeys(pause_key),
+            transient_context=_context_keys(transient_context),
+        )
         if pause_ledger is not None and not callable(getattr(pause_ledger, "claim_pause", None)):
             msg = f"Kernel(pause_ledger={pause_ledger!r}) needs an object with async claim_pause(pause_id) -> bool."
             raise ConfigError(msg)
         self.pause_ledger = pause_ledger
-        if isinstance(transient_context, str) or not all(isinstance(k, str) for k in transient_context):
-            msg = f"Kernel(transient_context={transient_context!r}) must be a list of context keys."
-            raise ConfigError(msg)
-        self.transient_context = tuple(transient_context)
         if not isinstance(unsafe_unsigned_pauses, bool):
             msg = f"Kernel(unsafe_unsigned_pauses={unsafe_unsigned_pauses!r}) must be True or False."
             raise ConfigError(msg)
@@ -198,64 +200,60 @@ class Kernel:
                     toolsets.append(item)
             else:
                 given.append(item if isinstance(item, Tool) else make_tool(item))
-        self._given_tools = tuple(given)
+        self._given_tools = tuple((tool, "the kernel's tools") for tool in given)
         #: Toolsets opened before the first run (once per event loop) and closed by aclose().
         self._toolsets: tuple[Toolset, ...] = tuple(toolsets)
         self._opened_tools: tuple[tuple[Tool, str], ...] = ()
         self._opening: tuple[asyncio.AbstractEventLoop, asyncio.Task[None]] | None = None
-        self._compile(filters)
+        self._filters = normalise_all(filters)
+        self._compile()
 
-    def _compile(self, filters: Iterable[Any]) -> None:
-        compiled = normalise_all(filters)
-        self._filters: tuple[CompiledFilter, ...] = compiled
-        self._index_tools()
-        self._chains: dict[Scope, CompiledChain] = {scope: CompiledChain.compile(scope, compiled) for scope in SCOPES}
-        self._compile_rest(compiled)
+    def _compile(self) -> None:
+        # the one place a plan is made: at construction, with_filters, and when toolsets open
+        self._plan: Plan = compile_plan(self._settings, self._filters, (*self._given_tools, *self._opened_tools))
 
-    def _index_tools(self) -> None:
-        # the kernel's tools, the opened toolsets' tools, then the tools filters provide
-        # (e.g. tool_search's search tool)
-        by_name: dict[str, Tool] = {}
-        owners: dict[str, str] = {}
-        provided = [(tool, f"filter {item.filter.name!r}") for item in self._filters for tool in item.filter.tools]
-        given = [(t, "the kernel's tools") for t in self._given_tools]
-        for tool, owner in [*given, *self._opened_tools, *provided]:
-            if not isinstance(tool, Tool):
-                msg = f"{owner} provides {tool!r}, which is not a Tool; build tools with @tool."
-                raise ToolDefinitionError(msg)
-            known = by_name.get(tool.name)
-            if known is tool:
-                continue
-            if known is not None:
-                msg = (
-                    f"Two tools are named {tool.name!r} ({owners[tool.name]} and {owner}); "
-                    "tool names must be unique within a kernel."
-                )
-                raise ToolDefinitionError(msg)
-            by_name[tool.name] = tool
-            owners[tool.name] = owner
-        self._tool_list = tuple(by_name.values())
-        self._tools_by_name = by_name
+    # -- settings (read-only: a kernel is compiled once) --------------------------------
 
-    def _compile_rest(self, compiled: tuple[CompiledFilter, ...]) -> None:
-        transforms = [(item.filter.token, item.filter.name) for item in compiled if item.filter.token is not None]
-        self._answer_transforms: tuple[TokenTransform, ...] = tuple(
-            t for t, _ in transforms if t is not None and t.applies_to == "answer"
-        )
-        self._stream_transforms: tuple[TokenTransform, ...] = tuple(
-            t for t, _ in transforms if t is not None and t.applies_to != "answer"
-        )
-        self._pause_loaders = tuple(item.filter.load_pause for item in compiled if item.filter.load_pause is not None)
-        # the gate scope: filters' around_gate layers, then Kernel(gate=...) as the innermost
-        self._gated = bool(self._chains["gate"].layers) or self.gate is not None
-        # the pipelines in the order _Run builds them, for naming a transform that raised
-        self._pipelines = tuple(
-            (tuple(t for t, _ in chosen), tuple(name for _, name in chosen))
-            for chosen in (
-                [(t, name) for t, name in transforms if t is not None and t.applies_to != "answer"],
-                [(t, name) for t, name in transforms if t is not None and t.applies_to == "answer"],
-            )
-        )
+    @property
+    def model(self) -> ChatModel:
+        """The chat model."""
+        return self._settings.model  # type: ignore[no-any-return]
+
+    @property
+    def max_iterations(self) -> int:
+        """At most this many model calls per run."""
+        return self._settings.max_iterations
+
+    @property
+    def tool_timeout(self) -> float | None:
+        """Seconds a tool call may take (a tool's own ``timeout`` wins); None: no limit."""
+        return self._settings.tool_timeout
+
+    @property
+    def gate(self) -> Gate | None:
+        """``Kernel(gate=...)``: the innermost layer of the gate scope, or None."""
+        return self._settings.gate
+
+    @property
+    def system_prompt(self) -> str | None:
+        """The system prompt sent with each model call, or None."""
+        return self._settings.system_prompt
+
+    @property
+    def options(self) -> Mapping[str, Any]:
+        """Model options sent with each model call."""
+        return self._settings.options
+
+    @property
+    def check_returns(self) -> bool:
+        """Check what every filter layer returns (names the filter that returned a wrong
+        type, at the cost of one check per layer); meant for tests and debugging."""
+        return self._settings.check_returns
+
+    @property
+    def transient_context(self) -> tuple[str, ...]:
+        """Context keys a pause does not keep."""
+        return self._settings.transient_context
 
     @classmethod
     def from_config(
@@ -285,17 +283,18 @@ class Kernel:
     @property
     def tools(self) -> tuple[Tool, ...]:
         """The registered tools."""
-        return self._tool_list
+        return self._plan.tool_list
 
     def chain(self, scope: Scope) -> CompiledChain:
-        """The compiled chain of ``scope`` (``turn``, ``iteration``, ``chat`` or ``tool``)."""
-        return self._chains[scope]
+        """The compiled chain of ``scope`` (``turn``, ``iteration``, ``chat``, ``tool`` or ``gate``)."""
+        return self._plan.chains[scope]
 
     def with_filters(self, filters: Iterable[Any]) -> Kernel:
         """A new kernel with the same model, tools and settings and other filters."""
         clone = object.__new__(Kernel)
         clone.__dict__.update(self.__dict__)
-        clone._compile(filters)
+        clone._filters = normalise_all(filters)
+        clone._compile()
         return clone
 
     async def start(self) -> None:
@@ -331,7 +330,7 @@ class Kernel:
                 raise ToolsetError(msg, toolset=toolset.name) from exc
             opened.extend((tool, f"toolset {toolset.name!r}") for tool in tools)
         self._opened_tools = tuple(opened)
-        self._index_tools()
+        self._compile()
 
     async def aclose(self) -> None:
         """Close what the kernel holds open: its toolsets (MCP servers stop), its model's
@@ -354,7 +353,7 @@ class Kernel:
 
     def __repr__(self) -> str:
         names = ", ".join(item.filter.name for item in self._filters)
-        return f"Kernel(model={self.model!r}, tools={len(self._tool_list)}, filters=[{names}])"
+        return f"Kernel(model={self.model!r}, tools={len(self._plan.tool_list)}, filters=[{names}])"
 
     # -- running ------------------------------------------------------------------------
 
@@ -364,7 +363,7 @@ class Kernel:
         except Exception as exc:
             # a hook is named by its place in its chain, a token transform by its place
             # in its pipeline (_chain.raised_by)
-            name = raised_by(exc, self._pipelines)
+            name = raised_by(exc, run.plan.pipelines)
             if name is None:
                 raise
             raised = blame(exc, name)
@@ -383,8 +382,8 @@ class Kernel:
         messages = as_messages(input)
         if self._toolsets:
             await self.start()
-        run = _Run(self, context, cancel=cancel)
-        return await self._execute(run, TurnRequest(messages, run.view))
+        run = _Run(self._plan, context, cancel=cancel)
+        return await self._execute(run, TurnRequest(messages=messages, context=run.view))
 
     def run_sync(
         self,
@@ -415,16 +414,21 @@ class Kernel:
         if self._toolsets:
             return self._started_stream(messages, context, cancel)
         channel = Channel()
-        run = _Run(self, context, sink=channel.push_text, emit=channel.push, cancel=cancel)
-        return self._pump(channel, run, TurnRequest(messages, run.view))
+        run = _Run(self._plan, context, sink=channel.push_text, emit=channel.push, cancel=cancel)
+        return self._pump(channel, run, TurnRequest(messages=messages, context=run.view))
 
     async def _started_stream(
         self, messages: tuple[Message, ...], context: Mapping[str, Any] | None, cancel: CancelToken | None
     ) -> AsyncGenerator[Event, None]:
         await self.start()
         channel = Channel()
-        run = _Run(self, context, sink=channel.push_text, emit=channel.push, cancel=cancel)
-        pump = self._pump(channel, run, TurnRequest(messages, run.view))
+        run = _Run(self._plan, context, sink=channel.push_text, emit=channel.push, cancel=cancel)
+        async for event in self._pumped(channel, run, TurnRequest(messages=messages, context=run.view)):
+            yield event
+
+    async def _pumped(self, channel: Channel, run: _Run, request: TurnRequest) -> AsyncGenerator[Event, None]:
+        # _pump from inside another generator, closed with it
+        pump = self._pump(channel, run, request)
         try:
             async for event in pump:
                 yield event
@@ -449,7 +453,7 @@ class Kernel:
                 # The answer came from a filter or from return_direct tools, not from a
                 # streamed model call: deliver it too, so streamed text == returned text.
                 out: list[str] = []
-                push, flush = pipeline(self._stream_transforms, out.append)
+                push, flush = pipeline(run.plan.stream_transforms, out.append)
                 push(result.text)
                 if flush is not None:
                     flush()
@@ -461,6 +465,8 @@ class Kernel:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+
+    # -- resuming -----------------------------------------------------------------------
 
     async def _pause_for(self, pause: PauseState | str | None, conversation_id: str | None) -> PauseState:
         if pause is not None:
@@ -475,7 +481,8 @@ class Kernel:
         if conversation_id is None:
             msg = "Kernel.resume needs a pause state, or conversation_id= with a memory filter that saved one."
             raise ResumeError(msg)
-        for load in self._pause_loaders:
+        loaders = [item.filter.load_pause for item in self._filters if item.filter.load_pause is not None]
+        for load in loaders:
             found = load(conversation_id)
             if inspect.isawaitable(found):
                 found = await found
@@ -483,7 +490,7 @@ class Kernel:
                 return found  # type: ignore[no-any-return]
         msg = (
             f"No paused run is stored for conversation {conversation_id!r}"
-            + ("" if self._pause_loaders else " (no filter of this kernel stores pauses; add the memory filter)")
+            + ("" if loaders else " (no filter of this kernel stores pauses; add the memory filter)")
             + "."
         )
         raise ResumeError(msg)
@@ -494,16 +501,25 @@ class Kernel:
         decisions: Mapping[str, Decision | str] | None,
         conversation_id: str | None,
         context: Mapping[str, Any] | None,
-    ) -> tuple[PauseState, dict[str, Decision], dict[str, Any], dict[str, Any]]:
-        """Load, verify and check everything a resume needs, before anything runs."""
+        cancel: CancelToken | None,
+        channel: Channel | None = None,
+    ) -> tuple[_Run, TurnRequest]:
+        """The run and first turn request of a resume (streamed into ``channel`` if given).
+
+        Loads, verifies and checks everything before anything runs; the pause is claimed
+        last, so a refused resume leaves it resumable.
+        """
+        if self._toolsets:
+            await self.start()
+        plan = self._plan
         state = await self._pause_for(pause, conversation_id)
-        keys = self._pause_keys
+        keys = plan.settings.pause_keys
         verify(state, keys, allow_unsigned=self.unsafe_unsigned_pauses)
         check_pause(state)
-        checked = check_decisions(state, {} if decisions is None else decisions, self._tools_by_name)
+        checked = check_decisions(state, {} if decisions is None else decisions, plan.tools)
         kept = unseal(keys, state.pause_id, state.filter_state) if state.filter_state is not None else {}
         if kept:
-            restore_filter_state(self._filters, [{} for _ in self._filters], kept)  # names checked before claiming
+            restore_filter_state(plan.filters, [{} for _ in plan.filters], kept)  # names checked before claiming
         merged = dict(state.context)
         if conversation_id is not None:
             merged["conversation_id"] = conversation_id
@@ -512,7 +528,9 @@ class Kernel:
         if ledger is not None and not await ledger.claim_pause(state.pause_id):
             msg = f"already resumed: pause {state.pause_id!r} was resumed before; nothing ran."
             raise AlreadyResumedError(msg)
-        return state, checked, merged, kept
+        sink, emit = (channel.push_text, channel.push) if channel is not None else (None, None)
+        run = _Run(plan, merged, sink=sink, emit=emit, cancel=cancel, resume=(state, checked), restored=kept)
+        return run, TurnRequest(messages=(), context=run.view, resume=True, pause=state)
 
     async def resume(
         self,
@@ -530,11 +548,8 @@ class Kernel:
         give ``conversation_id=`` to resume the pause a memory filter stored for it. See
         docs/approvals.md for what is checked before anything runs.
         """
-        if self._toolsets:
-            await self.start()
-        state, checked, merged, kept = await self._prepare_resume(pause, decisions, conversation_id, context)
-        run = _Run(self, merged, cancel=cancel, resume=(state, checked), restored=kept)
-        return await self._execute(run, TurnRequest((), run.view, True, pause=state))
+        run, request = await self._prepare_resume(pause, decisions, conversation_id, context, cancel)
+        return await self._execute(run, request)
 
     def resume_sync(
         self,
@@ -552,7 +567,7 @@ class Kernel:
         _no_running_loop("resume_sync", "resume")
         return asyncio.run(self.resume(pause, decisions, conversation_id=conversation_id, context=context))
 
-    def resume_stream(
+    async def resume_stream(
         self,
         pause: PauseState | str | None = None,
         decisions: Mapping[str, Decision | str] | None = None,
@@ -560,34 +575,20 @@ class Kernel:
         conversation_id: str | None = None,
         context: Mapping[str, Any] | None = None,
         cancel: CancelToken | None = None,
-    ) -> AsyncIterator[Event]:
-        """:meth:`resume`, streaming events like :meth:`run_stream`."""
-        return self._resume_pump(pause, decisions, conversation_id, context, cancel)
+    ) -> AsyncGenerator[Event, None]:
+        """:meth:`resume`, streaming events like :meth:`run_stream`: the resumed run's
+        text deltas and tool events, then :class:`RunFinished` with its result.
 
-    async def _resume_pump(
-        self,
-        pause: PauseState | str | None,
-        decisions: Mapping[str, Decision | str] | None,
-        conversation_id: str | None,
-        context: Mapping[str, Any] | None,
-        cancel: CancelToken | None,
-    ) -> AsyncIterator[Event]:
-        if self._toolsets:
-            await self.start()
-        state, checked, merged, kept = await self._prepare_resume(pause, decisions, conversation_id, context)
+        Everything :meth:`resume` checks is checked when iteration starts, before the
+        first event: a refused resume raises from the first ``__anext__`` and runs nothing.
+
+        Example::
+
+            async for event in kernel.resume_stream(paused.pause, {"c1": "approve"}):
+                if isinstance(event, TextDelta):
+                    print(event.text, end="")
+        """
         channel = Channel()
-        run = _Run(
-            self,
-            merged,
-            sink=channel.push_text,
-            emit=channel.push,
-            cancel=cancel,
-            resume=(state, checked),
-            restored=kept,
-        )
-        pump = self._pump(channel, run, TurnRequest((), run.view, True, pause=state))
-        try:
-            async for event in pump:
-                yield event
-        finally:
-            await pump.aclose()
+        run, request = await self._prepare_resume(pause, decisions, conversation_id, context, cancel, channel)
+        async for event in self._pumped(channel, run, request):
+            yield event

@@ -1,18 +1,24 @@
-"""One run of a kernel: the terminals of the four around scopes and the tool loop.
+"""One run of a kernel: the terminals of the five scopes and the tool loop.
 
-A ``_Run`` binds the kernel's compiled chains to its terminals once, then drives rounds:
-each round is one pass of the iteration chain, whose terminal makes one LLM call through
-the chat chain and runs that call's tool batch through the tool chain.
+A ``_Run`` takes the kernel's :class:`~._plan.Plan` as its only input, binds the plan's
+compiled chains to its terminals (the tool and gate chains on their first use), then
+drives rounds: each round is one pass of the iteration chain, whose terminal makes one
+LLM call through the chat chain, asks the gate chain about the calls and runs the batch
+through the tool chain. Whatever leaves a terminal is marked as raised by no filter
+(:func:`._chain.passed_through`), so a layer only blames its own hook.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from ._chain import passed_through
+from ._filter import SCOPE_SPECS, Scope
 from ._heal import heal_tool_calls
 from ._lazy import lazy_module
 from ._messages import Message, ToolCall, Usage
@@ -37,13 +43,13 @@ from .errors import ConfigError, MaxIterationsExceeded
 
 if TYPE_CHECKING:
     import asyncio
-    import inspect
 else:
+    # asyncio is the one heavy module beamfilter_core can import late (see bench/RESULTS.md)
     asyncio = lazy_module("asyncio", globals())
-    inspect = lazy_module("inspect", globals())
 
 if TYPE_CHECKING:
-    from ._kernel import CancelToken, Kernel
+    from ._kernel import CancelToken
+    from ._plan import Plan
     from ._streaming import Sink
     from ._tools import Tool
 
@@ -113,7 +119,7 @@ def unique_calls(calls: Sequence[ToolCall], *sent: Sequence[Message]) -> tuple[T
 
 async def _approve(request: GateRequest) -> Decision:
     """The gate terminal: approve, with the arguments an outer gate layer may have set."""
-    return Decision("approve", request.call.arguments)
+    return Decision(kind="approve", arguments=request.call.arguments)
 
 
 class _Loop:
@@ -147,7 +153,7 @@ class _Run:
 
     def __init__(
         self,
-        kernel: Kernel,
+        plan: Plan,
         context: Mapping[str, Any] | None,
         *,
         sink: Sink | None = None,
@@ -156,9 +162,9 @@ class _Run:
         resume: tuple[PauseState, dict[str, Decision]] | None = None,
         restored: Mapping[str, Any] | None = None,
     ) -> None:
-        self.kernel = kernel
-        self.model = kernel.model
-        self.tools = kernel._tools_by_name
+        self.plan = plan
+        self.model = plan.settings.model
+        self.tools = plan.tools
         self.context: dict[str, Any] = dict(context) if context else {}
         self.view: Mapping[str, Any] = MappingProxyType(self.context)
         self.sink = sink
@@ -169,86 +175,93 @@ class _Run:
         self.streamed = False
         # the tool calls the model boundary last made unique (skips a second check)
         self.checked_calls: tuple[ToolCall, ...] = ()
-        self.loop = _Loop([], kernel.max_iterations)
-        self.states = states = [item.new_state() for item in kernel._filters]
+        self.loop = _Loop([], plan.settings.max_iterations)
+        self.states = states = [item.new_state() for item in plan.filters]
         if restored:
-            restore_filter_state(kernel._filters, states, restored)
-        compiled = kernel._chains
-        chat_terminal = self._chat_stream_terminal if sink is not None else self._chat_terminal
-        check = kernel.check_returns
-        self.chat = compiled["chat"].bind(states, chat_terminal, ChatResponse if check else None)
-        self.iteration = compiled["iteration"].bind(
-            states, self._iteration_terminal, IterationResult if check else None
+            restore_filter_state(plan.filters, states, restored)
+        chains = plan.chains
+        check = plan.settings.check_returns
+        self.chat = chains["chat"].bind(
+            states, self._chat_stream_terminal if sink is not None else self._chat_terminal, check
         )
-        self.turn = compiled["turn"].bind(states, self._turn_terminal, TurnResult if check else None)
+        self.iteration = chains["iteration"].bind(states, self._iteration_terminal, check)
+        self.turn = chains["turn"].bind(states, self._turn_terminal, check)
+        # bound on first use (many turns call no tool): _tool_chain() and _gate_chain()
+        self.tool: Callable[[ToolRequest], Awaitable[ToolResult]] | None = None
+        self.gate: Callable[[GateRequest], Awaitable[Decision]] | None = None
 
-    def __getattr__(self, name: str) -> Any:
-        # The tool and gate chains are bound on first use: many turns call no tool.
-        kernel = self.kernel
-        if name == "tool":
-            expected: type | None = ToolResult if kernel.check_returns else None
-            self.tool = tool = kernel._chains["tool"].bind(self.states, self._tool_terminal, expected)
-            return tool
-        if name == "gate":
-            terminal = self._kernel_gate if kernel.gate is not None else _approve
-            expected = Decision if kernel.check_returns else None
-            self.gate = gate = kernel._chains["gate"].bind(self.states, terminal, expected)
-            return gate
-        raise AttributeError(name)
+    def _tool_chain(self) -> Callable[[ToolRequest], Awaitable[ToolResult]]:
+        plan = self.plan
+        self.tool = tool = plan.chains["tool"].bind(self.states, self._tool_terminal, plan.settings.check_returns)
+        return tool
+
+    def _gate_chain(self) -> Callable[[GateRequest], Awaitable[Decision]]:
+        plan = self.plan
+        terminal = self._kernel_gate if plan.settings.gate is not None else _approve
+        self.gate = gate = plan.chains["gate"].bind(self.states, terminal, plan.settings.check_returns)
+        return gate
 
     # -- chat ---------------------------------------------------------------------------
 
     async def _chat_terminal(self, request: ChatRequest) -> ChatResponse:
-        if request.system is not None:
-            request = request.replace(messages=(Message("system", request.system), *request.messages))
-        model = request.model if request.model is not None else self.model
-        response = await model.complete(request)
-        if response.message.tool_calls:
-            response = self._unique_ids(response, request.messages)
-        answer = self.kernel._answer_transforms
-        if answer and response.message.content is not None:
-            text = apply_to_text(answer, response.message.text)
-            response = response.replace(message=response.message.replace(content=text))
-        return response
+        try:
+            if request.system is not None:
+                request = request.replace(messages=(Message("system", request.system), *request.messages))
+            model = request.model if request.model is not None else self.model
+            response: ChatResponse = await model.complete(request)
+            if response.message.tool_calls:
+                response = self._unique_ids(response, request.messages)
+            answer = self.plan.answer_transforms
+            if answer and response.message.content is not None:
+                text = apply_to_text(answer, response.message.text)
+                response = response.replace(message=response.message.replace(content=text))
+            return response
+        except Exception as exc:
+            passed_through(exc)  # the model's, a tool's or the loop's own error
+            raise
 
     async def _chat_stream_terminal(self, request: ChatRequest) -> ChatResponse:
-        if request.system is not None:
-            request = request.replace(messages=(Message("system", request.system), *request.messages))
-        kernel = self.kernel
-        assert self.sink is not None  # set for streaming runs only
-        push, flush = pipeline(kernel._stream_transforms, self.sink)
-        answer = kernel._answer_transforms
-        collected: list[str] | None = None
-        if answer:
-            collected = []
-            tee_list = collected
-            deliver = push
+        try:
+            if request.system is not None:
+                request = request.replace(messages=(Message("system", request.system), *request.messages))
+            plan = self.plan
+            assert self.sink is not None  # set for streaming runs only
+            push, flush = pipeline(plan.stream_transforms, self.sink)
+            answer = plan.answer_transforms
+            collected: list[str] | None = None
+            if answer:
+                collected = []
+                tee_list = collected
+                deliver = push
 
-            def tee(token: str) -> None:
-                tee_list.append(token)
-                deliver(token)
+                def tee(token: str) -> None:
+                    tee_list.append(token)
+                    deliver(token)
 
-            push, answer_flush = pipeline(answer, tee)
-            stream_flush = flush
+                push, answer_flush = pipeline(answer, tee)
+                stream_flush = flush
 
-            def flush_all() -> None:
-                if answer_flush is not None:
-                    answer_flush()
-                if stream_flush is not None:
-                    stream_flush()
+                def flush_all() -> None:
+                    if answer_flush is not None:
+                        answer_flush()
+                    if stream_flush is not None:
+                        stream_flush()
 
-            flush = flush_all
-        model = request.model if request.model is not None else self.model
-        response = await model.stream(request, push)
-        if response.message.tool_calls:
-            response = self._unique_ids(response, request.messages)
-        if flush is not None:
-            flush()
-        if response.message.content:
-            self.streamed = True
-        if collected is not None and response.message.content is not None:
-            response = response.replace(message=response.message.replace(content="".join(collected)))
-        return response
+                flush = flush_all
+            model = request.model if request.model is not None else self.model
+            response: ChatResponse = await model.stream(request, push)
+            if response.message.tool_calls:
+                response = self._unique_ids(response, request.messages)
+            if flush is not None:
+                flush()
+            if response.message.content:
+                self.streamed = True
+            if collected is not None and response.message.content is not None:
+                response = response.replace(message=response.message.replace(content="".join(collected)))
+            return response
+        except Exception as exc:
+            passed_through(exc)  # the model's, a tool's or the loop's own error
+            raise
 
     def _unique_ids(self, response: ChatResponse, prompt: Sequence[Message]) -> ChatResponse:
         # at the model boundary, so every chat filter already sees the ids the run uses
@@ -264,48 +277,52 @@ class _Run:
     # -- tools --------------------------------------------------------------------------
 
     async def _tool_terminal(self, request: ToolRequest) -> ToolResult:
-        tool = request.tool
-        if request.raw_arguments is not None and not request.arguments:
-            text = request.raw_arguments
-            shown = text if len(text) <= 200 else text[:200] + "..."
-            return ToolResult.failure(
-                "semantic",
-                f"Arguments for tool {tool.name!r} are not a JSON object: {shown!r}. "
-                "Call the tool again with a JSON object of arguments.",
-            )
-        fn = tool.fn
-        if fn is None:
-            return ToolResult.failure("semantic", f"Tool {tool.name!r} is declared but has no implementation.")
-        arguments = dict(request.arguments)
-        validate = tool.validate
-        if validate is not None:
-            try:
-                validate(arguments)
-            except Exception as exc:  # noqa: BLE001  # fastjsonschema.JsonSchemaValueException, imported lazily
-                detail = getattr(exc, "message", str(exc))
-                return ToolResult.failure(
-                    "semantic", f"Invalid arguments for tool {tool.name!r}: {detail}. Fix them and call again."
-                )
-        if tool.takes_context:
-            arguments["context"] = request.context
-        timeout = tool.timeout if tool.timeout is not None else self.kernel.tool_timeout
         try:
-            if tool.is_async:
-                pending: Awaitable[Any] = fn(**arguments)
-            else:
-                started = start_sync_call(fn, arguments)
-                if started is None:
-                    return ToolResult.failure("transient", busy_message(tool.name))
-                pending = started
-            value = await (asyncio.wait_for(pending, timeout) if timeout is not None else pending)
-        except TimeoutError as exc:
-            if timeout is None:  # the tool itself raised TimeoutError
-                return ToolResult.failure("transient", f"Tool {tool.name!r} failed: TimeoutError: {exc}")
-            return ToolResult.failure("transient", f"Tool {tool.name!r} timed out after {timeout:g} s.")
-        except Exception as exc:  # noqa: BLE001  # any tool failure is data for the model
-            kind = _classify(exc)
-            return ToolResult.failure(kind, f"Tool {tool.name!r} failed: {type(exc).__name__}: {exc}")  # type: ignore[arg-type]
-        return _to_result(tool, value)
+            tool = request.tool
+            if request.raw_arguments is not None and not request.arguments:
+                text = request.raw_arguments
+                shown = text if len(text) <= 200 else text[:200] + "..."
+                return ToolResult.failure(
+                    "semantic",
+                    f"Arguments for tool {tool.name!r} are not a JSON object: {shown!r}. "
+                    "Call the tool again with a JSON object of arguments.",
+                )
+            fn = tool.fn
+            if fn is None:
+                return ToolResult.failure("semantic", f"Tool {tool.name!r} is declared but has no implementation.")
+            arguments = dict(request.arguments)
+            validate = tool.validate
+            if validate is not None:
+                try:
+                    validate(arguments)
+                except Exception as exc:  # noqa: BLE001  # fastjsonschema.JsonSchemaValueException, imported lazily
+                    detail = getattr(exc, "message", str(exc))
+                    return ToolResult.failure(
+                        "semantic", f"Invalid arguments for tool {tool.name!r}: {detail}. Fix them and call again."
+                    )
+            if tool.takes_context:
+                arguments["context"] = request.context
+            timeout = tool.timeout if tool.timeout is not None else self.plan.settings.tool_timeout
+            try:
+                if tool.is_async:
+                    pending: Awaitable[Any] = fn(**arguments)
+                else:
+                    started = start_sync_call(fn, arguments)
+                    if started is None:
+                        return ToolResult.failure("transient", busy_message(tool.name))
+                    pending = started
+                value = await (asyncio.wait_for(pending, timeout) if timeout is not None else pending)
+            except TimeoutError as exc:
+                if timeout is None:  # the tool itself raised TimeoutError
+                    return ToolResult.failure("transient", f"Tool {tool.name!r} failed: TimeoutError: {exc}")
+                return ToolResult.failure("transient", f"Tool {tool.name!r} timed out after {timeout:g} s.")
+            except Exception as exc:  # noqa: BLE001  # any tool failure is data for the model
+                kind = _classify(exc)
+                return ToolResult.failure(kind, f"Tool {tool.name!r} failed: {type(exc).__name__}: {exc}")  # type: ignore[arg-type]
+            return _to_result(tool, value)
+        except Exception as exc:
+            passed_through(exc)
+            raise
 
     async def _run_one(
         self, call: ToolCall, snapshot: Mapping[str, Any], decision: Decision | None, approved: bool = False
@@ -325,7 +342,7 @@ class _Run:
                 reason = f": {decision.message}" if decision.message else "."
                 return ToolResult.failure("permission", f"The call to {call.name!r} was rejected{reason}")
             if kind == "reply":
-                return ToolResult(decision.message or "")
+                return ToolResult(content=decision.message or "")
             if decision.arguments is not None:
                 arguments = decision.arguments
         emit = self.emit
@@ -333,11 +350,16 @@ class _Run:
             emit(ToolCallStarted(call))
         same = arguments is call.arguments
         request = ToolRequest(
-            tool, arguments, call.id, snapshot, call.raw_arguments if same else None, approved and same
+            tool=tool,
+            arguments=arguments,
+            call_id=call.id,
+            context=snapshot,
+            raw_arguments=call.raw_arguments if same else None,
+            approved=approved and same,
         )
-        result = await self.tool(request)
+        result = await (self.tool or self._tool_chain())(request)
         if type(result) is not ToolResult:
-            self._wrong_type("tool", result, "ToolResult")
+            self._wrong_type("tool", result)
         if emit is not None:
             emit(ToolCallFinished(call, result))
         return result
@@ -369,7 +391,7 @@ class _Run:
         direct = True
         tools = self.tools
         for call, result in zip(calls, results, strict=True):
-            messages.append(Message("tool", result.content, (), call.id, call.name))
+            messages.append(Message("tool", result.content, tool_call_id=call.id, name=call.name))
             if result.error is None:
                 if result.writes:
                     context.update(result.writes)
@@ -381,38 +403,42 @@ class _Run:
         if direct:
             loop.transcript.extend(messages)
             text = "\n".join(r.content for r in results)
-            answer = self.kernel._answer_transforms
+            answer = self.plan.answer_transforms
             final = Message("assistant", apply_to_text(answer, text) if answer else text)
-            return IterationResult("completed", (final,), return_direct=True)
-        return IterationResult("continue", tuple(messages))
+            return IterationResult(status="completed", messages=(final,), return_direct=True)
+        return IterationResult(status="continue", messages=tuple(messages))
 
     async def _kernel_gate(self, request: GateRequest) -> Decision:
         """``Kernel(gate=...)``: the innermost gate layer, asked for sensitive tools only."""
-        call = request.call
-        if not request.tool.sensitive:
-            return Decision("approve", call.arguments)
-        value = self.kernel.gate(call, request.tool, request.context)  # type: ignore[misc]  # set when bound
-        if inspect.isawaitable(value):
-            value = await value
-        decision = _as_decision(value, f"The gate's decision for call {call.id!r} ({call.name})")
-        if decision.kind == "approve" and decision.arguments is None:
-            return Decision("approve", call.arguments)  # keep what an outer layer set
-        return decision
+        try:
+            call = request.call
+            if not request.tool.sensitive:
+                return Decision(kind="approve", arguments=call.arguments)
+            value = self.plan.settings.gate(call, request.tool, request.context)  # type: ignore[misc]  # set when bound
+            if inspect.isawaitable(value):
+                value = await value
+            decision = _as_decision(value, f"The gate's decision for call {call.id!r} ({call.name})")
+            if decision.kind == "approve" and decision.arguments is None:
+                return Decision(kind="approve", arguments=call.arguments)  # keep what an outer layer set
+            return decision
+        except Exception as exc:
+            passed_through(exc)  # the model's, a tool's or the loop's own error
+            raise
 
     async def _gate(self, calls: Sequence[ToolCall]) -> tuple[dict[str, Decision], list[str], str | None]:
         decided: dict[str, Decision] = {}
         awaiting: list[str] = []
         reason: str | None = None
-        if not self.kernel._gated:
+        if not self.plan.gated:
             return decided, awaiting, reason
-        gate = self.gate
+        gate = self.gate or self._gate_chain()
         tools = self.tools
         view = self.view
         for call in calls:
             tool = tools.get(call.name)
             if tool is None:
                 continue  # answered as an unknown tool; nothing to decide
-            value = await gate(GateRequest(call, tool, view))
+            value = await gate(GateRequest(call=call, tool=tool, context=view))
             decision = _as_decision(value, f"The gate chain's decision for call {call.id!r} ({call.name})")
             kind = decision.kind
             if kind == "pause":
@@ -425,84 +451,93 @@ class _Run:
     # -- iteration ----------------------------------------------------------------------
 
     async def _iteration_terminal(self, request: IterationRequest) -> IterationResult:
-        loop = self.loop
-        loop.entered = True
-        transcript = loop.transcript
-        del transcript[loop.round_base :]  # a re-run replaces the previous attempt
-        if loop.round_context is not None:
-            self.context.clear()
-            self.context.update(loop.round_context)
-        transcript.extend(request.messages)
-        if loop.remaining <= 0:
-            maximum = self.kernel.max_iterations
-            msg = (
-                f"The run needed more than max_iterations={maximum} LLM calls; "
-                "raise max_iterations or stop the model from calling tools forever (e.g. loop_guard)."
+        try:
+            loop = self.loop
+            loop.entered = True
+            transcript = loop.transcript
+            del transcript[loop.round_base :]  # a re-run replaces the previous attempt
+            if loop.round_context is not None:
+                self.context.clear()
+                self.context.update(loop.round_context)
+            transcript.extend(request.messages)
+            if loop.remaining <= 0:
+                maximum = self.plan.settings.max_iterations
+                msg = (
+                    f"The run needed more than max_iterations={maximum} LLM calls; "
+                    "raise max_iterations or stop the model from calling tools forever (e.g. loop_guard)."
+                )
+                raise MaxIterationsExceeded(msg, messages=transcript, max_iterations=maximum)
+            loop.round_context = dict(self.context)
+            loop.remaining -= 1
+            loop.llm_calls += 1
+            plan = self.plan
+            settings = plan.settings
+            chat_request = ChatRequest(
+                messages=tuple(transcript),
+                tools=plan.tool_list,
+                options=settings.options,
+                context=self.view,
+                delta=request.messages,
+                system=settings.system_prompt,
             )
-            raise MaxIterationsExceeded(msg, messages=transcript, max_iterations=maximum)
-        loop.round_context = dict(self.context)
-        loop.remaining -= 1
-        loop.llm_calls += 1
-        kernel = self.kernel
-        chat_request = ChatRequest(
-            tuple(transcript),
-            kernel._tool_list,
-            None,
-            kernel.options,
-            self.view,
-            request.messages,
-            kernel.system_prompt,
-        )
-        response = await self.chat(chat_request)
-        if type(response) is not ChatResponse:
-            self._wrong_type("chat", response, "ChatResponse")
-        if response.usage is not None:
-            loop.usage = loop.usage + response.usage
-        message = response.message
-        calls = message.tool_calls
-        if not calls:
-            return IterationResult("completed", (message,))
-        # checked at the model boundary already, unless a chat filter answered in its place
-        fixed = None if calls is self.checked_calls else unique_calls(calls, transcript)
-        if fixed is not None:
-            calls = fixed
-            message = message.replace(tool_calls=fixed)
-        transcript.append(message)
-        decided, awaiting, reason = await self._gate(calls)
-        if awaiting:
-            return IterationResult("paused", pause=self._pause(calls, decided, awaiting, reason))
-        results = await self._run_batch(calls, decided)
-        return self._after_batch(calls, results)
+            response = await self.chat(chat_request)
+            if type(response) is not ChatResponse:
+                self._wrong_type("chat", response)
+            if response.usage is not None:
+                loop.usage = loop.usage + response.usage
+            message = response.message
+            calls = message.tool_calls
+            if not calls:
+                return IterationResult(status="completed", messages=(message,))
+            # checked at the model boundary already, unless a chat filter answered in its place
+            fixed = None if calls is self.checked_calls else unique_calls(calls, transcript)
+            if fixed is not None:
+                calls = fixed
+                message = message.replace(tool_calls=fixed)
+            transcript.append(message)
+            decided, awaiting, reason = await self._gate(calls)
+            if awaiting:
+                return IterationResult(status="paused", pause=self._pause(calls, decided, awaiting, reason))
+            results = await self._run_batch(calls, decided)
+            return self._after_batch(calls, results)
+        except Exception as exc:
+            passed_through(exc)  # the model's, a tool's or the loop's own error
+            raise
 
     def _pause(
         self, calls: Sequence[ToolCall], decided: dict[str, Decision], awaiting: list[str], reason: str | None
     ) -> PauseState:
         loop = self.loop
-        kernel = self.kernel
+        plan = self.plan
+        keys = plan.settings.pause_keys
         pause_id = uuid.uuid4().hex
-        kept = save_filter_state(kernel._filters, self.states)
+        kept = save_filter_state(plan.filters, self.states)
         pause = PauseState(
-            tuple(loop.transcript),
-            tuple(calls),
-            tuple(awaiting),
-            decided,
-            check_context(self.context, kernel.transient_context),
-            loop.remaining,
-            loop.tool_calls_made,
-            loop.llm_calls,
-            loop.usage,
-            reason,
+            messages=tuple(loop.transcript),
+            calls=tuple(calls),
+            awaiting=tuple(awaiting),
+            decided=decided,
+            context=check_context(self.context, plan.settings.transient_context),
+            remaining=loop.remaining,
+            tool_calls_made=loop.tool_calls_made,
+            iterations=loop.llm_calls,
+            usage=loop.usage,
+            reason=reason,
             pause_id=pause_id,
-            filter_state=seal(kernel._pause_keys, pause_id, kept) if kept else None,
+            filter_state=seal(keys, pause_id, kept) if kept else None,
         )
-        return sign(pause, kernel._pause_keys)
+        return sign(pause, keys)
 
-    def _wrong_type(self, scope: str, value: Any, expected: str) -> NoReturn:
-        names = self.kernel._chains[scope].names  # type: ignore[index]
+    def _wrong_type(self, scope: Scope, value: Any) -> NoReturn:
+        names = self.plan.chains[scope].names
+        spec = SCOPE_SPECS[scope]
         where = (
             f"the {scope} chain (filters, outermost first: {', '.join(names)})" if names else f"the {scope} terminal"
         )
-        msg = f"{where} returned {value!r} (a {type(value).__name__}); around_{scope} hooks must return a {expected}."
+        msg = (
+            f"{where} returned {value!r} (a {type(value).__name__}); "
+            f"{spec.hook} hooks must return a {spec.returns.__name__}."
+        )
         raise ConfigError(msg)
 
     # -- turn ---------------------------------------------------------------------------
@@ -517,9 +552,11 @@ class _Run:
             loop.round_context = None
             loop.entered = False
             self.streamed = False
-            result = await iteration(IterationRequest(delta, view, index, loop.remaining))
+            result = await iteration(
+                IterationRequest(messages=delta, context=view, index=index, remaining=loop.remaining)
+            )
             if type(result) is not IterationResult:
-                self._wrong_type("iteration", result, "IterationResult")
+                self._wrong_type("iteration", result)
             status = result.status
             if status == "continue":
                 delta = result.messages
@@ -532,28 +569,39 @@ class _Run:
                 loop.transcript.extend(result.messages)
                 final = result.messages[-1] if result.messages else None
                 return TurnResult(
-                    "completed",
-                    final,
-                    tuple(loop.transcript),
-                    loop.tool_calls_made,
-                    loop.llm_calls,
-                    loop.usage,
-                    None,
-                    result.blocked_by,
-                    result.return_direct,
+                    status="completed",
+                    message=final,
+                    messages=tuple(loop.transcript),
+                    tool_calls_made=loop.tool_calls_made,
+                    iterations=loop.llm_calls,
+                    usage=loop.usage,
+                    blocked_by=result.blocked_by,
+                    return_direct=result.return_direct,
                 )
             if status == "paused":
                 pause = result.pause
                 messages = pause.messages if pause is not None else tuple(loop.transcript)
                 return TurnResult(
-                    "paused", None, messages, loop.tool_calls_made, loop.llm_calls, loop.usage, pause, result.blocked_by
+                    status="paused",
+                    messages=messages,
+                    tool_calls_made=loop.tool_calls_made,
+                    iterations=loop.llm_calls,
+                    usage=loop.usage,
+                    pause=pause,
+                    blocked_by=result.blocked_by,
                 )
             return self._cancelled()
 
     def _cancelled(self) -> TurnResult:
         loop = self.loop
         healed = heal_tool_calls(loop.transcript, _CANCELLED_TOOL_TEXT) or tuple(loop.transcript)
-        return TurnResult("cancelled", None, healed, loop.tool_calls_made, loop.llm_calls, loop.usage)
+        return TurnResult(
+            status="cancelled",
+            messages=healed,
+            tool_calls_made=loop.tool_calls_made,
+            iterations=loop.llm_calls,
+            usage=loop.usage,
+        )
 
     async def _continue(self, pause: PauseState, decisions: dict[str, Decision]) -> TurnResult:
         loop = self.loop = _Loop(list(pause.messages), pause.remaining)
@@ -568,31 +616,35 @@ class _Run:
         if outcome.status == "completed":
             loop.transcript.extend(outcome.messages)
             return TurnResult(
-                "completed",
-                outcome.messages[-1],
-                tuple(loop.transcript),
-                loop.tool_calls_made,
-                loop.llm_calls,
-                loop.usage,
+                status="completed",
+                message=outcome.messages[-1],
+                messages=tuple(loop.transcript),
+                tool_calls_made=loop.tool_calls_made,
+                iterations=loop.llm_calls,
+                usage=loop.usage,
                 return_direct=True,
             )
         return await self._drive(outcome.messages)
 
     async def _turn_terminal(self, request: TurnRequest) -> TurnResult:
-        if request.context is not self.view:
-            self.context = dict(request.context)
-            self.view = MappingProxyType(self.context)
-        pending = self.pending_resume
-        if pending is not None:
-            self.pending_resume = None  # one-shot: later entries start fresh loops
-            work = self._continue(*pending)
-        else:
-            self.loop = _Loop([*request.history], self.kernel.max_iterations)
-            work = self._drive(request.messages)
-        cancel = self.cancel
-        if cancel is None:
-            return await work
-        return await cancel._race(work, self._cancelled)
+        try:
+            if request.context is not self.view:
+                self.context = dict(request.context)
+                self.view = MappingProxyType(self.context)
+            pending = self.pending_resume
+            if pending is not None:
+                self.pending_resume = None  # one-shot: later entries start fresh loops
+                work = self._continue(*pending)
+            else:
+                self.loop = _Loop([*request.history], self.plan.settings.max_iterations)
+                work = self._drive(request.messages)
+            cancel = self.cancel
+            if cancel is None:
+                return await work
+            return await cancel._race(work, self._cancelled)
+        except Exception as exc:
+            passed_through(exc)  # the model's, a tool's or the loop's own error
+            raise
 
     async def execute(self, request: TurnRequest) -> TurnResult:
         try:
@@ -600,8 +652,7 @@ class _Run:
         finally:
             # The bound chains end in this run's bound methods: a reference cycle that
             # only the cyclic GC would free. Unbinding lets refcounting free the run now.
-            del self.chat, self.iteration, self.turn
-            self.__dict__.pop("tool", None)
+            del self.chat, self.iteration, self.turn, self.tool, self.gate
         if type(result) is not TurnResult:
-            self._wrong_type("turn", result, "TurnResult")
+            self._wrong_type("turn", result)
         return result

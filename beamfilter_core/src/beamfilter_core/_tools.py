@@ -4,7 +4,10 @@ and the threads that run the synchronous ones."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import inspect
 import re
+import threading
 import types
 import typing
 from collections.abc import Awaitable, Callable, Mapping
@@ -17,14 +20,9 @@ from .errors import ToolDefinitionError
 
 if TYPE_CHECKING:
     import asyncio
-    import contextvars
-    import inspect
-    import threading
 else:
+    # asyncio is the one heavy module beamfilter_core can import late (see bench/RESULTS.md)
     asyncio = lazy_module("asyncio", globals())
-    contextvars = lazy_module("contextvars", globals())
-    inspect = lazy_module("inspect", globals())
-    threading = lazy_module("threading", globals())
 
 F = TypeVar("F", bound=Callable[..., Any])
 

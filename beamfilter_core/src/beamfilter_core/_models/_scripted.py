@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -13,10 +14,9 @@ from ._base import TokenSink
 
 if TYPE_CHECKING:
     import asyncio
-    import inspect
 else:
+    # asyncio is the one heavy module beamfilter_core can import late (see bench/RESULTS.md)
     asyncio = lazy_module("asyncio", globals())
-    inspect = lazy_module("inspect", globals())
 
 ScriptItem = str | ChatResponse | Callable[[ChatRequest], Any]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
-from .._filter import SCOPES, Filter
+from .._filter import HOOK_NAMES, SCOPES, Filter
 from .._kernel import Kernel
 from .._records import TurnResult
 from .._streaming import Event, RunFinished, TextDelta
@@ -24,13 +24,8 @@ def trace_filter(name: str, log: list[str], scopes: tuple[str, ...] = SCOPES) ->
 
         return hook
 
-    return Filter(
-        name,
-        around_turn=make("turn") if "turn" in scopes else None,
-        around_iteration=make("iteration") if "iteration" in scopes else None,
-        around_chat=make("chat") if "chat" in scopes else None,
-        around_tool=make("tool") if "tool" in scopes else None,
-    )
+    hooks: dict[str, Any] = {hook: make(scope) for scope, hook in HOOK_NAMES.items() if scope in scopes}
+    return Filter(name, **hooks)
 
 
 async def collect_stream(events: AsyncIterator[Event]) -> tuple[str, list[Event]]:
