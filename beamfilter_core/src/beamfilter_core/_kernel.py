@@ -7,12 +7,14 @@ import inspect
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+import attrs
+
 from ._chain import CompiledChain, blame, raised_by
 from ._filter import Scope, normalise_all
 from ._lazy import lazy_module
 from ._messages import Message, as_messages
 from ._pause import PauseKeys, check_decisions, check_pause, restore_filter_state, unseal, verify
-from ._plan import Gate, Plan, Settings, compile_plan
+from ._plan import Gate, Plan, Settings, compile_plan, index_tools
 from ._records import Decision, PauseState, TurnRequest, TurnResult
 from ._run import _Run
 from ._streaming import Channel, Event, RunFinished, TextDelta, pipeline
@@ -288,6 +290,39 @@ class Kernel:
     def chain(self, scope: Scope) -> CompiledChain:
         """The compiled chain of ``scope`` (``turn``, ``iteration``, ``chat``, ``tool`` or ``gate``)."""
         return self._plan.chains[scope]
+
+    def _derived(
+        self,
+        *,
+        tools: Sequence[Tool] = (),
+        options: Mapping[str, Any] | None = None,
+        pause_keys: PauseKeys | None = None,
+    ) -> Kernel:
+        """A shallow copy sharing this kernel's filters, chains, toolsets and stores, with
+        more ``tools``, other model ``options`` or other ``pause_keys`` (for
+        beamfilter_server's per-request client tools and beamfilter_durable's shared
+        pause secret). The chains are not compiled again."""
+        clone = object.__new__(Kernel)
+        clone.__dict__.update(self.__dict__)
+        changes: dict[str, Any] = {}
+        if options is not None:
+            changes["options"] = dict(options)
+        if pause_keys is not None:
+            changes["pause_keys"] = pause_keys
+        plan = self._plan
+        if changes:
+            clone._settings = attrs.evolve(self._settings, **changes)
+            plan = attrs.evolve(plan, settings=clone._settings)
+        if tools:
+            clone._given_tools = (*self._given_tools, *((tool, "the kernel's tools") for tool in tools))
+            by_name = index_tools((*clone._given_tools, *self._opened_tools), self._filters)
+            plan = attrs.evolve(plan, tools=by_name, tool_list=tuple(by_name.values()))
+        clone._plan = plan
+        return clone
+
+    @property
+    def _pause_keys(self) -> PauseKeys:
+        return self._settings.pause_keys
 
     def with_filters(self, filters: Iterable[Any]) -> Kernel:
         """A new kernel with the same model, tools and settings and other filters."""

@@ -87,5 +87,5 @@ def durable_kernel(kernel: Kernel, backend: DurableBackend) -> Kernel:
         # them with the engine's shared secret rather than this process's random one.
         from beamfilter_core._pause import PauseKeys
 
-        durable._pause_keys = PauseKeys(backend.pause_secret)
+        durable = durable._derived(pause_keys=PauseKeys(backend.pause_secret))
     return durable

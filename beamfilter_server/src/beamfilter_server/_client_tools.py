@@ -107,11 +107,4 @@ def with_client_tools(kernel: Kernel, tools: tuple[Tool, ...], options: dict[str
     if clash:
         msg = f"tools declares {', '.join(map(repr, clash))}, which the server already provides; rename it."
         raise GatewayError(msg, status=400, param="tools")
-    clone = object.__new__(Kernel)
-    clone.__dict__.update(kernel.__dict__)
-    if options:
-        clone.options = {**kernel.options, **options}
-    if tools:
-        clone._given_tools = (*kernel._given_tools, *declared(tools))
-        clone._index_tools()
-    return clone
+    return kernel._derived(tools=declared(tools), options={**kernel.options, **options} if options else None)
