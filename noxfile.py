@@ -117,7 +117,9 @@ def tests(session: nox.Session, package: str) -> None:
 @nox.session(python=UNIT_PYTHONS)
 def unit(session: nox.Session) -> None:
     """The core and built-in unit tests on a newer Python."""
-    session.install("./beamfilter_core", "./beamfilter_builtins[embeddings]", *TEST_TOOLS)
+    core, builtins = (f"./{name}[{PACKAGES[name][0]}]" for name in ("beamfilter_core", "beamfilter_builtins"))
+    session.install(core, builtins, *TEST_TOOLS)
+    _install_local_model(session)
     _install_embedding_model(session)
     session.run("python", "-m", "pytest", "tests/core", "tests/builtins", "-m", UNIT_MARKERS, *session.posargs)
 

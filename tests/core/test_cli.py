@@ -363,6 +363,7 @@ def test_listing_works_in_strict_mode_with_a_broken_plugin(site: Path) -> None:
     assert "\nclibroken  [failed]  beamfilter-clifix 0.2\n" in done.stdout
 
 
+@pytest.mark.packages  # the demo builds examples/beamfilter.toml of the checkout, with builtins and memory
 def test_demo_forwards_its_options(site: Path) -> None:
     from beamfilter_core._cli import main
 

@@ -66,6 +66,7 @@ def test_options_default_to_a_bounded_answer() -> None:
     assert LocalModel(options={"max_tokens": 8}).options == {"max_tokens": 8}
 
 
+@pytest.mark.packages  # the demo builds examples/beamfilter.toml of the checkout, with builtins and memory
 def test_the_demo_falls_back_to_scripted_answers_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "xllamacpp", None)
     out = io.StringIO()
