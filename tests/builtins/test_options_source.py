@@ -3,10 +3,13 @@ spec's JSON schema is the one its factory checks Python calls against."""
 
 from __future__ import annotations
 
+import pytest
+
 from beamfilter_core import Registry
 from beamfilter_core._options import declared_schema
 
 
+@pytest.mark.packages  # counts the memory filters too
 def test_every_spec_schema_is_its_factory_schema() -> None:
     registry = Registry()
     specs = [

@@ -113,6 +113,7 @@ def test_a_bad_name_is_reported_with_the_others(registry: Registry) -> None:
     ]
 
 
+@pytest.mark.packages  # enables the built-ins by name
 def test_builtins_accept_name_too() -> None:
     pytest.importorskip("beamfilter_builtins")
     config = _config({"use": "logging", "name": "outer_log"}, {"use": "logging", "name": "inner_log"})

@@ -205,6 +205,7 @@ def test_every_problem_is_reported_at_once(site: Path, capsys: pytest.CaptureFix
     ]
 
 
+@pytest.mark.packages  # its plugins' stores come from the scaffold, which builds on beamfilter-memory
 def test_names_other_installed_plugins_use_are_reported(site: Path, capsys: pytest.CaptureFixture[str]) -> None:
     install(site, "chk_first", render_plugin(plan_plugin("chk_first", ["shared"], store="chkdb")))
     # the second distribution reuses the filter name, the store scheme and the plugin name
