@@ -24,30 +24,15 @@ import fastjsonschema
 
 from . import _hookspecs
 from ._filter import SCOPES
-from ._registry import GROUP, Registry
-from ._specs import CommandSpec, FilterSpec, ModelSpec, PresetSpec, SectionSpec, StoreSpec, ToolsetSpec
+from ._registry import _HOOKS, _PLURAL, GROUP, Kind, Registry
+from ._specs import CommandSpec, FilterSpec, PresetSpec
 from .errors import BeamfilterError, ConfigError
 
 __all__ = ["CheckReport", "check_distribution", "plugin_distributions"]
 
-_RECORDS: dict[str, tuple[str, type[Any]]] = {
-    "beamfilter_register_filters": ("filter", FilterSpec),
-    "beamfilter_register_stores": ("store", StoreSpec),
-    "beamfilter_register_models": ("model", ModelSpec),
-    "beamfilter_register_presets": ("preset", PresetSpec),
-    "beamfilter_register_sections": ("section", SectionSpec),
-    "beamfilter_register_commands": ("command", CommandSpec),
-    "beamfilter_register_tools": ("toolset", ToolsetSpec),
-}
-_ACCESSORS = {
-    "filter": "filters",
-    "store": "stores",
-    "model": "models",
-    "preset": "presets",
-    "section": "sections",
-    "command": "commands",
-    "toolset": "toolsets",
-}
+# one table of hooks and kinds: the registry's (a check must read plugins as loading does)
+_RECORDS = _HOOKS
+_ACCESSORS = _PLURAL
 _TOKEN_SCOPES = (*SCOPES, "token")
 _DEFAULT_SCHEMA = {"type": "object"}
 _IMPL_MARK = f"{_hookspecs.PROJECT}_impl"
@@ -153,7 +138,7 @@ def _check_entry_point(
     except Exception as exc:  # noqa: BLE001  # a plugin may raise anything on import: report it
         problems.append(f"{where}: importing it fails: {type(exc).__name__}: {exc}")
         return
-    records: list[tuple[str, Any, str]] = []
+    records: list[tuple[Kind, Any, str]] = []
     for attribute, function, hook in _hook_functions(plugin, where, problems):
         kind, record_type = _RECORDS[hook]
         try:
@@ -322,7 +307,7 @@ def _callable_name(function: Any) -> str:
     return str(getattr(function, "__qualname__", None) or getattr(function, "__name__", None) or repr(function))
 
 
-def _clashes(kind: str, record: Any, plugin: str, others: Registry) -> Iterator[str]:
+def _clashes(kind: Kind, record: Any, plugin: str, others: Registry) -> Iterator[str]:
     accessor: Callable[[], tuple[Any, ...]] = getattr(others, _ACCESSORS[kind])
     for item in accessor():
         if item.plugin == plugin:
@@ -341,7 +326,7 @@ def _clashes(kind: str, record: Any, plugin: str, others: Registry) -> Iterator[
             )
 
 
-def _factory_problems(plugin_name: str, plugin: Any, records: list[tuple[str, Any, str]]) -> list[str]:
+def _factory_problems(plugin_name: str, plugin: Any, records: list[tuple[Kind, Any, str]]) -> list[str]:
     """Build each filter and toolset with default options through the config, as a user
     enabling it by name would (skipped when its schema requires options)."""
     problems: list[str] = []
