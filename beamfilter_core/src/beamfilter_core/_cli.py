@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import importlib
 import json
-import logging
 import os
 import re
 import sys
@@ -140,12 +139,10 @@ def _add_plugin_commands(sub: Any, argv: Sequence[str], registry: Any) -> None:
         from ._registry import Registry
 
         registry = Registry(strict=False)
-    plugin_log = logging.getLogger("beamfilter_core.plugins")
-    plugin_log.disabled = True  # a failing plugin is listed by `beamfilter plugins`, not here
-    try:
+    from ._registry import quiet_plugin_log
+
+    with quiet_plugin_log():  # a failing plugin is listed by `beamfilter plugins`, not here
         commands = registry.commands()
-    finally:
-        plugin_log.disabled = False
     taken: set[str] = set()
     for item in commands:
         name = item.name
@@ -213,12 +210,11 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
     """List every plugin of the ``beamfilter`` entry point group: distribution, version,
     status (loaded, failed with the reason, blocked) and the filters, stores, models,
     presets, toolsets, config sections and commands it provides. Failing plugins are listed, never fatal."""
-    from ._registry import Registry, core_version
+    from ._registry import Registry, core_version, quiet_plugin_log
 
     registry = Registry(strict=False)
-    # Failures are part of the listing below; no separate warning lines.
-    logging.getLogger("beamfilter_core.plugins").disabled = True
-    infos = registry.plugins()
+    with quiet_plugin_log():  # failures are part of the listing below: no warning lines
+        infos = registry.plugins()
     provided: dict[str, list[dict[str, Any]]] = {}
     groups: tuple[tuple[str, Sequence[Registered[Any]]], ...] = (
         ("filter", registry.filters()),

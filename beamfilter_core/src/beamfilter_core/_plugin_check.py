@@ -13,7 +13,6 @@ import contextlib
 import difflib
 import importlib.util
 import inspect
-import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from importlib import metadata
 from pathlib import Path
@@ -24,7 +23,7 @@ import fastjsonschema
 
 from . import _hookspecs
 from ._filter import SCOPES
-from ._registry import _HOOKS, _PLURAL, GROUP, Kind, Registry
+from ._registry import _HOOKS, _PLURAL, GROUP, Kind, Registry, quiet_plugin_log
 from ._specs import CommandSpec, FilterSpec, PresetSpec
 from .errors import BeamfilterError, ConfigError
 
@@ -99,7 +98,7 @@ def check_distribution(name: str) -> CheckReport:
             f"{dist_name} declares no entry point in the 'beamfilter' group; add "
             '[project.entry-points.beamfilter] NAME = "your_module" to pyproject.toml and reinstall.'
         )
-    with _quiet_plugin_log():
+    with quiet_plugin_log():
         # every other installed plugin, to find the names users would see twice
         theirs = [ep for ep in metadata.entry_points(group=GROUP) if ep.dist is None or ep.dist.name != dist_name]
         others = Registry(strict=False, entry_points=theirs)
@@ -107,18 +106,6 @@ def check_distribution(name: str) -> CheckReport:
     for ep in points:
         _check_entry_point(ep, dist_name, others, problems, provides)
     return CheckReport(dist_name, dist.version, tuple(ep.name for ep in points), tuple(provides), tuple(problems))
-
-
-@contextlib.contextmanager
-def _quiet_plugin_log() -> Iterator[None]:
-    # the report says what failed; the registry's warning lines would repeat it
-    plugin_log = logging.getLogger("beamfilter_core.plugins")
-    disabled = plugin_log.disabled
-    plugin_log.disabled = True
-    try:
-        yield
-    finally:
-        plugin_log.disabled = disabled
 
 
 def _check_entry_point(

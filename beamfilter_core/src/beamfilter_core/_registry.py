@@ -9,13 +9,14 @@ Host code uses the typed accessors (:meth:`Registry.get_filter`...), never ``pm.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import inspect
 import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from importlib import metadata
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
@@ -38,6 +39,19 @@ __all__ = [
 ]
 
 log = logging.getLogger("beamfilter_core.plugins")
+
+
+@contextlib.contextmanager
+def quiet_plugin_log() -> Iterator[None]:
+    """Silence the registry's warning lines for a while (a command that reports the
+    failures itself), and restore the logger as it was, whatever happens inside."""
+    disabled = log.disabled
+    log.disabled = True
+    try:
+        yield
+    finally:
+        log.disabled = disabled
+
 
 GROUP = "beamfilter"
 #: The core's own plugin (the model providers): always registered, cannot be blocked.

@@ -381,3 +381,16 @@ def test_trace_plugins_prints_each_hook_call(capsys: pytest.CaptureFixture[str])
         "beamfilter: calling core.beamfilter_register_models()\n"
         "beamfilter: calling alpha.beamfilter_register_filters()\n"
     )
+
+
+def test_listing_plugins_in_process_leaves_the_registry_warnings_on(capsys: pytest.CaptureFixture[str]) -> None:
+    # `beamfilter plugins` silences the warning lines while it lists the failures itself;
+    # run in-process (an embedding app, a test) it must not leave them off for later registries
+    from beamfilter_core._cli import main
+
+    plugin_log = logging.getLogger("beamfilter_core.plugins")
+    assert main(["plugins", "--json"]) == 0
+    assert plugin_log.disabled is False
+    assert main(["plugins"]) == 0
+    assert plugin_log.disabled is False
+    capsys.readouterr()
