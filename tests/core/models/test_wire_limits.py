@@ -264,6 +264,39 @@ def test_a_completion_takes_the_first_choice_without_index_as_choice_zero() -> N
     assert parse_completion(only_others).text == "three"  # no choice 0: the first one
 
 
+def test_a_call_without_index_and_with_a_new_id_never_joins_an_earlier_call() -> None:
+    stream = StreamAccumulator(None)
+    first = {"id": "a", "function": {"name": "f", "arguments": "{}"}}
+    second = {"id": "b", "function": {"name": "g", "arguments": "{"}}
+    stream.feed(json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [first, second]}}]}))
+    # a piece without id continues the last call
+    stream.feed(json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [{"function": {"arguments": "}"}}]}}]}))
+    third = {"id": "c", "function": {"name": "h", "arguments": "{}"}}
+    stream.feed(json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [third]}}]}))
+    stream.feed(json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}))
+    stream.feed("[DONE]")
+    calls = stream.result(chunks=5).message.tool_calls
+    assert [(c.id, c.name, c.arguments) for c in calls] == [("a", "f", {}), ("b", "g", {}), ("c", "h", {})]
+
+
+def test_a_nameless_call_without_index_is_named_by_the_next_free_index() -> None:
+    stream = StreamAccumulator(None, max_argument_chars=2)
+    deltas = [{"id": "a", "function": {"arguments": "{}"}}, {"id": "b", "function": {"arguments": "{}"}}]
+    stream.feed(json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": deltas}}]}))
+    with pytest.raises(ResponseTooLargeError) as caught:
+        stream.feed(
+            json.dumps(
+                {"choices": [{"index": 0, "delta": {"tool_calls": [{"id": "c", "function": {"arguments": "{}}"}}]}}]}
+            )
+        )
+    assert str(caught.value).startswith("The arguments of tool call '2' are longer than max_argument_chars=2;")
+    first = StreamAccumulator(None, max_argument_chars=2)
+    with pytest.raises(ResponseTooLargeError, match="tool call '0' are longer"):
+        first.feed(
+            json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [{"function": {"arguments": "{ }"}}]}}]})
+        )
+
+
 def test_a_first_call_without_index_or_id_starts_at_zero() -> None:
     stream = StreamAccumulator(None)
     stream.feed(json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [{"function": {"name": "f"}}]}}]}))

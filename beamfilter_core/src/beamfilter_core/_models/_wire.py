@@ -360,7 +360,7 @@ class StreamAccumulator:
                 # No index (non-conforming server): a new id starts a call, else continue the last.
                 known = {c.id for c in calls.values()}
                 if (call_id and call_id not in known) or self._last_call is None:
-                    index = len(calls) + position
+                    index = max(calls, default=-1) + 1  # the next free index
                 else:
                     index = self._last_call
             parts = calls.get(index)
