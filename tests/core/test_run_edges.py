@@ -355,3 +355,14 @@ def test_the_tool_messages_of_a_round_name_their_call_and_tool() -> None:
     tools = [m for m in result.messages if m.role == "tool"]
     assert [(m.tool_call_id, m.name, m.text) for m in tools] == [("c1", "echo", "a"), ("c2", "echo", "b")]
     assert result.messages[-1] == Message("assistant", "done")
+
+
+def test_an_error_raised_in_the_tool_terminal_is_not_blamed_on_the_tool_filter_around_it() -> None:
+    async def bad(request: Any, state: dict[str, Any], call_next: Any) -> ToolResult:
+        return await call_next(request.replace(arguments=[1, 2]))  # type: ignore[no-any-return]
+
+    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("echo", {"text": "a"}, "c1")), "done"])
+    kernel = Kernel(model, tools=[echo], filters=[Filter("bad", around_tool=bad)])
+    with pytest.raises(TypeError, match=r"^cannot convert dictionary update sequence element #0 to a sequence$"):
+        kernel.run_sync("go")
+    assert RAN == []
