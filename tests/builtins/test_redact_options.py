@@ -9,6 +9,7 @@ import pytest
 from beamfilter_builtins import redact_filter
 from beamfilter_builtins._redact import user_rules
 from beamfilter_builtins._secret_rules import SecretRule
+from beamfilter_core import Kernel
 from beamfilter_core.errors import ConfigError
 
 
@@ -121,3 +122,30 @@ def test_each_option_is_checked(options: dict[str, object], message: str) -> Non
     with pytest.raises(ConfigError) as caught:
         redact_filter(**options)  # type: ignore[arg-type]
     assert str(caught.value) == message
+
+
+def test_a_one_character_name_is_accepted() -> None:
+    assert redact_filter(name="r").name == "r"
+
+
+def test_an_unknown_option_in_a_config_is_refused() -> None:
+    with pytest.raises(ConfigError) as caught:
+        Kernel.from_config({"model": {"use": "scripted", "script": ["x"]}, "filters": [{"use": "redact", "colour": 1}]})
+    assert str(caught.value) == (
+        "config has 1 problem:\n  - filters[0].colour: unknown option for the filter 'builtins:redact'. "
+        "Known options: applies_to, cache_size, default_rules, emails, exclude, max_length, name, patterns, "
+        "replacement."
+    )
+
+
+def test_the_largest_repeat_re_accepts_reads_as_unbounded() -> None:
+    # 4294967294 is the largest bound re accepts; its parser reports it like "+"
+    with pytest.raises(ConfigError) as caught:
+        redact_filter([r"x{1,4294967294}"], default_rules=False)
+    assert "can match text of any length" in str(caught.value)
+    with pytest.raises(ConfigError) as caught:
+        redact_filter([r"x{1,4294967293}"], default_rules=False)
+    assert str(caught.value) == (
+        "redact_filter: pattern patterns[0] 'x{1,4294967293}' can match 4294967293 characters (looking 0 further), "
+        "more than max_length=16384; raise max_length or bound the pattern."
+    )
