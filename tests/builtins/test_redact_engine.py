@@ -340,3 +340,31 @@ def test_streams_sharing_remembered_steps_equal_whole_texts_with_look_backs(text
 SHARED_LOOK_BACKS = redact_filter(
     [r"(?<=\d)xy{0,2}", r"\bzx{1,2}", r"(?m)^yz", r"(?<![a_])x{3}", r"(?<=\.)y"], default_rules=False, cache_size=64
 )
+
+
+# -- what a rule may reach, against max_length ------------------------------------------------
+
+_BOUND = "raise max_length or bound the pattern."
+
+
+@pytest.mark.parametrize(
+    ("pattern", "fits", "message"),
+    [
+        (
+            r"x{1,7}\b",
+            8,
+            "can match 7 characters (looking 1 further), more than max_length=7; " + _BOUND,
+        ),
+        (
+            r"x{1,7}(?=ab)",
+            9,
+            "can match 7 characters (looking 2 further), more than max_length=8; " + _BOUND,
+        ),
+        (r"(?<=abc)x", 3, "looks back more than max_length=2 characters; raise max_length."),
+    ],
+)
+def test_a_rule_reaching_exactly_max_length_fits_one_more_is_refused(pattern: str, fits: int, message: str) -> None:
+    assert redact_filter([pattern], default_rules=False, max_length=fits).token is not None
+    with pytest.raises(ConfigError) as caught:
+        redact_filter([pattern], default_rules=False, max_length=fits - 1)
+    assert str(caught.value) == f"redact_filter: pattern patterns[0] {pattern!r} {message}"
