@@ -26,9 +26,11 @@ from beamfilter_core import (
     ScriptedModel,
     TokenTransform,
     ToolCall,
+    ToolRequest,
     ToolResult,
     tool,
 )
+from beamfilter_core._run import unique_calls
 from beamfilter_core.errors import MaxIterationsExceeded
 from beamfilter_core.testing import collect_stream
 
@@ -366,3 +368,149 @@ def test_an_error_raised_in_the_tool_terminal_is_not_blamed_on_the_tool_filter_a
     with pytest.raises(TypeError, match=r"^cannot convert dictionary update sequence element #0 to a sequence$"):
         kernel.run_sync("go")
     assert RAN == []
+
+
+# -- ids made unique ---------------------------------------------------------------------------
+
+
+def test_unique_calls_numbers_repeats_from_two_and_skips_numbers_taken() -> None:
+    calls = [ToolCall("echo", {}, i) for i in ("x", "x", "x_2", "x", "")]
+    fixed = unique_calls(calls)
+    assert fixed is not None
+    assert [c.id for c in fixed] == ["x", "x_2", "x_2_2", "x_3", "call_2"]
+    assert [c.name for c in fixed] == ["echo"] * 5
+    assert unique_calls([ToolCall("echo", {}, "a"), ToolCall("echo", {}, "b")]) is None
+    assert unique_calls([ToolCall("echo", {}, "a")]) is None
+
+
+def test_unique_calls_renames_ids_already_in_the_prompt() -> None:
+    prompt = [Message("assistant", None, (ToolCall("echo", {}, "a"),)), Message.tool("a", "a", "echo")]
+    (single,) = unique_calls([ToolCall("echo", {}, "a")], prompt) or ()
+    assert single.id == "a_2"
+    first, second = unique_calls([ToolCall("echo", {}, "b"), ToolCall("echo", {}, "a")], prompt) or ()
+    assert (first.id, second.id) == ("b", "a_2")
+    (empty,) = unique_calls([ToolCall("echo", {"k": 1}, "", raw_arguments="x")]) or ()
+    assert (empty.id, empty.arguments, empty.raw_arguments) == ("call_2", {"k": 1}, "x")
+
+
+def _ids_seen_by_chat_filters(calls: list[ToolCall], seen: list[list[str]]) -> Filter:
+    async def spy(request: ChatRequest, state: dict[str, Any], call_next: Any) -> ChatResponse:
+        response: ChatResponse = await call_next(request)
+        seen.append([c.id for c in response.message.tool_calls])
+        return response
+
+    return Filter("spy", around_chat=spy)
+
+
+def test_chat_filters_see_the_ids_made_unique_at_the_model() -> None:
+    seen: list[list[str]] = []
+    calls = [ToolCall("echo", {"text": "a"}, "x"), ToolCall("echo", {"text": "b"}, "x")]
+    model = ScriptedModel([ChatResponse.tool_calls(*calls), "done"])
+    Kernel(model, tools=[echo], filters=[_ids_seen_by_chat_filters(calls, seen)]).run_sync("go")
+    assert seen == [["x", "x_2"], []]
+
+
+@pytest.mark.anyio
+async def test_chat_filters_of_a_streamed_run_see_the_ids_made_unique_at_the_model() -> None:
+    seen: list[list[str]] = []
+    calls = [ToolCall("echo", {"text": "a"}, "x"), ToolCall("echo", {"text": "b"}, "x")]
+    model = ScriptedModel([ChatResponse.tool_calls(*calls), "done"])
+    kernel = Kernel(model, tools=[echo], filters=[_ids_seen_by_chat_filters(calls, seen)])
+    text, _ = await collect_stream(kernel.run_stream("go"))
+    assert (text, seen) == ("done", [["x", "x_2"], []])
+
+
+# -- answers and tools -------------------------------------------------------------------------
+
+
+def test_answer_transforms_leave_a_tool_call_message_without_text_alone() -> None:
+    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("echo", {"text": "a"}, "c1")), "done"])
+    result = Kernel(model, tools=[echo], filters=[Filter("a", token=_held("A:", "answer"))]).run_sync("go")
+    assert [(m.role, m.content) for m in result.messages] == [
+        ("user", "go"),
+        ("assistant", None),
+        ("tool", "a"),
+        ("assistant", "A:done"),
+    ]
+
+
+def test_an_unknown_tool_is_answered_with_the_tools_there_are() -> None:
+    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("nosuch", {}, "c1")), "done"])
+    result = Kernel(model).run_sync("go")
+    (answer,) = [m for m in result.messages if m.role == "tool"]
+    assert answer.text == "Unknown tool 'nosuch'. Available tools: none. Call one of these."
+    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("nosuch", {}, "c1")), "done"])
+    result = Kernel(model, tools=[read_file, echo]).run_sync("go")
+    (answer,) = [m for m in result.messages if m.role == "tool"]
+    assert answer.text == "Unknown tool 'nosuch'. Available tools: echo, read_file. Call one of these."
+
+
+# -- the flags a tool filter sees -----------------------------------------------------------------
+
+
+def _tool_spy(seen: list[tuple[str, Any, bool, str | None]]) -> Filter:
+    async def spy(request: ToolRequest, state: dict[str, Any], call_next: Any) -> ToolResult:
+        seen.append((request.call_id, dict(request.arguments), request.approved, request.raw_arguments))
+        return await call_next(request)  # type: ignore[no-any-return]
+
+    return Filter("spy", around_tool=spy)
+
+
+def test_only_a_call_a_human_approved_as_paused_is_marked_approved() -> None:
+    seen: list[tuple[str, Any, bool, str | None]] = []
+    calls = [ToolCall("read_file", {"path": "/a"}, "c1"), ToolCall("read_file", {"path": "/b"}, "c2")]
+    model = ScriptedModel([ChatResponse.tool_calls(*calls), "done"])
+    kernel = Kernel(model, tools=[read_file], gate=lambda c, t, x: "pause", filters=[_tool_spy(seen)])
+    paused = kernel.run_sync("go")
+    done = kernel.resume_sync(paused.pause, {"c1": "approve", "c2": Decision.approve({"path": "/c"})})
+    assert done.status == "completed"
+    assert seen == [("c1", {"path": "/a"}, True, None), ("c2", {"path": "/c"}, False, None)]
+    assert RAN == [("read_file", "/a"), ("read_file", "/c")]
+
+
+def test_raw_arguments_reach_the_tool_filter_only_for_the_models_own_arguments() -> None:
+    seen: list[tuple[str, Any, bool, str | None]] = []
+    call = ToolCall.from_json("echo", "[1]", "c1")
+    model = ScriptedModel([ChatResponse.tool_calls(call), "done"])
+    Kernel(model, tools=[echo], filters=[_tool_spy(seen)]).run_sync("go")
+    assert seen == [("c1", {}, False, "[1]")]
+
+
+def test_a_kernel_gate_approving_other_arguments_runs_the_tool_with_them() -> None:
+    def gate(call: ToolCall, tool: Any, context: Any) -> Decision:
+        return Decision.approve({"path": "/safe"})
+
+    seen: list[tuple[str, Any, bool, str | None]] = []
+    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("read_file", {"path": "/a"}, "c1")), "done"])
+    Kernel(model, tools=[read_file], gate=gate, filters=[_tool_spy(seen)]).run_sync("go")
+    assert RAN == [("read_file", "/safe")]
+    assert seen == [("c1", {"path": "/safe"}, False, None)]
+
+
+def test_a_gate_filter_without_a_kernel_gate_approves_a_sensitive_call_by_calling_on() -> None:
+    decisions: list[Decision] = []
+
+    async def watch(request: Any, state: dict[str, Any], call_next: Any) -> Decision:
+        decision: Decision = await call_next(request)
+        decisions.append(decision)
+        return decision
+
+    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("read_file", {"path": "/a"}, "c1")), "done"])
+    result = Kernel(model, tools=[read_file], filters=[Filter("watch", around_gate=watch)]).run_sync("go")
+    assert result.text == "done"
+    assert decisions == [Decision(kind="approve", arguments={"path": "/a"})]
+    assert RAN == [("read_file", "/a")]
+
+
+# -- resume, streamed ------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_streamed_resume_of_a_return_direct_batch_delivers_its_answer() -> None:
+    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("publish", {"text": "hi"}, "c1"))])
+    kernel = Kernel(model, tools=[publish], gate=lambda c, t, x: "pause")
+    paused = await kernel.run("go")
+    text, events = await collect_stream(kernel.resume_stream(paused.pause, {"c1": "approve"}))
+    final = events[-1]
+    assert isinstance(final, RunFinished)
+    assert (text, final.result.text, final.result.return_direct) == ("published hi", "published hi", True)

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from beamfilter_core._models._wire import StreamAccumulator, loads, parse_completion, preview
+from beamfilter_core import ChatRequest, Message
+from beamfilter_core._models._wire import StreamAccumulator, loads, parse_completion, preview, request_body
 from beamfilter_core.errors import IncompleteStreamError, ProviderResponseError, ResponseTooLargeError
 
 # -- previews in error messages ----------------------------------------------------------------
@@ -325,3 +326,22 @@ def test_the_incomplete_stream_message_names_what_is_missing() -> None:
     with pytest.raises(IncompleteStreamError) as caught:
         done.result(chunks=1)
     assert "without [DONE];" in str(caught.value)
+
+
+# -- signatures: the data by position or name, the bounds by name only --------------------------
+
+
+def test_the_bounds_are_keyword_only_and_the_data_may_be_named() -> None:
+    data = {"choices": [{"message": {"content": "hi"}}]}
+    assert parse_completion(data=data, max_answer_chars=2).text == "hi"
+    with pytest.raises(TypeError, match="positional argument"):
+        parse_completion(data, 2)  # type: ignore[misc]
+    stream = StreamAccumulator(on_token=None, max_answer_chars=2, max_argument_chars=1)
+    assert (stream.delivered, stream.done, stream.finish_reason, stream.usage) == (False, False, None, None)
+    with pytest.raises(TypeError, match="positional argument"):
+        StreamAccumulator(None, 2)  # type: ignore[misc]
+    request = ChatRequest(messages=(Message.user("hi"),))
+    body = request_body(request=request, model="m", options={}, stream=False)
+    assert body == {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    with pytest.raises(TypeError, match="positional argument"):
+        request_body(request, "m", {}, False)  # type: ignore[misc]
