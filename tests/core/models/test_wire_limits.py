@@ -345,3 +345,61 @@ def test_the_bounds_are_keyword_only_and_the_data_may_be_named() -> None:
     assert body == {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
     with pytest.raises(TypeError, match="positional argument"):
         request_body(request, "m", {}, False)  # type: ignore[misc]
+
+
+# -- content, refusal and choices -----------------------------------------------------------------
+
+
+def _text_of(content: Any) -> str:
+    return parse_completion({"choices": [{"message": {"content": content}}]}).text
+
+
+def test_content_given_as_text_parts_is_joined() -> None:
+    assert _text_of([{"type": "text", "text": "a"}, {"type": "image_url"}, {"text": "b"}]) == "ab"
+    assert _text_of([]) == ""
+    for content in (["x"], [{"text": 5}], [{"text": "a"}, 5]):
+        with pytest.raises(ProviderResponseError) as caught:
+            _text_of(content)
+        assert str(caught.value) == (
+            f"The server sent message.content as list {json.dumps(content)}; "
+            "expected a string, null or a list of text parts."
+        )
+
+
+def test_the_refusal_is_the_text_only_when_there_is_no_content() -> None:
+    both = {"choices": [{"message": {"content": "answer", "refusal": "no"}}]}
+    assert parse_completion(both).text == "answer"
+    only = {"choices": [{"message": {"content": None, "refusal": "no"}}]}
+    assert parse_completion(only).text == "no"
+    odd = {"choices": [{"message": {"content": None, "refusal": 5}}]}
+    assert parse_completion(odd).message.content is None
+
+
+def test_a_streamed_refusal_is_the_text_only_when_there_is_no_content() -> None:
+    tokens: list[str] = []
+    stream = StreamAccumulator(tokens.append)
+    stream.feed(json.dumps({"choices": [{"index": 0, "delta": {"refusal": "I can"}}]}))
+    stream.feed(json.dumps({"choices": [{"index": 0, "delta": {"content": None, "refusal": "not"}}]}))
+    stream.feed(json.dumps({"choices": [{"index": 0, "delta": {"content": "!", "refusal": "ignored"}}]}))
+    stream.feed(json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))
+    stream.feed("[DONE]")
+    assert (stream.result(chunks=5).text, tokens) == ("I cannot!", ["I can", "not", "!"])
+
+
+def test_a_non_object_choice_is_passed_over_for_choice_zero() -> None:
+    data = {"choices": [5, {"index": 0, "message": {"content": "zero"}}]}
+    assert parse_completion(data).text == "zero"
+    with pytest.raises(ProviderResponseError) as caught:
+        parse_completion({"choices": [5]})
+    assert str(caught.value) == "The completion's first choice has no message: 5."
+
+
+def test_pieces_without_index_repeating_the_id_of_the_last_call_join_it() -> None:
+    stream = StreamAccumulator(None)
+    for piece in ('{"a"', ": 1", "}"):
+        fragment = {"id": "a", "function": {"name": "f", "arguments": piece}}
+        stream.feed(json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [fragment]}}]}))
+    stream.feed(json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}))
+    stream.feed("[DONE]")
+    (call,) = stream.result(chunks=4).message.tool_calls
+    assert (call.id, call.name, call.arguments) == ("a", "f", {"a": 1})
