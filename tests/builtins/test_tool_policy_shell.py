@@ -565,15 +565,17 @@ def test_resolved_addresses_are_checked_against_allowed_networks() -> None:
 
 def test_resolve_dns_with_hosts_and_allowed_networks() -> None:
     name = socket.gethostname().lower()
-    addresses = [str(info[4][0]) for info in socket.getaddrinfo(name, 443, proto=socket.IPPROTO_TCP)]
-    if not all(ipaddress_is_loopback(a) for a in addresses):
-        pytest.skip(f"this machine's name {name!r} does not resolve to loopback only ({addresses})")
+    # This machine's own name resolves locally (/etc/hosts) to loopback or a private address.
+    addresses = [str(info[4][0]).split("%", 1)[0] for info in socket.getaddrinfo(name, 443, proto=socket.IPPROTO_TCP)]
+    if not all(ipaddress.ip_address(a).is_private for a in addresses):
+        pytest.skip(f"this machine's name {name!r} resolves to a public address ({addresses})")
+    networks = sorted({str(ipaddress.ip_network(a)) for a in addresses})  # exactly those addresses
     rules = {"tool": "fetch", "kind": "url", "hosts": [name], "resolve_dns": True}
-    allowed = ToolPolicy([{**rules, "allow_networks": ["127.0.0.0/8", "::1/128"]}])
+    allowed = ToolPolicy([{**rules, "allow_networks": networks}])
     denied = ToolPolicy([rules])
-    other = ToolPolicy([{**rules, "hosts": ["example.com"], "allow_networks": ["127.0.0.0/8", "::1/128"]}])
+    other = ToolPolicy([{**rules, "hosts": ["example.com"], "allow_networks": networks}])
     assert allowed.check("fetch", {"url": f"http://{name}/"}) is None
-    first = ipaddress.ip_address(addresses[0].split("%", 1)[0])
+    first = ipaddress.ip_address(addresses[0])
     assert denied.check("fetch", {"url": f"http://{name}/"}) == Denial(
         "rules[0] url 'url'", f"the host {name!r} resolves to the internal address {first}"
     )
@@ -583,10 +585,6 @@ def test_resolve_dns_with_hosts_and_allowed_networks() -> None:
     assert denied.check("fetch", {"url": "http://nonexistent.invalid/"}) == Denial(
         "rules[0] url 'url'", "the host 'nonexistent.invalid' is not in the allowed hosts (" + name + ")"
     )
-
-
-def ipaddress_is_loopback(text: str) -> bool:
-    return ipaddress.ip_address(text.split("%", 1)[0]).is_loopback
 
 
 # -- URLs: address spellings --------------------------------------------------------------------
