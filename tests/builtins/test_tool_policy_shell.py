@@ -587,6 +587,15 @@ def test_resolve_dns_with_hosts_and_allowed_networks() -> None:
     )
 
 
+def test_a_name_that_does_not_resolve_is_denied_with_the_resolver_error() -> None:
+    # .invalid never resolves (RFC 6761): the lookup fails and the check fails closed
+    policy = ToolPolicy([{"tool": "fetch", "kind": "url", "resolve_dns": True}])
+    denial = policy.check("fetch", {"url": "https://nonexistent.invalid/"})
+    assert denial is not None
+    assert denial.rule == "rules[0] url 'url'"
+    assert re.fullmatch(r"the host 'nonexistent\.invalid' cannot be resolved \(\[Errno -?\d+\] .+\)", denial.reason)
+
+
 # -- URLs: address spellings --------------------------------------------------------------------
 
 
