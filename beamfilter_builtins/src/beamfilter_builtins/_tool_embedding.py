@@ -139,7 +139,6 @@ class EmbeddingToolIndex:
         steps: bool = True,
     ) -> None:
         import numpy as np
-        from threadpoolctl import ThreadpoolController
 
         self._np = np
         self.encoder = shared_encoder(model_dir)
@@ -149,17 +148,10 @@ class EmbeddingToolIndex:
         )
         self.progress: Progress | None = _stderr_progress if progress == "stderr" else progress
         self.steps = steps
-        # Small matrix products gain nothing from a second thread, and a busy machine makes
-        # OpenBLAS threads spin: one thread, only while encoding.
-        self._threads = ThreadpoolController()
         self._names: list[str] = []
         self._matrix = np.zeros((0, self.encoder.dimension), dtype=np.float32)
         self._queries: OrderedDict[str, Any] = OrderedDict()
         self._queries_lock = threading.Lock()
-
-    def _encode(self, texts: Sequence[str], progress: Progress | None = None) -> Any:
-        with self._threads.limit(limits=1, user_api="blas"):
-            return self.encoder.encode(texts, progress)
 
     def build(self, tools: Sequence[Tool]) -> None:
         """Embed the tools not in the cache yet (with progress), then keep every vector."""
@@ -169,7 +161,7 @@ class EmbeddingToolIndex:
         missing = [i for i, vector in enumerate(vectors) if vector is None]
         if missing:
             progress = self.progress if len(missing) >= _PROGRESS_FROM else None
-            fresh = self._encode([texts[i] for i in missing], progress)
+            fresh = self.encoder.encode([texts[i] for i in missing], progress)
             for row, i in enumerate(missing):
                 vectors[i] = fresh[row]
                 if self.cache is not None:
@@ -184,7 +176,7 @@ class EmbeddingToolIndex:
             found = {query: self._queries.get(query) for query in queries}
         missing = list(dict.fromkeys(query for query, vector in found.items() if vector is None))
         if missing:
-            for query, vector in zip(missing, self._encode(missing), strict=True):
+            for query, vector in zip(missing, self.encoder.encode(missing), strict=True):
                 found[query] = vector
             with self._queries_lock:
                 for query in missing:
