@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench_tool_search_eval import _load as load_average
 from bench_tool_search_eval import forget_queries, load_catalog, load_requests
 from safetensors.numpy import load_file
 
@@ -109,13 +110,6 @@ def cpu_and_wall(run: Callable[[], object], repeats: int, *, warm: bool = True) 
     for _ in range(repeats):
         run()
     return (time.process_time() - cpu) / repeats, (time.perf_counter() - wall) / repeats
-
-
-def load_average() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text(encoding="utf-8").split()[:3])
-    except OSError:
-        return "unknown"
 
 
 def main() -> None:
