@@ -152,6 +152,56 @@ def test_a_store_class_missing_primitives_is_refused_when_made() -> None:
     )
 
 
+class _Private(InMemoryStore):
+    """A store written before shared pauses: it has none of their three primitives."""
+
+    _list_pauses = StoreBase._list_pauses
+    _put_outcome = StoreBase._put_outcome
+    _get_outcome = StoreBase._get_outcome
+
+
+async def test_shared_pause_primitives_are_optional_but_all_or_none() -> None:
+    class Lister(InMemoryStore):
+        _put_outcome = StoreBase._put_outcome
+
+    with pytest.raises(ConfigError) as caught:
+        Lister()
+    assert str(caught.value) == (
+        "Lister does not implement _put_outcome: the shared-pause primitives (_list_pauses, "
+        "_put_outcome, _get_outcome) come all together or not at all; see docs/stores.md."
+    )
+    private = _Private()
+    assert not private.shares_pauses
+    assert InMemoryStore().shares_pauses
+    await private.save_pause("c", _pause("p1"))  # everything else works as before
+    assert await private.take_pause("c", "p1") is not None
+    expected = (
+        "InMemoryStore(0 conversations) cannot list pending pauses: _Private does not implement the "
+        "shared-pause primitives (_list_pauses, _put_outcome, _get_outcome); use a store that does "
+        "(sqlite, postgresql, redis, memory) or add them (docs/stores.md)."
+    )
+    with pytest.raises(ConfigError) as caught:
+        await private.pending_pauses()
+    assert str(caught.value) == expected
+    with pytest.raises(ConfigError, match=r"cannot save a pause outcome: _Private does not implement"):
+        await private.save_outcome("p1", {"status": "deciding"}, first=True)
+    with pytest.raises(ConfigError, match=r"cannot load a pause outcome: _Private does not implement"):
+        await private.load_outcome("p1")
+
+
+async def test_a_corrupt_outcome_or_listed_pause_is_a_store_error() -> None:
+    store = InMemoryStore()
+    await store._put_outcome("p1", "[1, 2]", False)
+    with pytest.raises(StoreError, match=r"^Cannot read the stored outcome of pause 'p1': it is a JSON list, not"):
+        await store.load_outcome("p1")
+    await store._put_outcome("p1", "{not json", False)
+    with pytest.raises(StoreError, match=r"^Cannot read the stored outcome of pause 'p1': JSONDecodeError"):
+        await store.load_outcome("p1")
+    await store._write("c", (), "{broken")
+    with pytest.raises(StoreError, match=r"^Cannot read the stored pause state of conversation 'c': "):
+        await store.pending_pauses()
+
+
 def test_store_specs_are_the_only_way_to_a_store(tmp_path: Path) -> None:
     assert [spec.name for spec in STORE_SPECS] == ["memory", "sqlite", "postgresql", "redis"]
     made: list[tuple[str, dict[str, Any]]] = []

@@ -12,12 +12,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from memory._processes import kill, spawn, wait_line
 
 from beamfilter_core import ContentPart, Decision, Message, PauseState, ToolCall, Usage
 from beamfilter_core.errors import ConfigError, StoreError
-from beamfilter_memory import KEEP_PAUSE, ChatStore, Fact, InMemoryStore, SQLiteStore, open_store
+from beamfilter_memory import (
+    KEEP_PAUSE,
+    ChatStore,
+    Fact,
+    InMemoryStore,
+    PendingPause,
+    SQLiteStore,
+    StoreBase,
+    open_store,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.services]
 
@@ -131,6 +141,80 @@ async def test_take_pause_hands_a_pause_to_exactly_one_caller(store: ChatStore) 
     await store.save_pause("c", _pause("2"))
     taken = await asyncio.gather(*(store.take_pause("c") for _ in range(10)))
     assert [t for t in taken if t is not None] == [_pause("2")]
+
+
+DURABLE = ("sqlite", "postgres", "redis")
+
+
+def _shared(store: ChatStore) -> StoreBase:
+    assert isinstance(store, StoreBase)
+    assert store.shares_pauses
+    return store
+
+
+async def test_pending_pauses_lists_every_stored_pause_by_conversation(store: ChatStore) -> None:
+    shared = _shared(store)
+    odd = "x:pause'; DROP TABLE beamfilter_pauses; --"
+    paused = {cid: attrs.evolve(_pause(cid), pause_id=f"id-{cid}") for cid in ("b", "a", "c", "d", odd)}
+    assert await shared.pending_pauses() == []
+    await store.append("b", [Message.user("b")], pause=paused["b"])
+    await store.save_pause("a", paused["a"])
+    await store.save_pause("c", paused["c"])
+    await store.save_pause("d", paused["d"])
+    await store.save_pause(odd, paused[odd])
+    await store.append("e", [Message.user("never paused")])
+    expected = [PendingPause(cid, paused[cid]) for cid in sorted(paused)]
+    assert await shared.pending_pauses() == expected
+    assert await shared.pending_pauses(limit=2) == expected[:2]
+    assert await shared.pending_pauses(limit=100) == expected
+    # a taken, cleared or replaced pause is listed as it is now, from any store on the data
+    assert await store.take_pause("a", "id-a") == paused["a"]
+    assert await store.take_pause("b") == paused["b"]
+    await store.clear_pause("c")
+    await store.clear(odd)
+    newer = attrs.evolve(paused["d"], pause_id="id-d2")
+    await store.append("d", [Message.user("d")], pause=newer)
+    assert await shared.pending_pauses() == [PendingPause("d", newer)]
+    await store.append("d", [], pause=None)
+    assert await shared.pending_pauses() == []
+
+
+async def test_the_first_outcome_of_a_pause_wins_once(store: ChatStore) -> None:
+    shared = _shared(store)
+    assert await shared.load_outcome("p1") is None
+    outcomes = [{"status": "deciding", "decided_by": f"reviewer {n} ✓", "n": n} for n in range(10)]
+    won = await asyncio.gather(*(shared.save_outcome("p1", o, first=True) for o in outcomes))
+    assert won.count(True) == 1
+    assert await shared.load_outcome("p1") == outcomes[won.index(True)]
+    assert await shared.load_outcome("p2") is None  # outcomes are per pause
+    done = {"status": "completed", "completion": {"choices": [{"message": {"content": "ok"}}]}, "ok": True}
+    assert await shared.save_outcome("p1", done) is True  # a later outcome replaces it
+    assert await shared.load_outcome("p1") == done
+    assert await shared.save_outcome("p1", {"status": "x"}, first=True) is False
+    assert await shared.save_outcome("p1", None) is True
+    assert await shared.load_outcome("p1") is None
+    assert await shared.save_outcome("p1", {"status": "again"}, first=True) is True
+
+
+async def test_shared_pause_calls_refuse_bad_input(store: ChatStore) -> None:
+    shared = _shared(store)
+    for limit in (0, -1, 1.5, "2", True):
+        with pytest.raises(ConfigError, match=r"pending_pauses\(limit=.*\) is invalid; give a positive number"):
+            await shared.pending_pauses(limit=limit)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"pause_id is ''; give the pause_id of a PauseState"):
+        await shared.save_outcome("", {"status": "x"})
+    with pytest.raises(ConfigError, match=r"needs a dict with str keys \(a JSON object\)"):
+        await shared.save_outcome("p", ["not", "an", "object"])  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"is not JSON: .*give str, numbers, lists and dicts only"):
+        await shared.save_outcome("p", {"when": object()})
+    with pytest.raises(ConfigError, match=r"first=True needs an outcome to store"):
+        await shared.save_outcome("p", None, first=True)
+    assert await shared.load_outcome("p") is None  # nothing was written
+    await store.aclose()
+    with pytest.raises(StoreError, match=r"is closed; open a new store"):
+        await shared.pending_pauses()
+    with pytest.raises(StoreError, match=r"is closed; open a new store"):
+        await shared.load_outcome("p")
 
 
 async def test_unicode_and_a_one_megabyte_message(store: ChatStore) -> None:
@@ -272,6 +356,27 @@ def test_open_store_picks_the_store_by_scheme(tmp_path: Path) -> None:
         open_store("redis://h", ttl=0)
 
 
+@pytest.mark.parametrize("kind", [*DURABLE, "files"])
+async def test_two_workers_share_pending_pauses_and_one_wins_the_outcome(
+    kind: str, make_store: Callable[..., ChatStore]
+) -> None:
+    one, two = _shared(make_store(kind)), _shared(make_store(kind))  # two stores on the same data
+    try:
+        pause = attrs.evolve(_pause("w"), pause_id="id-w")
+        await one.append("ticket-1", [Message.user("refund")], pause=pause)
+        assert await two.pending_pauses() == [PendingPause("ticket-1", pause)]
+        won = await asyncio.gather(
+            *(s.save_outcome("id-w", {"by": n}, first=True) for n, s in enumerate([one, two] * 5))
+        )
+        assert won.count(True) == 1
+        assert await one.load_outcome("id-w") == await two.load_outcome("id-w") == {"by": won.index(True)}
+        assert await two.take_pause("ticket-1", "id-w") == pause
+        assert await one.pending_pauses() == []
+    finally:
+        await one.aclose()
+        await two.aclose()
+
+
 async def test_redis_ttl_expires_a_conversation(make_store: Callable[..., ChatStore]) -> None:
     store = make_store("redis", ttl=2)
     try:
@@ -283,6 +388,8 @@ async def test_redis_ttl_expires_a_conversation(make_store: Callable[..., ChatSt
         await asyncio.sleep(2.3)
         assert await store.load("c") == []
         assert await store.load_pause("c") is None
+        assert await store.pending_pauses() == []  # type: ignore[attr-defined]
+        assert await client.smembers(f"{prefix}paused_conversations") == set()
     finally:
         await store.aclose()
 
@@ -317,8 +424,6 @@ async def test_unreachable_servers_are_store_errors() -> None:
 
 
 # -- processes: crash safety and several writers -----------------------------------------
-
-DURABLE = ("sqlite", "postgres", "redis")
 
 
 @pytest.mark.slow

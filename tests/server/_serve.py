@@ -22,8 +22,29 @@ API_KEY = "sk-test-gateway-key-0123456789"
 REVIEWER_KEY = "reviewer-key-abcdefghijklmnop"
 #: A key some tests send: it must never reach the log either.
 WRONG_KEY = "sk-wrong-key-that-must-never-be-logged"
+#: A second client's key: its conversations and pauses are apart from the first one's.
+OTHER_KEY = "sk-other-client-key-9876543210"
 PAUSE_KEY = "pause-key-for-the-gateway-tests-0123456789"
-KEY_ENV = {"BF_TEST_API_KEY": API_KEY, "BF_TEST_REVIEWER_KEY": REVIEWER_KEY}
+#: The server tools of the test gateways; ``refund`` writes what it did to refunds.jsonl.
+SHOP = '''
+import json, pathlib
+
+LEDGER = pathlib.Path(__file__).with_name("refunds.jsonl")
+
+
+def lookup_order(order: int) -> str:
+    """The status of an order."""
+    return f"order {order}: shipped"
+
+
+def refund(order: int, amount: int) -> str:
+    """Refund an amount on an order."""
+    with LEDGER.open("a") as f:
+        f.write(json.dumps({"order": order, "amount": amount}) + "\\n")
+    return f"refunded {amount} on order {order}"
+'''
+
+KEY_ENV = {"BF_TEST_API_KEY": API_KEY, "BF_TEST_OTHER_KEY": OTHER_KEY, "BF_TEST_REVIEWER_KEY": REVIEWER_KEY}
 
 
 def upstream(llmock_url: str) -> str:

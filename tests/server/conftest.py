@@ -12,7 +12,7 @@ import httpx
 import pytest
 from _support import free_port
 from peers._peer import Peer, _start, _stop
-from server._serve import API_KEY, PAUSE_KEY, REVIEWER_KEY, WRONG_KEY, Gateway, start, upstream
+from server._serve import API_KEY, OTHER_KEY, PAUSE_KEY, REVIEWER_KEY, SHOP, WRONG_KEY, Gateway, start, upstream
 
 pytest.importorskip("beamfilter_server")
 
@@ -51,25 +51,6 @@ def llmock() -> Iterator[Peer]:
         _stop(process)
 
 
-SHOP = '''
-import json, pathlib
-
-LEDGER = pathlib.Path(__file__).with_name("refunds.jsonl")
-
-
-def lookup_order(order: int) -> str:
-    """The status of an order."""
-    return f"order {order}: shipped"
-
-
-def refund(order: int, amount: int) -> str:
-    """Refund an amount on an order."""
-    with LEDGER.open("a") as f:
-        f.write(json.dumps({"order": order, "amount": amount}) + "\\n")
-    return f"refunded {amount} on order {order}"
-'''
-
-
 @pytest.fixture(scope="session")
 def tools_gateway(llmock: Peer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     """The gateway of the tests: server tools (one sensitive), memory, tool_policy, approval
@@ -85,7 +66,7 @@ def tools_gateway(llmock: Peer, tmp_path_factory: pytest.TempPathFactory) -> Ite
             pause_key = {{ "$env" = "BF_TEST_PAUSE_KEY" }}
 
             [server]
-            api_keys = [{{ "$env" = "BF_TEST_API_KEY" }}]
+            api_keys = [{{ "$env" = "BF_TEST_API_KEY" }}, {{ "$env" = "BF_TEST_OTHER_KEY" }}]
             inbox_keys = [{{ "$env" = "BF_TEST_REVIEWER_KEY" }}]
             model_name = "assistant"
             max_body_bytes = 20000
@@ -121,5 +102,6 @@ def tools_gateway(llmock: Peer, tmp_path_factory: pytest.TempPathFactory) -> Ite
     log = served.output
     assert "Application shutdown complete." in log
     assert API_KEY not in log
+    assert OTHER_KEY not in log
     assert REVIEWER_KEY not in log
     assert WRONG_KEY not in log

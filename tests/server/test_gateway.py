@@ -5,13 +5,16 @@ turn through the config's onion (``memory``, ``tool_policy``, ``approval``, ``re
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 
 import httpx
 import openai
 import pytest
 from peers._peer import Peer
-from server._serve import API_KEY, WRONG_KEY, Gateway, scenario
+from server._serve import API_KEY, OTHER_KEY, WRONG_KEY, Gateway, reviewer, scenario
+
+from beamfilter_server import client_id
 
 pytestmark = [pytest.mark.peers, pytest.mark.packages]
 
@@ -101,6 +104,55 @@ def test_memory_carries_a_conversation_across_requests(client: openai.OpenAI, ll
         "Your name is Ada.",
         "And now?",
     ]
+
+
+def test_each_client_key_has_its_own_conversations_and_pauses(
+    gateway: Gateway, client: openai.OpenAI, llmock: Peer
+) -> None:
+    other = openai.OpenAI(base_url=gateway.url + "/v1", api_key=OTHER_KEY, max_retries=0)
+    headers = {"Beamfilter-Conversation": "support-1"}  # the same id, sent with two keys
+    scenario(llmock, {"type": "reply", "text": "Hello Ada."}, {"type": "reply", "text": "I do not know your name."})
+    llmock.delete("/_llmock/requests")
+    client.chat.completions.create(
+        model="assistant", messages=[{"role": "user", "content": "I am Ada."}], extra_headers=headers
+    )
+    answer = other.chat.completions.create(
+        model="assistant", messages=[{"role": "user", "content": "What is my name?"}], extra_headers=headers
+    )
+    assert answer.choices[0].message.content == "I do not know your name."
+    sent = llmock.get("/_llmock/requests")["requests"][-1]["body"]["messages"]
+    assert [(m["role"], m["content"]) for m in sent] == [("user", "What is my name?")]  # nothing of Ada's
+    # the store keys each conversation by the client key's id, never by the key itself
+    db = sqlite3.connect(gateway.folder / "chats.db")
+    try:
+        ids = {row[0] for row in db.execute("SELECT DISTINCT conversation_id FROM beamfilter_messages")}
+        dump = "\n".join(db.iterdump())
+    finally:
+        db.close()
+    assert {f"{client_id(API_KEY)}:support-1", f"{client_id(OTHER_KEY)}:support-1"} <= ids
+    assert API_KEY not in dump
+    assert OTHER_KEY not in dump
+    # a pause belongs to its client: the other key cannot poll it, the inbox names the client
+    scenario(llmock, {"type": "reply", "tool_calls": [{"name": "refund", "arguments": {"order": 3, "amount": 1}}]})
+    raw = client.chat.completions.with_raw_response.create(
+        model="assistant", messages=[{"role": "user", "content": "Refund order 3"}], extra_headers=headers
+    )
+    pause_id = raw.parse().model_extra["beamfilter"]["pause_id"]  # type: ignore[index]
+    assert gateway.get(f"/v1/pauses/{pause_id}").json()["status"] == "pending"
+    refused = httpx.get(
+        gateway.url + f"/v1/pauses/{pause_id}", headers={"Authorization": f"Bearer {OTHER_KEY}"}, timeout=10
+    )
+    assert refused.status_code == 404
+    assert refused.json()["error"]["message"] == f"No pause {pause_id!r} is known here."
+    listed = httpx.get(gateway.url + "/v1/pauses", headers=reviewer(), timeout=10).json()["data"]
+    mine = [(p["client"], p["conversation_id"]) for p in listed if p["pause_id"] == pause_id]
+    assert mine == [(client_id(API_KEY), "support-1")]
+    call_id = raw.parse().model_extra["beamfilter"]["awaiting"][0]["id"]  # type: ignore[index]
+    reject = {"decisions": {call_id: {"kind": "reject", "reason": "not now"}}}
+    scenario(llmock, {"type": "reply", "text": "Not refunded."})
+    url = gateway.url + f"/v1/pauses/{pause_id}/decide"
+    assert httpx.post(url, json=reject, headers=reviewer(), timeout=10).status_code == 202
+    assert gateway.get(f"/v1/pauses/{pause_id}?wait=20").json()["status"] == "completed"
 
 
 def test_keys_are_required_and_errors_are_openai_json(gateway: Gateway, llmock: Peer) -> None:

@@ -1,20 +1,28 @@
-"""SIGTERM: the gateway stops accepting connections, lets a running stream finish, then
-closes the kernel (its stores, toolsets and model connections) and exits."""
+"""SIGTERM: the gateway stops accepting connections, lets running streams finish up to
+``shutdown_grace``, cuts those past it, then closes the kernel (its stores, MCP servers and
+model connections) and exits."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import textwrap
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from _support import require
 from peers._peer import Peer
 from server._serve import API_KEY, scenario, start, upstream
 
 pytestmark = [pytest.mark.peers, pytest.mark.packages]
+
+FILESYSTEM = Path(__file__).parents[1] / "peers" / "node_modules" / ".bin" / "mcp-server-filesystem"
 
 
 def test_sigterm_lets_a_running_stream_finish_then_closes(llmock: Peer, tmp_path: Path) -> None:
@@ -68,3 +76,87 @@ def test_sigterm_lets_a_running_stream_finish_then_closes(llmock: Peer, tmp_path
     log = gateway.output
     assert log.index("Shutting down") < log.index("gateway closed: its stores, toolsets and model connections")
     assert "Application shutdown complete." in log
+
+
+def _processes_with(marker: str) -> list[int]:
+    """The processes whose command line holds ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline and int(entry.name) != os.getpid():
+            found.append(int(entry.name))
+    return found
+
+
+def _read_until(lines: Iterator[str], events: list[str], text: str) -> None:
+    for line in lines:
+        if line.startswith("data: "):
+            events.append(line[6:])
+        if any(text in event for event in events):
+            return
+
+
+def test_sigterm_cuts_streams_past_the_grace_and_stops_the_mcp_server(llmock: Peer, tmp_path: Path) -> None:
+    require(FILESYSTEM.exists(), "mcp-server-filesystem is not installed; run ./run setup (npm ci in tests/peers)")
+    root = tmp_path / f"mcp-root-{uuid.uuid4().hex}"  # names this test's MCP server among the processes
+    root.mkdir()
+    (root / "note.txt").write_text("hello")
+    config = tmp_path / "beamfilter.toml"
+    config.write_text(
+        upstream(llmock.url)
+        + textwrap.dedent(
+            f"""
+            [server]
+            model_name = "assistant"
+            shutdown_grace = 4
+
+            [[tools]]
+            use = "mcp"
+            command = ["{FILESYSTEM}", "{root}"]
+            include = ["read_*"]
+            """
+        )
+    )
+    gateway = start(config)
+    assert len(_processes_with(str(root))) >= 1  # the MCP server was started with the gateway
+    scenario(
+        llmock,
+        {"type": "stream_fault", "kind": "stall", "after_chunks": 2, "stall_seconds": 1},
+        {"type": "reply", "text": "short answer that ends in time"},
+        {"type": "stream_fault", "kind": "stall", "after_chunks": 2, "stall_seconds": 120},
+        {"type": "reply", "text": "long answer that never ends"},
+    )
+    body = {"model": "assistant", "stream": True, "messages": [{"role": "user", "content": "go"}]}
+    short: list[str] = []
+    long: list[str] = []
+    with (
+        httpx.stream("POST", gateway.url + "/v1/chat/completions", json=body, timeout=120) as first,
+        httpx.stream("POST", gateway.url + "/v1/chat/completions", json=body, timeout=120) as second,
+    ):
+        short_lines, long_lines = first.iter_lines(), second.iter_lines()
+        _read_until(short_lines, short, '"content":"short')
+        _read_until(long_lines, long, '"content":"long')
+        stopped = time.monotonic()
+        gateway.process.send_signal(signal.SIGTERM)
+        short.extend(line[6:] for line in short_lines if line.startswith("data: "))
+        with contextlib.suppress(httpx.HTTPError):  # cut at the grace: the connection closes
+            long.extend(line[6:] for line in long_lines if line.startswith("data: "))
+        cut_after = time.monotonic() - stopped
+    assert short[-1] == "[DONE]"
+    assert "".join(json.loads(e)["choices"][0]["delta"].get("content", "") for e in short[:-1]) == (
+        "short answer that ends in time"
+    )
+    assert "[DONE]" not in long
+    assert 3 <= cut_after < 60  # cut at shutdown_grace (4 s), not at the stall's end (120 s)
+    assert gateway.stop(timeout=60) in (0, -15)
+    log = gateway.output
+    assert log.index("Shutting down") < log.index("gateway closed: its stores, toolsets and model connections")
+    deadline = time.monotonic() + 10
+    while _processes_with(str(root)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_with(str(root)) == []  # the MCP server was closed with the kernel

@@ -17,7 +17,7 @@ from __future__ import annotations
 from ._filter import ABANDONED_CALL_TEXT, DEFAULT_STORE, memory_filter
 from ._long_term import DEFAULT_EXTRACT_PROMPT, DEFAULT_HEADER, DEFAULT_RULES, long_term_memory_filter
 from ._stores import STORE_SPECS, migrate, open_store
-from ._stores._base import KEEP_PAUSE, ChatStore, Fact, FactStore, trim_window
+from ._stores._base import KEEP_PAUSE, ChatStore, Fact, FactStore, PendingPause, trim_window
 from ._stores._memory import InMemoryStore
 from ._stores._postgres import PostgresStore
 from ._stores._redis import RedisStore
@@ -38,6 +38,7 @@ __all__ = [
     "Fact",
     "FactStore",
     "InMemoryStore",
+    "PendingPause",
     "PostgresStore",
     "RedisStore",
     "SQLiteStore",

@@ -5,6 +5,7 @@ config's onion, with an approvals inbox in the browser. See docs/serve.md.
 from __future__ import annotations
 
 from ._app import create_app
+from ._auth import client_id
 from ._client_tools import CLIENT_TOOLS_FILTER
 from ._gateway import CONVERSATION_HEADER, WAIT_HEADER, Gateway
 from ._options import SERVER_OPTIONS, ServerOptions
@@ -19,5 +20,6 @@ __all__ = [
     "Gateway",
     "ServerOptions",
     "__version__",
+    "client_id",
     "create_app",
 ]

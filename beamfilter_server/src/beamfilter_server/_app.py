@@ -22,7 +22,7 @@ from beamfilter_core import Decision, Kernel, mask_credentials
 from beamfilter_core.errors import GatewayError
 
 from ._auth import KeyRing, basic_password, bearer
-from ._gateway import Gateway, error_for
+from ._gateway import Gateway, error_for, listing_version
 from ._options import ServerOptions
 from ._page import form_token, inbox_page, message_page
 from ._wire import error_body, parse_chat_request
@@ -76,10 +76,15 @@ class _Routes:
 
     # -- authentication -----------------------------------------------------------------
 
-    def _client(self, request: Request) -> None:
-        if not self.api_keys.accepts(bearer(request.headers.get("authorization"))):
+    def _client(self, request: Request) -> str | None:
+        """The id of the client's key (None on a gateway without keys); 401 without a key."""
+        if self.api_keys.open:
+            return None
+        client = self.api_keys.identify(bearer(request.headers.get("authorization")))
+        if client is None:
             msg = "Incorrect or missing API key; send Authorization: Bearer <key>."
             raise GatewayError(msg, status=401, code="invalid_api_key")
+        return client
 
     def _reviewer(self, request: Request) -> tuple[str, str] | None:
         """``(name, key)`` of the reviewer, or None when the request does not carry a reviewer key."""
@@ -111,17 +116,17 @@ class _Routes:
         )
 
     async def chat(self, request: Request) -> Response:
-        self._client(request)
+        client = self._client(request)
         gateway = self.gateway
         body = await _body(request, gateway.options.max_body_bytes)
         call = parse_chat_request(body, max_messages=gateway.options.max_messages)
-        conversation = gateway.conversation(request.headers, call)
+        caller = gateway.caller(request.headers, call, client)
         wait = gateway.wait_seconds(request.headers)
         if not call.stream:
-            status, answer = await gateway.complete(call, conversation, wait)
+            status, answer = await gateway.complete(call, caller, wait)
             headers = {"Location": answer["beamfilter"]["poll"]} if status == 202 else None
             return JSONResponse(answer, status_code=status, headers=headers)
-        items = gateway.stream(call, conversation, wait)
+        items = gateway.stream(call, caller, wait)
         first = await anext(items)  # errors before the first chunk get their own status
         return StreamingResponse(
             self._events(first, items),
@@ -145,20 +150,14 @@ class _Routes:
                 await items.aclose()  # type: ignore[attr-defined]
 
     async def pause(self, request: Request) -> Response:
-        self._client(request)
-        pause_id = request.path_params["pause_id"]
+        client = self._client(request)
         raw = request.query_params.get("wait", "0")
         try:
             wait = min(max(float(raw), 0.0), self.gateway.options.max_wait)
         except ValueError:
             msg = f"wait is {raw[:30]!r}; send a number of seconds."
             raise GatewayError(msg, status=400, param="wait") from None
-        entry = self.gateway.inbox.get(pause_id)
-        if entry is not None and wait > 0:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(wait):
-                    await entry.done.wait()
-        return JSONResponse(self.gateway.poll(pause_id))
+        return JSONResponse(await self.gateway.poll(request.path_params["pause_id"], client, wait))
 
     async def pauses(self, request: Request) -> Response:
         if self._reviewer(request) is None:
@@ -168,10 +167,11 @@ class _Routes:
         data = [
             {
                 **gateway.pause_info(entry.pause),
-                "conversation_id": entry.conversation_id,
+                "conversation_id": entry.shown_conversation,
+                "client": entry.client,
                 "created": int(entry.created),
             }
-            for entry in gateway.inbox.pending()
+            for entry in await gateway.listing()
         ]
         return JSONResponse({"object": "list", "data": data})
 
@@ -186,7 +186,7 @@ class _Routes:
             msg = "Send {'decisions': {CALL_ID: 'approve' | {...}}}."
             raise GatewayError(msg, status=400, param="decisions")
         decisions = {str(k): _decision(v, f"decisions.{k}") for k, v in raw.items()}
-        entry = self.gateway.decide(request.path_params["pause_id"], decisions, reviewer[0])
+        entry = await self.gateway.decide(request.path_params["pause_id"], decisions, reviewer[0])
         return JSONResponse({"object": "beamfilter.pause", "id": entry.pause_id, "status": entry.status}, 202)
 
     # -- the inbox ----------------------------------------------------------------------
@@ -195,10 +195,12 @@ class _Routes:
         reviewer = self._reviewer(request)
         if reviewer is None:
             return self._ask_login()
-        inbox = self.gateway.inbox
+        gateway = self.gateway
         done = request.query_params.get("done")
         flash = f"Pause {done}: decision sent." if done else ""
-        page = inbox_page(inbox.pending(), inbox.version, reviewer[1], flash)
+        entries = await gateway.listing()
+        version = listing_version(entries) if gateway.shared is not None else gateway.inbox.version
+        page = inbox_page(entries, version, reviewer[1], flash)
         return HTMLResponse(page, headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY"})
 
     async def version(self, request: Request) -> Response:
@@ -206,7 +208,7 @@ class _Routes:
             return self._ask_login()
         raw = request.query_params.get("since", "")
         since = int(raw) if raw.isdigit() else -1
-        version = await self.gateway.inbox.changed(since, 10.0)
+        version = await self.gateway.listing_version(since, 10.0)
         return JSONResponse({"version": version}, headers={"Cache-Control": "no-store"})
 
     async def decide_form(self, request: Request) -> Response:
@@ -223,12 +225,12 @@ class _Routes:
         form = {k: v[0] for k, v in parse_qs(raw.decode("utf-8", "replace"), keep_blank_values=True).items()}
         if not _same(form.get("token", ""), form_token(reviewer[1], pause_id)):
             return HTMLResponse(message_page("Refused", "The form is stale or not yours; reload the inbox."), 403)
-        entry = self.gateway.inbox.get(pause_id)
-        if entry is None:
-            return HTMLResponse(message_page("Unknown pause", f"No pause {pause_id} is known here."), 404)
         try:
-            decisions = _form_decisions(form, entry.pause)
-            self.gateway.decide(pause_id, decisions, reviewer[0])
+            pause = await self.gateway.find(pause_id)
+            if pause is None:
+                return HTMLResponse(message_page("Unknown pause", f"No pause {pause_id} is known here."), 404)
+            decisions = _form_decisions(form, pause)
+            await self.gateway.decide(pause_id, decisions, reviewer[0])
         except GatewayError as exc:
             title = "Already decided" if exc.status == 409 else "Refused"
             return HTMLResponse(message_page(title, str(exc)), status_code=exc.status)

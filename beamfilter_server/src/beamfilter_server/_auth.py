@@ -8,7 +8,7 @@ import hashlib
 import hmac
 from collections.abc import Sequence
 
-__all__ = ["KeyRing", "basic_password", "bearer"]
+__all__ = ["KeyRing", "basic_password", "bearer", "client_id"]
 
 
 class KeyRing:
@@ -30,15 +30,34 @@ class KeyRing:
 
     def accepts(self, key: str | None) -> bool:
         """True when ``key`` is one of the keys (always True for an open ring)."""
-        if not self._digests:
-            return True
-        if key is None:
-            return False
+        return not self._digests or self.identify(key) is not None
+
+    def identify(self, key: str | None) -> str | None:
+        """The client id of ``key`` when it is one of the keys (:func:`client_id`), else None.
+        Every key is compared, so the time taken does not tell which one matched."""
+        if key is None or not self._digests:
+            return None
         given = hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
-        found = False
+        found: bytes | None = None
         for digest in self._digests:
-            found |= hmac.compare_digest(given, digest)
-        return found
+            if hmac.compare_digest(given, digest):
+                found = digest
+        return None if found is None else _client_id(found)
+
+
+def _client_id(digest: bytes) -> str:
+    return "key-" + hashlib.sha256(b"beamfilter-client:" + digest).hexdigest()[:16]
+
+
+def client_id(key: str) -> str:
+    """The id a client key gets in conversation ids, the inbox and the log: a digest that
+    does not give the key back (``key-`` and 16 hex digits).
+
+    Example::
+
+        assert client_id("sk-example-gateway-key-0123").startswith("key-")
+    """
+    return _client_id(hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest())
 
 
 def bearer(header: str | None) -> str | None:

@@ -12,10 +12,13 @@ import logging
 import re
 import time
 import uuid
+import zlib
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from beamfilter_core import Decision, Kernel, Message, RunFinished, TextDelta
+import attrs
+
+from beamfilter_core import Decision, Kernel, Message, PauseState, RunFinished, TextDelta
 from beamfilter_core.errors import (
     AlreadyResumedError,
     BeamfilterError,
@@ -32,9 +35,10 @@ from beamfilter_core.errors import (
 from ._client_tools import ClientCalls, client_tools_filter, current_calls, with_client_tools
 from ._inbox import Entry, Inbox, Outcome
 from ._options import ServerOptions
-from ._wire import ChatCall, chunk, completion, tool_call_deltas
+from ._shared import POLL_SECONDS, SharedPauses, shared_store
+from ._wire import ChatCall, chunk, completion, parse_tool, tool_call_deltas
 
-__all__ = ["CONVERSATION_HEADER", "WAIT_HEADER", "Gateway"]
+__all__ = ["CONVERSATION_HEADER", "WAIT_HEADER", "Caller", "Gateway"]
 
 logger = logging.getLogger("beamfilter.server")
 
@@ -43,6 +47,30 @@ CONVERSATION_HEADER = "beamfilter-conversation"
 #: The request header asking to wait up to N seconds for a paused turn's decision.
 WAIT_HEADER = "beamfilter-wait"
 _CONVERSATION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,199}$")
+#: The run-context key of what a resume on another worker needs from the request.
+CONTEXT_KEY = "gateway"
+_DECIDED = ("completed", "failed")
+
+
+@attrs.frozen(slots=True)
+class Caller:
+    """Who sent a request: the client key's id and the conversation id it named."""
+
+    client: str | None = None
+    conversation: str | None = None
+
+    @property
+    def conversation_id(self) -> str | None:
+        """The id the turn runs under: scoped to the client key, so another key never
+        reads or continues it."""
+        if self.conversation is None or self.client is None:
+            return self.conversation
+        return f"{self.client}:{self.conversation}"
+
+
+def _meta(pause: PauseState) -> dict[str, Any]:
+    found = pause.context.get(CONTEXT_KEY)
+    return found if isinstance(found, dict) else {}
 
 
 def error_for(exc: BaseException) -> GatewayError:
@@ -94,6 +122,9 @@ class Gateway:
         #: conversation id sends only its new messages as the turn's input.
         self.remembers = any(f.load_pause is not None for f in kernel.filters)
         self.inbox = Inbox()
+        #: With a memory store that workers share, the pauses of every worker.
+        store = shared_store(kernel)
+        self.shared = SharedPauses(store) if store is not None else None
         self._tasks: set[asyncio.Task[None]] = set()
         self.closing = False
 
@@ -102,19 +133,18 @@ class Gateway:
 
     # -- requests -----------------------------------------------------------------------
 
-    def conversation(self, headers: Mapping[str, str], call: ChatCall) -> str | None:
+    def caller(self, headers: Mapping[str, str], call: ChatCall, client: str | None) -> Caller:
+        """The request's client and conversation (header Beamfilter-Conversation, else ``user``)."""
         value = headers.get(CONVERSATION_HEADER)
         where = "header Beamfilter-Conversation"
         if value is None:
             value, where = call.user, "user"
-        if value is None:
-            return None
-        if not _CONVERSATION.match(value):
+        if value is not None and not _CONVERSATION.match(value):
             msg = (
                 f"{where} is {value[:60]!r}; send 1 to 200 letters, digits or _.:@/- (starting with a letter or digit)."
             )
             raise GatewayError(msg, status=400, param=where)
-        return value
+        return Caller(client, value)
 
     def wait_seconds(self, headers: Mapping[str, str]) -> float:
         raw = headers.get(WAIT_HEADER)
@@ -158,55 +188,123 @@ class Gateway:
             raise GatewayError(msg, status=400, param="messages")
         return kernel, messages, ClientCalls(frozenset(t.name for t in call.tools))
 
-    async def complete(self, call: ChatCall, conversation_id: str | None, wait: float) -> tuple[int, dict[str, Any]]:
+    async def complete(self, call: ChatCall, caller: Caller, wait: float) -> tuple[int, dict[str, Any]]:
         """A non-streamed request: its HTTP status and JSON body."""
-        kernel, messages, calls = self._prepare(call, conversation_id)
+        kernel, messages, calls = self._prepare(call, caller.conversation_id)
         token = current_calls.set(calls)
         try:
-            result = await kernel.run(messages, context=self._context(conversation_id))
+            result = await kernel.run(messages, context=self._context(caller, call))
         finally:
             current_calls.reset(token)
         outcome = Outcome(result, calls)
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
         if result.status == "paused":
-            entry = self._park(outcome, kernel, call.model, conversation_id)
-            outcome = await self._await_decision(entry, wait) or outcome
+            entry = self._park(outcome, kernel, call.model, caller)
+            decided = await self._await_decision(entry, wait)
+            if isinstance(decided, dict):  # decided on another worker: its answer as it sent it
+                return (202 if decided["choices"][0]["finish_reason"] == "paused" else 200), decided
+            outcome = decided or outcome
         return self.render(outcome, completion_id, call.model)
 
-    def _context(self, conversation_id: str | None) -> dict[str, Any]:
-        return {"conversation_id": conversation_id} if conversation_id is not None else {}
+    def _context(self, caller: Caller, call: ChatCall) -> dict[str, Any]:
+        # What another worker needs to resume this turn if it pauses: it travels in the
+        # (signed) pause state, with the client key's id and the id the client sent.
+        meta: dict[str, Any] = {"since": time.time()}
+        if caller.client is not None:
+            meta["client"] = caller.client
+        if caller.conversation is not None:
+            meta["conversation"] = caller.conversation
+        if call.tools:
+            meta["tools"] = [tool.definition for tool in call.tools]
+        if call.options:
+            meta["options"] = dict(call.options)
+        context: dict[str, Any] = {CONTEXT_KEY: meta}
+        if caller.conversation_id is not None:
+            context["conversation_id"] = caller.conversation_id
+        return context
 
-    def _park(self, outcome: Outcome, kernel: Kernel, model: str, conversation_id: str | None) -> Entry:
+    def _park(self, outcome: Outcome, kernel: Kernel, model: str, caller: Caller) -> Entry:
         pause = outcome.result.pause
         assert pause is not None  # status "paused" always carries its state
-        entry = Entry(pause, conversation_id, kernel, model, outcome.calls.names)
+        entry = Entry(
+            pause, caller.conversation_id, kernel, model, outcome.calls.names, caller.client, caller.conversation
+        )
+        _date(entry)
         self.inbox.add(entry)
         logger.info("turn paused: pause %s awaits %s", pause.pause_id, ", ".join(pause.awaiting))
         return entry
 
-    async def _await_decision(self, entry: Entry, wait: float) -> Outcome | None:
-        """The outcome of the decided turn, or None when ``wait`` passes first. A resumed
-        turn that pauses again waits on, for what is left of ``wait``."""
+    def _adopt(self, pause: PauseState, conversation_id: str) -> Entry:
+        """An entry for a pause another worker made, from what its state carries."""
+        meta = _meta(pause)
+        raw_tools = meta.get("tools")
+        raw_options = meta.get("options")
+        tools = tuple(parse_tool(raw, f"tools[{i}]") for i, raw in enumerate(raw_tools or ()))
+        options: dict[str, Any] = raw_options if isinstance(raw_options, dict) else {}
+        kernel = with_client_tools(self.kernel, tools, options) if tools or options else self.kernel
+        client, shown = meta.get("client"), meta.get("conversation")
+        entry = Entry(
+            pause,
+            conversation_id,
+            kernel,
+            self.options.model_name,
+            frozenset(tool.name for tool in tools),
+            client if isinstance(client, str) else None,
+            shown if isinstance(shown, str) else None,
+        )
+        return _date(entry)
+
+    def _shares(self, entry: Entry | None) -> SharedPauses | None:
+        """The shared store when ``entry``'s pause is in it (a turn with a conversation id)."""
+        return self.shared if entry is None or entry.conversation_id is not None else None
+
+    async def _await_decision(self, entry: Entry, wait: float) -> Outcome | dict[str, Any] | None:
+        """The outcome of the decided turn (its completion when another worker decided it),
+        or None when ``wait`` passes first. A resumed turn that pauses again waits on,
+        for what is left of ``wait``."""
         deadline = time.monotonic() + wait
+        shared = self._shares(entry)
+        current: Entry | None = entry
+        pause_id = entry.pause_id
         while wait > 0:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                    await entry.done.wait()
-            if not entry.done.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
                 return None
-            if entry.error is not None:
-                raise error_for(entry.error)
-            outcome = entry.outcome
-            if outcome is None:  # the gateway is closing
-                msg = "The gateway is shutting down."
-                raise GatewayError(msg, status=503)
-            if outcome.result.status != "paused" or outcome.result.pause is None:
-                return outcome
-            again = self.inbox.get(outcome.result.pause.pause_id)
-            if again is None:
-                return outcome
-            entry = again
+            if current is None:
+                await asyncio.sleep(min(left, POLL_SECONDS))
+            else:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(min(left, POLL_SECONDS) if shared is not None else left):
+                        await current.done.wait()
+                if current.done.is_set():
+                    outcome = self._local_outcome(current)
+                    pause = outcome.result.pause
+                    if outcome.result.status != "paused" or pause is None:
+                        return outcome
+                    current = self.inbox.get(pause.pause_id)
+                    if current is None:
+                        return outcome
+                    pause_id = current.pause_id
+                    continue
+            record = await shared.outcome(pause_id) if shared is not None else None
+            if record is None or record.get("status") not in _DECIDED:
+                continue
+            if record["status"] == "failed":
+                raise _recorded_error(record)
+            answer: dict[str, Any] = record["completion"]
+            next_id = answer.get("beamfilter", {}).get("pause_id")
+            if answer["choices"][0]["finish_reason"] != "paused" or not isinstance(next_id, str):
+                return answer
+            pause_id, current = next_id, self.inbox.get(next_id)
         return None
+
+    def _local_outcome(self, entry: Entry) -> Outcome:
+        if entry.error is not None:
+            raise error_for(entry.error)
+        if entry.outcome is None:  # the gateway is closing
+            msg = "The gateway is shutting down."
+            raise GatewayError(msg, status=503)
+        return entry.outcome
 
     # -- answers ------------------------------------------------------------------------
 
@@ -269,19 +367,17 @@ class Gateway:
         status = 202 if finish == "paused" else 200
         return status, completion(completion_id, model, message, finish, outcome.result.usage, extra)
 
-    async def stream(
-        self, call: ChatCall, conversation_id: str | None, wait: float
-    ) -> AsyncIterator[dict[str, Any] | str]:
+    async def stream(self, call: ChatCall, caller: Caller, wait: float) -> AsyncIterator[dict[str, Any] | str]:
         """A streamed request: chunks (dicts) and SSE comments (str). The first item is
         produced before the HTTP status is sent, so a turn that fails at once is an error
         status, not a broken stream."""
-        kernel, messages, calls = self._prepare(call, conversation_id)
+        kernel, messages, calls = self._prepare(call, caller.conversation_id)
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
         created = int(time.time())
         model = call.model
         limit = self.options.max_answer_chars
         sent = 0
-        iterator = aiter(kernel.run_stream(messages, context=self._context(conversation_id)))
+        iterator = aiter(kernel.run_stream(messages, context=self._context(caller, call)))
         # The turn's task starts at the first event and copies the request's client calls
         # from this context; the status line goes out only after that event.
         token = current_calls.set(calls)
@@ -304,10 +400,14 @@ class Gateway:
                 outcome = Outcome(event.result, calls)
         assert outcome is not None  # run_stream always ends with RunFinished
         if outcome.result.status == "paused":
-            entry = self._park(outcome, kernel, call.model, conversation_id)
+            entry = self._park(outcome, kernel, call.model, caller)
             if wait > 0:
                 yield f"waiting up to {wait:g} s for the decision on pause {entry.pause_id}"
                 decided = await self._await_decision(entry, wait)
+                if isinstance(decided, dict):  # decided on another worker: its answer as chunks
+                    for item in _as_chunks(decided, completion_id, created, call.include_usage):
+                        yield item
+                    return
                 if decided is not None:
                     outcome = decided
                     text = "" if decided.calls.handed else (decided.result.text or "")
@@ -326,21 +426,83 @@ class Gateway:
 
     # -- decisions ----------------------------------------------------------------------
 
-    def decide(self, pause_id: str, decisions: dict[str, Decision], reviewer: str) -> Entry:
+    async def listing(self) -> list[Entry]:
+        """The pending pauses, oldest first: with a shared store, every worker's."""
+        if self.shared is None:
+            return self.inbox.pending()
+        listed: dict[str, Entry] = {}
+        for item in await self.shared.pending():
+            known = self.inbox.get(item.pause.pause_id)
+            if known is None:
+                listed[item.pause.pause_id] = self._adopt(item.pause, item.conversation_id)
+            elif known.status == "pending":
+                listed[known.pause_id] = known
+        for entry in self.inbox.pending():  # turns without a conversation id: not in the store
+            if entry.conversation_id is None:
+                listed[entry.pause_id] = entry
+        return sorted(listed.values(), key=lambda entry: entry.created)
+
+    async def listing_version(self, since: int, seconds: float) -> int:
+        """A number that changes when the listing does: the inbox page reloads on it."""
+        if self.shared is None:
+            return await self.inbox.changed(since, seconds)
+        deadline = time.monotonic() + seconds
+        while True:
+            version = listing_version(await self.listing())
+            left = deadline - time.monotonic()
+            if version != since or left <= 0 or self.closing:
+                return version
+            await self.inbox.changed(self.inbox.version, min(left, 1.0))
+
+    async def find(self, pause_id: str) -> PauseState | None:
+        """The pause with that id (None when unknown); 409 when it was decided on another worker."""
+        entry = self.inbox.get(pause_id)
+        if entry is not None:
+            return entry.pause
+        if self.shared is None:
+            return None
+        found = await self.shared.find(pause_id)
+        if found is not None:
+            pause: PauseState = found.pause
+            return pause
+        record = await self.shared.outcome(pause_id)
+        if record is not None:
+            raise _already_decided(pause_id, record.get("decided_by"))
+        return None
+
+    async def decide(self, pause_id: str, decisions: dict[str, Decision], reviewer: str) -> Entry:
         """Take the pause for ``reviewer`` and resume its turn in the background.
 
         Raises:
-            GatewayError: 404 for an unknown pause, 409 ``already decided`` for one decided before.
+            GatewayError: 404 for an unknown pause, 409 ``already decided`` for one decided
+                before (on any worker, with a shared store).
         """
         entry = self.inbox.get(pause_id)
+        if entry is None and self.shared is not None:
+            found = await self.shared.find(pause_id)
+            if found is not None:
+                entry = self.inbox.get(pause_id) or self._adopt(found.pause, found.conversation_id)
+                self.inbox.add(entry)
+            else:
+                record = await self.shared.outcome(pause_id)
+                if record is not None:
+                    raise _already_decided(pause_id, record.get("decided_by"))
         if entry is None:
             msg = f"No pause {pause_id[:80]!r} is known here."
             raise GatewayError(msg, status=404, code="unknown_pause")
         taken = self.inbox.take(pause_id, reviewer)
         if taken is None:
-            who = f" by {entry.decided_by}" if entry.decided_by else ""
-            msg = f"already decided{who}: pause {pause_id} is no longer pending."
-            raise GatewayError(msg, status=409, code="already_decided")
+            raise _already_decided(pause_id, entry.decided_by)
+        shared = self._shares(taken)
+        if shared is not None:
+            try:
+                record = await shared.claim(pause_id, reviewer, taken.client)
+            except BaseException:
+                self.inbox.give_back(taken)
+                raise
+            if record is not None:  # another worker took it first
+                self.inbox.give_back(taken)
+                raise _already_decided(pause_id, record.get("decided_by"))
         taken.decisions = {key: value.kind for key, value in decisions.items()}
         task = asyncio.get_running_loop().create_task(self._resume(taken, decisions))
         self._tasks.add(task)
@@ -350,48 +512,95 @@ class Gateway:
     async def _resume(self, entry: Entry, decisions: dict[str, Decision]) -> None:
         calls = ClientCalls(entry.tool_names)
         current_calls.set(calls)
+        shared = self._shares(entry)
         try:
             result = await entry.kernel.resume(
                 entry.pause, decisions, context=None, conversation_id=entry.conversation_id
             )
-        except AlreadyResumedError as exc:  # another worker resumed it: its outcome is there
+        except AlreadyResumedError as exc:  # resumed elsewhere (not through a gateway's inbox)
             self.inbox.finish(entry, None, exc)
-            return
         except ResumeError as exc:
             # refused before anything ran (edited arguments that break the tool's schema...):
             # the pause is pending again, with the reason shown in the inbox
             logger.warning("decision on pause %s refused: %s", entry.pause_id, exc)
             entry.refusal = str(exc)
             self.inbox.give_back(entry)
+            if shared is not None:
+                await shared.release(entry.pause_id)
             return
         except BaseException as exc:
             logger.exception("resumed turn of pause %s failed", entry.pause_id)
             self.inbox.finish(entry, None, exc)
-            if not isinstance(exc, Exception):
+            if not isinstance(exc, Exception):  # cancelled (shutdown): the memory filter gave the pause back
+                if shared is not None:
+                    with contextlib.suppress(Exception):
+                        await shared.release(entry.pause_id)
                 raise
-            return
-        outcome = Outcome(result, calls)
-        if result.status == "paused":
-            self._park(outcome, entry.kernel, entry.model, entry.conversation_id)
-        self.inbox.finish(entry, outcome, None)
-        logger.info("pause %s decided by %s: %s", entry.pause_id, entry.decided_by, result.status)
+        else:
+            outcome = Outcome(result, calls)
+            if result.status == "paused":
+                self._park(outcome, entry.kernel, entry.model, Caller(entry.client, entry.shown_conversation))
+            self.inbox.finish(entry, outcome, None)
+            logger.info("pause %s decided by %s: %s", entry.pause_id, entry.decided_by, result.status)
+        if shared is not None:
+            try:
+                await shared.record(entry.pause_id, {**self._body(entry), "client": entry.client})
+            except Exception:
+                logger.exception("the outcome of pause %s could not be stored", entry.pause_id)
 
-    def poll(self, pause_id: str) -> dict[str, Any]:
-        entry = self.inbox.get(pause_id)
-        if entry is None:
-            msg = f"No pause {pause_id[:80]!r} is known here."
-            raise GatewayError(msg, status=404, code="unknown_pause")
-        body: dict[str, Any] = {"object": "beamfilter.pause", "id": pause_id, "status": entry.status}
+    def _body(self, entry: Entry) -> dict[str, Any]:
+        body: dict[str, Any] = {"status": entry.status}
         if entry.decided_by is not None:
             body["decided_by"] = entry.decided_by
         if entry.refusal is not None:
             body["refusal"] = entry.refusal
         if entry.status == "failed" and entry.error is not None:
-            body["error"] = {"message": str(error_for(entry.error))}
+            error = error_for(entry.error)
+            body["error"] = {"message": str(error), "status": error.status, "type": error.type, "code": error.code}
         if entry.outcome is not None:
-            _status, answer = self.render(entry.outcome, f"chatcmpl-{uuid.uuid4().hex}", entry.model)
-            body["completion"] = answer
+            try:
+                _status, body["completion"] = self.render(entry.outcome, f"chatcmpl-{uuid.uuid4().hex}", entry.model)
+            except GatewayError as error:  # cancelled, or an answer over max_answer_chars
+                body["status"] = "failed"
+                body["error"] = {"message": str(error), "status": error.status, "type": error.type, "code": error.code}
         return body
+
+    async def poll(self, pause_id: str, client: str | None, wait: float) -> dict[str, Any]:
+        """The pause's status and, once decided, how its turn ended; waits up to ``wait``
+        seconds for the decision. Only the client key that made the pause may read it."""
+        deadline = time.monotonic() + wait
+        while True:
+            body = await self._poll_once(pause_id, client)
+            left = deadline - time.monotonic()
+            if body["status"] in _DECIDED or left <= 0 or self.closing:
+                return {"object": "beamfilter.pause", "id": pause_id, **body}
+            entry = self.inbox.get(pause_id)
+            if entry is None:
+                await asyncio.sleep(min(left, POLL_SECONDS))
+                continue
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(left, POLL_SECONDS) if self._shares(entry) else left):
+                    await entry.done.wait()
+
+    async def _poll_once(self, pause_id: str, client: str | None) -> dict[str, Any]:
+        entry = self.inbox.get(pause_id)
+        if entry is not None and entry.status in _DECIDED:
+            _check_owner(pause_id, entry.client, client)
+            return self._body(entry)
+        shared = self._shares(entry)
+        if shared is not None:
+            record = await shared.outcome(pause_id)
+            if record is not None:
+                _check_owner(pause_id, record.pop("client", None), client)
+                return record
+        if entry is not None:
+            _check_owner(pause_id, entry.client, client)
+            return self._body(entry)
+        found = await shared.find(pause_id) if shared is not None else None
+        if found is None:
+            raise _unknown_pause(pause_id)
+        _check_owner(pause_id, _meta(found.pause).get("client"), client)
+        return {"status": "pending"}
 
     async def aclose(self, grace: float) -> None:
         """Let decided turns finish up to ``grace`` seconds, cancel the rest, close the kernel
@@ -407,3 +616,69 @@ class Gateway:
         self.inbox.close()
         await self.kernel.aclose()
         logger.info("gateway closed: its stores, toolsets and model connections")
+
+
+def _date(entry: Entry) -> Entry:
+    """Date the entry by its request (carried in the pause), the same on every worker."""
+    since = _meta(entry.pause).get("since")
+    if isinstance(since, int | float):
+        entry.created = float(since)
+    return entry
+
+
+def listing_version(entries: list[Entry]) -> int:
+    """A number for the listing's pauses and refusals (the same on every worker)."""
+    seen = "|".join(f"{entry.pause_id}:{entry.refusal or ''}" for entry in entries)
+    return zlib.crc32(seen.encode())
+
+
+def _unknown_pause(pause_id: str) -> GatewayError:
+    msg = f"No pause {pause_id[:80]!r} is known here."
+    return GatewayError(msg, status=404, code="unknown_pause")
+
+
+def _check_owner(pause_id: str, owner: Any, client: str | None) -> None:
+    # another client's pause is unknown to this one (its answer is that client's)
+    if client is not None and owner != client:
+        raise _unknown_pause(pause_id)
+
+
+def _already_decided(pause_id: str, by: Any) -> GatewayError:
+    who = f" by {by}" if isinstance(by, str) and by else ""
+    msg = f"already decided{who}: pause {pause_id} is no longer pending."
+    return GatewayError(msg, status=409, code="already_decided")
+
+
+def _recorded_error(record: dict[str, Any]) -> GatewayError:
+    """The error a turn decided on another worker failed with."""
+    found = record.get("error")
+    error: dict[str, Any] = found if isinstance(found, dict) else {}
+    status = error.get("status")
+    status = status if isinstance(status, int) else 500
+    return GatewayError(
+        str(error.get("message") or "The resumed turn failed; see the gateway's log."),
+        status=status,
+        type=str(error.get("type") or "server_error"),
+        code=error.get("code") if isinstance(error.get("code"), str) else None,
+    )
+
+
+def _as_chunks(answer: dict[str, Any], completion_id: str, created: int, usage: bool) -> list[dict[str, Any]]:
+    """A completion (decided on another worker) as the chunks that end a stream."""
+    choice = answer["choices"][0]
+    message, finish, model = choice["message"], choice["finish_reason"], answer["model"]
+    out: list[dict[str, Any]] = []
+    delta: dict[str, Any] = {}
+    text = message.get("content")
+    if text and finish == "paused":
+        delta["content"] = text
+    elif text and not message.get("tool_calls"):
+        out.append(chunk(completion_id, model, created, {"content": text}))
+    if message.get("tool_calls"):
+        delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(message["tool_calls"])]
+    out.append(chunk(completion_id, model, created, delta, finish, extra=answer.get("beamfilter")))
+    if usage:
+        last = chunk(completion_id, model, created, {}, empty=True)
+        last["usage"] = answer.get("usage")
+        out.append(last)
+    return out

@@ -41,6 +41,10 @@ class Entry:
     kernel: Kernel
     model: str
     tool_names: frozenset[str]
+    #: The client key's id (``key-...``), None on a gateway without keys.
+    client: str | None = None
+    #: The conversation id as the client sent it (``conversation_id`` is scoped to the client).
+    shown_conversation: str | None = None
     created: float = attrs.Factory(time.time)
     status: Status = "pending"
     decided_by: str | None = None

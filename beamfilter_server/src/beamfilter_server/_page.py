@@ -83,13 +83,14 @@ def _pause(entry: Entry, token: str) -> str:
     pid = escape(entry.pause_id)
     calls = "".join(_call(entry, call_id) for call_id in entry.pause.awaiting)
     reason = escape(entry.pause.reason or "(no reason given)")
-    conversation = escape(entry.conversation_id or "(none)")
+    conversation = escape(entry.shown_conversation or entry.conversation_id or "(none)")
+    client = f" · client {escape(entry.client)}" if entry.client else ""
     refused = (
         f'<p class="flash error">The last decision was refused: {escape(entry.refusal)}</p>' if entry.refusal else ""
     )
     return f"""
 <section class="pause" id="pause-{pid}">
-  <div class="meta">pause {pid} · conversation {conversation} · since {_when(entry.created)}</div>
+  <div class="meta">pause {pid}{client} · conversation {conversation} · since {_when(entry.created)}</div>
   <div>Why it paused: <em>{reason}</em></div>{refused}
   <form method="post" action="/inbox/{pid}/decide">
     <input type="hidden" name="token" value="{escape(token)}">

@@ -25,6 +25,7 @@ __all__ = [
     "completion",
     "error_body",
     "parse_chat_request",
+    "parse_tool",
     "tool_call_deltas",
 ]
 
@@ -143,7 +144,7 @@ def _message(raw: Any, where: str) -> Message:
     return Message(role, content, calls, None, name)  # type: ignore[arg-type]
 
 
-def _tool(raw: Any, where: str) -> Tool:
+def parse_tool(raw: Any, where: str) -> Tool:
     function = raw.get("function") if isinstance(raw, Mapping) and raw.get("type") == "function" else None
     if not isinstance(function, Mapping):
         msg = f"{where} is not a function tool; send {{'type': 'function', 'function': {{'name', 'parameters'}}}}."
@@ -196,7 +197,7 @@ def parse_chat_request(body: Any, *, max_messages: int) -> ChatCall:
     if not isinstance(raw_tools, list):
         msg = f"tools is {type(raw_tools).__name__}; send a list of function tools."
         raise _bad(msg, "tools")
-    tools = tuple(_tool(raw, f"tools[{i}]") for i, raw in enumerate(raw_tools))
+    tools = tuple(parse_tool(raw, f"tools[{i}]") for i, raw in enumerate(raw_tools))
     if len({t.name for t in tools}) != len(tools):
         msg = "tools names one function twice; tool names must be unique."
         raise _bad(msg, "tools")

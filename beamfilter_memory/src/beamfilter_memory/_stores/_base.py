@@ -7,7 +7,7 @@ import dataclasses
 import enum
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, Final, NamedTuple, Protocol, runtime_checkable
 
 from beamfilter_core import Message, PauseState, converter, mask_credentials, utf8_safe
 from beamfilter_core.errors import ConfigError, StoreError
@@ -39,6 +39,14 @@ class Fact:
 
     subject: str
     text: str
+
+
+class PendingPause(NamedTuple):
+    """A paused run waiting in a store: its conversation and its state
+    (what :meth:`StoreBase.pending_pauses` lists)."""
+
+    conversation_id: str
+    pause: PauseState
 
 
 @runtime_checkable
@@ -275,6 +283,31 @@ def check_pause_id(pause_id: Any) -> str:
         return pause_id
     msg = f"pause_id is {pause_id!r}; give the pause_id of a PauseState (a non-empty str)."
     raise ConfigError(msg)
+
+
+def encode_outcome(outcome: Any) -> str:
+    """A pause outcome (a JSON object) as compact JSON text, or ConfigError naming the value."""
+    if not isinstance(outcome, Mapping) or not all(type(key) is str for key in outcome):
+        msg = f"save_outcome(outcome={outcome!r:.80}) needs a dict with str keys (a JSON object), or None to forget it."
+        raise ConfigError(msg)
+    try:
+        return utf8_safe(_DUMPS(dict(outcome)))
+    except (TypeError, ValueError, RecursionError) as exc:  # a value JSON cannot hold
+        msg = f"save_outcome(outcome={outcome!r:.80}) is not JSON: {exc}; give str, numbers, lists and dicts only."
+        raise ConfigError(msg) from None
+
+
+def decode_outcome(text: str | bytes, where: str) -> dict[str, Any]:
+    """A pause outcome from its stored JSON text."""
+    try:
+        found = _LOADS(text if isinstance(text, str) else text.decode())
+    except (ValueError, RecursionError) as exc:
+        msg = f"Cannot read the stored outcome {where}: {type(exc).__name__}: {exc}"
+        raise StoreError(msg) from exc
+    if not isinstance(found, dict):
+        msg = f"Cannot read the stored outcome {where}: it is a JSON {type(found).__name__}, not an object."
+        raise StoreError(msg)
+    return found
 
 
 def stored_pause_id(text: str | bytes) -> str | None:

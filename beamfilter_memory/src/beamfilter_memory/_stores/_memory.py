@@ -29,6 +29,7 @@ class InMemoryStore(StoreBase):
         self._messages: dict[str, list[str]] = {}
         self._pauses: dict[str, str] = {}
         self._resumed: set[str] = set()  # the pause ledger
+        self._outcomes: dict[str, str] = {}
         # user id -> subject -> text; dict order is save order (a replaced fact moves last).
         self._facts: dict[str, dict[str, str]] = {}
 
@@ -65,6 +66,22 @@ class InMemoryStore(StoreBase):
         self._resumed.add(pause_id)
         return True
 
+    async def _list_pauses(self, limit: int | None) -> list[tuple[str, str]]:
+        found = sorted(self._pauses.items())
+        return found if limit is None else found[:limit]
+
+    async def _put_outcome(self, pause_id: str, text: str | None, first: bool) -> bool:
+        if text is None:
+            self._outcomes.pop(pause_id, None)
+            return True
+        if first and pause_id in self._outcomes:
+            return False
+        self._outcomes[pause_id] = text
+        return True
+
+    async def _get_outcome(self, pause_id: str) -> str | None:
+        return self._outcomes.get(pause_id)
+
     async def _save_facts(self, uid: str, facts: list[Fact]) -> None:
         stored = self._facts.setdefault(uid, {})
         for fact in facts:
@@ -81,6 +98,7 @@ class InMemoryStore(StoreBase):
         self._messages.clear()
         self._pauses.clear()
         self._resumed.clear()
+        self._outcomes.clear()
         self._facts.clear()
 
 

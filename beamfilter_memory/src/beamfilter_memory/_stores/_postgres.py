@@ -47,6 +47,10 @@ CREATE INDEX IF NOT EXISTS {prefix}facts_user ON {prefix}facts (user_id, seq);
 CREATE TABLE IF NOT EXISTS {prefix}resumed (
     pause_id TEXT PRIMARY KEY
 );
+CREATE TABLE IF NOT EXISTS {prefix}pause_outcomes (
+    pause_id TEXT PRIMARY KEY,
+    data TEXT NOT NULL
+);
 """
 
 
@@ -120,6 +124,16 @@ class PostgresStore(StoreBase):
         self._take_any = f"DELETE FROM {p}pauses WHERE conversation_id = %s RETURNING data"
         self._lock_pause = f"SELECT data FROM {p}pauses WHERE conversation_id = %s FOR UPDATE"
         self._claim_id = f"INSERT INTO {p}resumed (pause_id) VALUES (%s) ON CONFLICT (pause_id) DO NOTHING"
+        self._list_pauses_query = f"SELECT conversation_id, data FROM {p}pauses ORDER BY conversation_id LIMIT %s"
+        self._put_outcome_query = (
+            f"INSERT INTO {p}pause_outcomes (pause_id, data) VALUES (%s, %s) "
+            "ON CONFLICT (pause_id) DO UPDATE SET data = EXCLUDED.data"
+        )
+        self._first_outcome = (
+            f"INSERT INTO {p}pause_outcomes (pause_id, data) VALUES (%s, %s) ON CONFLICT (pause_id) DO NOTHING"
+        )
+        self._delete_outcome = f"DELETE FROM {p}pause_outcomes WHERE pause_id = %s"
+        self._get_outcome_query = f"SELECT data FROM {p}pause_outcomes WHERE pause_id = %s"
         # A replaced fact is deleted and inserted again: its new seq makes it the most recent.
         self._delete_facts = f"DELETE FROM {p}facts WHERE user_id = %s AND subject = ANY(%s)"
         self._insert_fact = f"INSERT INTO {p}facts (user_id, subject, text) VALUES (%s, %s, %s)"
@@ -237,6 +251,24 @@ class PostgresStore(StoreBase):
             return cursor.rowcount == 1  # the primary key decides
 
         return await self._with(claim)
+
+    async def _list_pauses(self, limit: int | None) -> list[tuple[str, str]]:
+        rows = await self._fetch(self._list_pauses_query, (limit,))  # LIMIT NULL is no limit
+        return [(row[0], row[1]) for row in rows]
+
+    async def _put_outcome(self, pause_id: str, text: str | None, first: bool) -> bool:
+        async def write(conn: AsyncConnection[Any]) -> bool:
+            if text is None:
+                await conn.execute(self._delete_outcome, (pause_id,))
+                return True
+            cursor = await conn.execute(self._first_outcome if first else self._put_outcome_query, (pause_id, text))
+            return cursor.rowcount == 1  # the primary key decides
+
+        return await self._with(write)
+
+    async def _get_outcome(self, pause_id: str) -> str | None:
+        rows = await self._fetch(self._get_outcome_query, (pause_id,))
+        return rows[0][0] if rows else None
 
     async def _save_facts(self, uid: str, facts: list[Fact]) -> None:
         async def write(conn: AsyncConnection[Any]) -> None:

@@ -24,6 +24,7 @@ if not text then return false end
 local ok, data = pcall(cjson.decode, text)
 if ok and type(data) == 'table' and data['pause_id'] == ARGV[1] then
   redis.call('DEL', KEYS[1])
+  redis.call('SREM', KEYS[2], ARGV[2])
   return text
 end
 return false
@@ -33,7 +34,9 @@ return false
 class RedisStore(StoreBase):
     """Conversations in Redis: one list per conversation plus one key for its pause state.
 
-    Keys are ``<prefix><conversation_id>:messages`` and ``<prefix><conversation_id>:pause``;
+    Keys are ``<prefix><conversation_id>:messages`` and ``<prefix><conversation_id>:pause``
+    (the set ``<prefix>paused_conversations`` names the conversations with a pause, and
+    ``<prefix>outcome:<pause_id>`` keeps a decided pause's outcome);
     the long-term facts of a user are one hash ``<prefix><user_id>:facts`` (subject ->
     order and text) plus its counter ``<prefix><user_id>:facts_seq``. Facts are durable:
     ``ttl`` applies to conversations only.
@@ -90,6 +93,10 @@ class RedisStore(StoreBase):
         prefix = self.prefix
         return f"{prefix}{cid}:messages", f"{prefix}{cid}:pause"
 
+    @property
+    def _paused(self) -> str:
+        return f"{self.prefix}paused_conversations"
+
     def _fact_keys(self, uid: str) -> tuple[str, str]:
         prefix = self.prefix
         return f"{prefix}{uid}:facts", f"{prefix}{uid}:facts_seq"
@@ -110,8 +117,10 @@ class RedisStore(StoreBase):
                 pipe.rpush(messages_key, *rows)
             if pause is None:
                 pipe.delete(pause_key)
+                pipe.srem(self._paused, cid)
             elif pause is not KEEP_PAUSE:
                 pipe.set(pause_key, pause)  # KEEP_PAUSE is ruled out above
+                pipe.sadd(self._paused, cid)
             if ttl is not None:
                 pipe.expire(messages_key, ttl)
                 pipe.expire(pause_key, ttl)
@@ -125,10 +134,37 @@ class RedisStore(StoreBase):
         # GETDEL; with a pause id, a Lua script that compares and deletes in one atomic step
         client, key = self._redis(), self._keys(cid)[1]
         if pause_id is None:
-            text: Any = await client.getdel(key)
+            async with client.pipeline(transaction=True) as pipe:
+                pipe.getdel(key)
+                pipe.srem(self._paused, cid)
+                text: Any = (await pipe.execute())[0]
         else:
-            text = await client.eval(_TAKE_IF_ID, 1, key, pause_id)
+            text = await client.eval(_TAKE_IF_ID, 2, key, self._paused, pause_id, cid)
         return text or None
+
+    async def _list_pauses(self, limit: int | None) -> list[tuple[str, bytes]]:
+        client = self._redis()
+        members: Any = await client.smembers(self._paused)
+        cids = sorted(m.decode() if isinstance(m, bytes) else m for m in members)
+        if not cids:
+            return []
+        texts: Any = await client.mget([self._keys(cid)[1] for cid in cids])
+        found = [(cid, text) for cid, text in zip(cids, texts, strict=True) if text is not None]
+        gone = [cid for cid, text in zip(cids, texts, strict=True) if text is None]
+        if gone:  # pauses whose conversation expired (ttl): drop them from the set
+            await client.srem(self._paused, *gone)
+        return found if limit is None else found[:limit]
+
+    async def _put_outcome(self, pause_id: str, text: str | None, first: bool) -> bool:
+        client, key = self._redis(), f"{self.prefix}outcome:{pause_id}"
+        if text is None:
+            await client.delete(key)
+            return True
+        return bool(await client.set(key, text, nx=first, ex=self.ttl))
+
+    async def _get_outcome(self, pause_id: str) -> bytes | None:
+        text: Any = await self._redis().get(f"{self.prefix}outcome:{pause_id}")
+        return text  # type: ignore[no-any-return]
 
     async def _claim(self, pause_id: str) -> bool:
         # SET NX: only the first claim sets the key

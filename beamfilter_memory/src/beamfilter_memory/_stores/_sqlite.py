@@ -44,6 +44,10 @@ CREATE INDEX IF NOT EXISTS beamfilter_facts_user ON beamfilter_facts (user_id, s
 CREATE TABLE IF NOT EXISTS beamfilter_resumed (
     pause_id TEXT PRIMARY KEY
 );
+CREATE TABLE IF NOT EXISTS beamfilter_pause_outcomes (
+    pause_id TEXT PRIMARY KEY,
+    data TEXT NOT NULL
+);
 """
 _LOAD_ALL = "SELECT data FROM beamfilter_messages WHERE conversation_id = ? ORDER BY seq"
 _LOAD_LAST = (
@@ -59,6 +63,16 @@ _CLEAR_PAUSE = "DELETE FROM beamfilter_pauses WHERE conversation_id = ?"
 _LOAD_PAUSE = "SELECT data FROM beamfilter_pauses WHERE conversation_id = ?"
 _CLEAR = "DELETE FROM beamfilter_messages WHERE conversation_id = ?"
 _CLAIM = "INSERT INTO beamfilter_resumed (pause_id) VALUES (?) ON CONFLICT (pause_id) DO NOTHING"
+_LIST_PAUSES = "SELECT conversation_id, data FROM beamfilter_pauses ORDER BY conversation_id"
+_PUT_OUTCOME = (
+    "INSERT INTO beamfilter_pause_outcomes (pause_id, data) VALUES (?, ?) "
+    "ON CONFLICT (pause_id) DO UPDATE SET data = excluded.data"
+)
+_FIRST_OUTCOME = (
+    "INSERT INTO beamfilter_pause_outcomes (pause_id, data) VALUES (?, ?) ON CONFLICT (pause_id) DO NOTHING"
+)
+_DELETE_OUTCOME = "DELETE FROM beamfilter_pause_outcomes WHERE pause_id = ?"
+_GET_OUTCOME = "SELECT data FROM beamfilter_pause_outcomes WHERE pause_id = ?"
 # A replaced fact is deleted and inserted again: its new rowid makes it the most recent.
 _DELETE_FACT = "DELETE FROM beamfilter_facts WHERE user_id = ? AND subject = ?"
 _INSERT_FACT = "INSERT INTO beamfilter_facts (user_id, subject, text) VALUES (?, ?, ?)"
@@ -213,6 +227,27 @@ class SQLiteStore(StoreBase):
     async def _claim(self, pause_id: str) -> bool:
         inserted: int = await self._run(lambda conn: conn.execute(_CLAIM, (pause_id,)).rowcount)
         return inserted == 1  # the primary key decides
+
+    async def _list_pauses(self, limit: int | None) -> list[tuple[str, str]]:
+        def read(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+            if limit is None:
+                return conn.execute(_LIST_PAUSES).fetchall()
+            return conn.execute(_LIST_PAUSES + " LIMIT ?", (limit,)).fetchall()
+
+        return await self._run(read)
+
+    async def _put_outcome(self, pause_id: str, text: str | None, first: bool) -> bool:
+        def write(conn: sqlite3.Connection) -> bool:
+            if text is None:
+                conn.execute(_DELETE_OUTCOME, (pause_id,))
+                return True
+            return conn.execute(_FIRST_OUTCOME if first else _PUT_OUTCOME, (pause_id, text)).rowcount == 1
+
+        return await self._run(write)
+
+    async def _get_outcome(self, pause_id: str) -> str | None:
+        row = await self._run(lambda conn: conn.execute(_GET_OUTCOME, (pause_id,)).fetchone())
+        return None if row is None else row[0]
 
     async def _save_facts(self, uid: str, facts: list[Fact]) -> None:
         def write(conn: sqlite3.Connection) -> None:

@@ -10,7 +10,7 @@ store (credentials masked), the action and the conversation.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from beamfilter_core import Message, PauseState, mask_credentials
@@ -20,6 +20,7 @@ from ._base import (
     KEEP_PAUSE,
     Fact,
     PauseChange,
+    PendingPause,
     _Keep,
     check_append,
     check_conversation_id,
@@ -28,7 +29,9 @@ from ._base import (
     check_pause_id,
     check_user_id,
     decode_all,
+    decode_outcome,
     decode_pause,
+    encode_outcome,
     encode_pause,
     store_failure,
     stored_pause_id,
@@ -42,6 +45,8 @@ Rows = Sequence[str] | Sequence[bytes]
 
 #: The primitives a backend must implement (``_close`` and ``_migrate`` are optional).
 _PRIMITIVES = ("_read", "_write", "_read_pause", "_take_pause", "_claim", "_save_facts", "_load_facts", "_clear_facts")
+#: Optional, all or none: what lets several workers share pauses (``shares_pauses``).
+_SHARED_PAUSE_PRIMITIVES = ("_list_pauses", "_put_outcome", "_get_outcome")
 
 
 class StoreBase:
@@ -64,6 +69,16 @@ class StoreBase:
       subject and becomes the most recent), ``_load_facts(uid)`` (``(subject, text)``
       pairs, oldest first), ``_clear_facts(uid)``;
     - ``_close()``: release connections (called once); ``_migrate()`` if it has a schema.
+
+    Optional, all three or none (:attr:`shares_pauses`; a gateway's workers then share
+    their approvals inbox):
+
+    - ``_list_pauses(limit)``: ``(cid, pause text)`` of every stored pause, ordered by
+      conversation id (the first ``limit`` when it is not None);
+    - ``_put_outcome(pause_id, text, first)``: store the outcome text of a decided pause
+      (replacing any); with ``first``, only when none is stored (True when it was stored:
+      the compare-and-swap that lets one reviewer win); ``text`` None deletes it;
+    - ``_get_outcome(pause_id)``: the stored outcome text, or None.
 
     Every argument a primitive gets is checked already: ids are non-empty ``str`` without
     lone surrogates, rows are JSON text. Whatever a primitive raises becomes a
@@ -89,6 +104,13 @@ class StoreBase:
             msg = (
                 f"{type(self).__name__} does not implement {', '.join(missing)}: a StoreBase subclass "
                 f"implements every primitive ({', '.join(_PRIMITIVES)}); see docs/stores.md."
+            )
+            raise ConfigError(msg)
+        shared = [name for name in _SHARED_PAUSE_PRIMITIVES if getattr(type(self), name) is getattr(StoreBase, name)]
+        if shared and len(shared) < len(_SHARED_PAUSE_PRIMITIVES):
+            msg = (
+                f"{type(self).__name__} does not implement {', '.join(shared)}: the shared-pause primitives "
+                f"({', '.join(_SHARED_PAUSE_PRIMITIVES)}) come all together or not at all; see docs/stores.md."
             )
             raise ConfigError(msg)
         self.url = url
@@ -121,6 +143,15 @@ class StoreBase:
         raise NotImplementedError
 
     async def _clear_facts(self, uid: str) -> None:
+        raise NotImplementedError
+
+    async def _list_pauses(self, limit: int | None) -> Sequence[tuple[str, str | bytes]]:
+        raise NotImplementedError
+
+    async def _put_outcome(self, pause_id: str, text: str | None, first: bool) -> bool:
+        raise NotImplementedError
+
+    async def _get_outcome(self, pause_id: str) -> str | bytes | None:
         raise NotImplementedError
 
     async def _close(self) -> None:
@@ -260,6 +291,69 @@ class StoreBase:
             raise
         except Exception as exc:
             raise self._failed(exc, f"claim_pause for pause {pid!r}", None) from exc
+
+    # -- pauses shared by several workers (optional primitives) -------------------------
+
+    @property
+    def shares_pauses(self) -> bool:
+        """True when the store lists its pending pauses and keeps their outcomes
+        (:meth:`pending_pauses`, :meth:`save_outcome`, :meth:`load_outcome`)."""
+        return type(self)._list_pauses is not StoreBase._list_pauses
+
+    def _check_shares(self, action: str) -> None:
+        if self._closed:
+            raise self._closed_error()
+        if not self.shares_pauses:
+            msg = (
+                f"{self!r} cannot {action}: {type(self).__name__} does not implement the shared-pause "
+                "primitives (_list_pauses, _put_outcome, _get_outcome); use a store that does "
+                "(sqlite, postgresql, redis, memory) or add them (docs/stores.md)."
+            )
+            raise ConfigError(msg)
+
+    async def pending_pauses(self, limit: int | None = None) -> list[PendingPause]:
+        """Every stored pause (of any worker), ordered by conversation id; with ``limit``,
+        the first ``limit`` of them."""
+        self._check_shares("list pending pauses")
+        if limit is not None and (type(limit) is not int or limit <= 0):
+            msg = f"pending_pauses(limit={limit!r}) is invalid; give a positive number of pauses or None for all."
+            raise ConfigError(msg)
+        try:
+            rows = await self._list_pauses(limit)
+        except BeamfilterError:  # the backend's own typed error, as it is
+            raise
+        except Exception as exc:
+            raise self._failed(exc, "pending_pauses", None) from exc
+        return [PendingPause(cid, decode_pause(text, f"of conversation {cid!r}")) for cid, text in rows]
+
+    async def save_outcome(self, pause_id: str, outcome: Mapping[str, Any] | None, *, first: bool = False) -> bool:
+        """Keep what became of a decided pause (a JSON object) for any worker to read; None
+        forgets it. With ``first``, a compare-and-swap: stored only when no outcome is, so
+        of several workers deciding one pause exactly one gets True."""
+        self._check_shares("save a pause outcome")
+        pid = check_pause_id(pause_id)
+        if outcome is None and first:
+            msg = f"save_outcome({pid!r}, None, first=True) is invalid; first=True needs an outcome to store."
+            raise ConfigError(msg)
+        text = None if outcome is None else encode_outcome(outcome)
+        try:
+            return await self._put_outcome(pid, text, first)
+        except BeamfilterError:  # the backend's own typed error, as it is
+            raise
+        except Exception as exc:
+            raise self._failed(exc, f"save_outcome for pause {pid!r}", None) from exc
+
+    async def load_outcome(self, pause_id: str) -> dict[str, Any] | None:
+        """The outcome kept for ``pause_id``, or None."""
+        self._check_shares("load a pause outcome")
+        pid = check_pause_id(pause_id)
+        try:
+            text = await self._get_outcome(pid)
+        except BeamfilterError:  # the backend's own typed error, as it is
+            raise
+        except Exception as exc:
+            raise self._failed(exc, f"load_outcome for pause {pid!r}", None) from exc
+        return None if text is None else decode_outcome(text, f"of pause {pid!r}")
 
     async def save_facts(self, user_id: str, facts: Sequence[Fact]) -> None:
         """Store ``facts`` in one transaction; each replaces a stored fact on its subject

@@ -57,6 +57,7 @@ class FilesStore(StoreBase):
 
     async def _write(self, cid: str, rows: Sequence[str], pause: Any, *, clear: bool = False) -> None:
         data = {} if clear else self._get("conversation", cid)
+        data["id"] = cid  # the file name is a hash: listing the pauses reads the id here
         data["messages"] = [*data.get("messages", []), *rows]
         if pause is None:
             data.pop("pause", None)
@@ -83,6 +84,35 @@ class FilesStore(StoreBase):
         except FileExistsError:
             return False
         return True
+
+    # Optional (all three or none): several workers then share their pauses' inbox.
+
+    async def _list_pauses(self, limit: int | None) -> list[tuple[str, str]]:
+        stored = (json.loads(path.read_text("utf-8")) for path in self.folder.glob("conversation-*.json"))
+        found = sorted((data["id"], data["pause"]) for data in stored if "pause" in data)
+        return found if limit is None else found[:limit]
+
+    async def _put_outcome(self, pause_id: str, text: str | None, first: bool) -> bool:
+        if text is None:
+            self._path("outcome", pause_id).unlink(missing_ok=True)
+            return True
+        if not first:
+            self._put("outcome", pause_id, {"text": text})
+            return True
+        self.folder.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            json.dump({"text": text}, out)
+        try:  # a link fails when the name exists: of several first outcomes, one is stored whole
+            os.link(temporary, self._path("outcome", pause_id))
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(temporary)
+        return True
+
+    async def _get_outcome(self, pause_id: str) -> str | None:
+        return self._get("outcome", pause_id).get("text")
 
     async def _save_facts(self, uid: str, facts: list[Fact]) -> None:
         subjects = {fact.subject for fact in facts}
