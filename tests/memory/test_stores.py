@@ -520,7 +520,13 @@ async def test_migrate_creates_the_schema_ahead_of_use(make_store: Callable[...,
     with sqlite3.connect(db) as conn:
         tables = sorted(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
     conn.close()
-    assert tables == ["beamfilter_facts", "beamfilter_messages", "beamfilter_pauses", "beamfilter_resumed"]
+    assert tables == [
+        "beamfilter_facts",
+        "beamfilter_messages",
+        "beamfilter_pause_outcomes",
+        "beamfilter_pauses",
+        "beamfilter_resumed",
+    ]
     assert (
         await migrate("memory://") == "InMemoryStore(0 conversations): nothing to migrate (this store has no schema)."
     )
@@ -535,6 +541,7 @@ async def test_migrate_creates_the_schema_ahead_of_use(make_store: Callable[...,
         assert [r[0] for r in await cursor.fetchall()] == [
             "fresh_facts",
             "fresh_messages",
+            "fresh_pause_outcomes",
             "fresh_pauses",
             "fresh_resumed",
         ]
