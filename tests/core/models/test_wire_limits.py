@@ -403,3 +403,32 @@ def test_pieces_without_index_repeating_the_id_of_the_last_call_join_it() -> Non
     stream.feed("[DONE]")
     (call,) = stream.result(chunks=4).message.tool_calls
     assert (call.id, call.name, call.arguments) == ("a", "f", {"a": 1})
+
+
+def test_the_default_caps_are_four_million_and_one_million_characters() -> None:
+    assert parse_completion(_completion("x" * 4_000_000)).text == "x" * 4_000_000
+    with pytest.raises(ResponseTooLargeError, match=r"max_answer_chars=4000000;"):
+        parse_completion(_completion("x" * 4_000_001))
+    arguments = '"' + "x" * 999_998 + '"'
+    assert parse_completion(_completion(None, arguments)).message.tool_calls[0].raw_arguments == arguments
+    with pytest.raises(ResponseTooLargeError, match=r"max_argument_chars=1000000;"):
+        parse_completion(_completion(None, arguments + " "))
+    stream = StreamAccumulator(None)
+    stream.feed(json.dumps({"choices": [{"index": 0, "delta": {"content": "x" * 4_000_000}}]}))
+    with pytest.raises(ResponseTooLargeError, match=r"max_answer_chars=4000000;"):
+        stream.feed(json.dumps({"choices": [{"index": 0, "delta": {"content": "x"}}]}))
+    calls = StreamAccumulator(None)
+    calls.feed(json.dumps(_call_delta(0, arguments, "f")))
+    with pytest.raises(ResponseTooLargeError, match=r"max_argument_chars=1000000;"):
+        calls.feed(json.dumps(_call_delta(0, " ")))
+
+
+def test_an_empty_streamed_answer_has_empty_text_and_one_with_only_calls_has_none() -> None:
+    empty = StreamAccumulator(None)
+    empty.feed(json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))
+    empty.feed("[DONE]")
+    assert empty.result(chunks=2).message.content == ""
+    calls = _stream(_call_delta(0, "{}", "f"), max_answer_chars=10, max_argument_chars=10)
+    calls.feed(json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}))
+    calls.feed("[DONE]")
+    assert calls.result(chunks=3).message.content is None
