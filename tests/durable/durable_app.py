@@ -21,7 +21,7 @@ from typing import Any
 from beamfilter_core import ChatRequest, ChatResponse, Kernel, ScriptedModel, ToolCall, tool
 from beamfilter_durable import idempotency_key
 
-_PROMPT = re.compile(r"^turn (?P<turn>\S+): (?P<plan>pay|\d(?:\+\d)*)$")
+_PROMPT = re.compile(r"^turn (?P<turn>\S+): (?P<plan>pay|hold|\d(?:\+\d)*)$")
 TOOL_SECONDS = float(os.environ.get("BF_TOOL_SECONDS", "0.05"))
 LLM_SECONDS = float(os.environ.get("BF_LLM_SECONDS", "0.03"))
 
@@ -42,6 +42,8 @@ LEDGER_TABLES = (
     "CREATE TABLE IF NOT EXISTS effects (key TEXT PRIMARY KEY, turn TEXT NOT NULL, amount INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS entries (key TEXT NOT NULL, pid INTEGER NOT NULL, finished INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS counter (name TEXT PRIMARY KEY, total INTEGER NOT NULL)",
+    # how many `hold` calls run now, across all processes, and the most that ever ran at once
+    "CREATE TABLE IF NOT EXISTS gauge (name TEXT PRIMARY KEY, running INTEGER NOT NULL, peak INTEGER NOT NULL)",
 )
 
 
@@ -65,6 +67,7 @@ def create_ledger(url: str) -> None:
         for statement in LEDGER_TABLES:
             conn.execute(statement)
         conn.execute(_sql(url, "INSERT INTO counter VALUES (?, 0) ON CONFLICT DO NOTHING"), ("effects",))
+        conn.execute(_sql(url, "INSERT INTO gauge VALUES (?, 0, 0) ON CONFLICT DO NOTHING"), ("hold",))
     finally:
         conn.close()
 
@@ -118,6 +121,47 @@ def effect(turn: str, amount: int, context: dict[str, Any]) -> str:
     return f"applied {amount} for {turn}"
 
 
+def read_gauge(url: str) -> tuple[int, int]:
+    """``(running, peak)`` of the ``hold`` calls."""
+    conn = _connect(url)
+    try:
+        running, peak = conn.execute("SELECT running, peak FROM gauge WHERE name = 'hold'").fetchone()
+    finally:
+        conn.close()
+    return int(running), int(peak)
+
+
+def _move_gauge(url: str, step: int) -> None:
+    # one statement: the database serialises the updates of all processes
+    conn = _connect(url)
+    try:
+        conn.execute(
+            _sql(
+                url,
+                "UPDATE gauge SET running = running + ?, "
+                "peak = CASE WHEN running + ? > peak THEN running + ? ELSE peak END WHERE name = 'hold'",
+            ),
+            (step, step, step),
+        )
+    finally:
+        conn.close()
+
+
+@tool
+async def hold(turn: str, context: dict[str, Any]) -> str:
+    """Occupy the turn for ``BF_HOLD_SECONDS``, counted in the ledger's gauge while it runs."""
+    key = idempotency_key(context)
+    url = os.environ["BF_LEDGER"]
+    await asyncio.to_thread(_note_entry, url, key or turn, 0)
+    await asyncio.to_thread(_move_gauge, url, 1)
+    try:
+        await asyncio.sleep(float(os.environ.get("BF_HOLD_SECONDS", "0.5")))
+    finally:
+        await asyncio.to_thread(_move_gauge, url, -1)
+    await asyncio.to_thread(_note_entry, url, key or turn, 1)
+    return f"held {turn}"
+
+
 @tool(sensitive=True)
 def transfer(turn: str, amount: int, context: dict[str, Any]) -> str:
     """Transfer ``amount`` for ``turn`` (needs a human decision)."""
@@ -141,12 +185,15 @@ def gate(call: ToolCall, tool: Any, context: Any) -> str:
 
 
 def plan_of(prompt: str) -> tuple[str, list[int]]:
-    """``"turn t1: 2+1"`` -> ``("t1", [2, 1])``; ``"turn t1: pay"`` -> ``("t1", [0])`` (one transfer)."""
+    """``"turn t1: 2+1"`` -> ``("t1", [2, 1])``; ``"turn t1: pay"`` -> ``("t1", [0])`` (one transfer);
+    ``"turn t1: hold"`` -> ``("t1", [-1])`` (one hold)."""
     match = _PROMPT.match(prompt)
     if match is None:
         raise ValueError(f"prompt {prompt!r} is not 'turn ID: N+M' or 'turn ID: pay'")
     if match["plan"] == "pay":
         return match["turn"], [0]
+    if match["plan"] == "hold":
+        return match["turn"], [-1]
     return match["turn"], [int(n) for n in match["plan"].split("+")]
 
 
@@ -157,6 +204,8 @@ async def reply(request: ChatRequest) -> ChatResponse:
     done_rounds = len(since)
     _phase(f"llm {turn} round {done_rounds}")
     await asyncio.sleep(LLM_SECONDS)
+    if done_rounds < len(plan) and plan[done_rounds] == -1:
+        return ChatResponse.tool_calls(ToolCall("hold", {"turn": turn}, id=f"{turn}-hold"))
     if done_rounds < len(plan) and plan[done_rounds] == 0:
         return ChatResponse.tool_calls(ToolCall("transfer", {"turn": turn, "amount": 5}, id=f"{turn}-pay"))
     if done_rounds < len(plan):
@@ -196,4 +245,4 @@ def kernel() -> Kernel:
 
         filters.append(memory_filter(SlowTake(open_store(memory))))
     model = ScriptedModel([reply], repeat=True, chunk=4, token_delay=float(os.environ.get("BF_TOKEN_SECONDS", "0")))
-    return Kernel(model, tools=[effect, transfer], filters=filters, gate=gate)
+    return Kernel(model, tools=[effect, transfer, hold], filters=filters, gate=gate)

@@ -49,9 +49,8 @@ def test_chat_runs_each_turn_as_a_durable_workflow_and_the_conversation_continue
         stdin="My name is Ada.\nWhat is my name?\n/exit\n",
     )
     assert chat.returncode == 0, chat.stderr
-    assert chat.stdout == (
-        "conversation: ada\nyou> assistant> Hello Ada.\nyou> assistant> Your name is Ada.\nyou> "
-    ), chat.stdout
+    expected = "conversation: ada\nyou> assistant> Hello Ada.\nyou> assistant> Your name is Ada.\nyou> "
+    assert chat.stdout == expected, chat.stdout
 
     listed = _cli(tmp_path, "durable", "list", str(config), "--prefix", "ada:")
     assert listed.returncode == 0, listed.stderr
