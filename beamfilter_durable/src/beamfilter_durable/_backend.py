@@ -8,7 +8,7 @@ same calls onto a workflow, activities and signals (docs/durable.md says how).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 import attrs
@@ -71,6 +71,15 @@ class DurableBackend(Protocol):
         """The next message sent to the current workflow on ``topic`` (exactly once), or None."""
         ...
 
+    async def append(self, key: str, value: Any) -> None:
+        """Append ``value`` to the current workflow's stream ``key`` (not a step: any number
+        of appends leaves the workflow's step ids as they are)."""
+        ...
+
+    async def published(self, key: str) -> list[Any]:
+        """Every value the current workflow's stream ``key`` holds now (from earlier attempts)."""
+        ...
+
     # -- callers ---------------------------------------------------------------------------
 
     async def submit(self, turn_id: str, payload: Mapping[str, Any], *, here: bool = False) -> None:
@@ -87,6 +96,11 @@ class DurableBackend(Protocol):
 
     async def read(self, turn_id: str, key: str) -> Any:
         """The value the turn published under ``key``, or None."""
+        ...
+
+    def follow(self, turn_id: str, key: str) -> AsyncIterator[Any]:
+        """The values of the turn's stream ``key`` from its start, then as they are appended,
+        until the turn's workflow ends."""
         ...
 
     async def send(self, turn_id: str, topic: str, message: Any, *, idempotency_key: str) -> None:

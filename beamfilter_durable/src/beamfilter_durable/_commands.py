@@ -59,6 +59,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     resume.add_argument("--no-wait", action="store_true", help="send the decisions and return")
 
+    attach = sub.add_parser(
+        "attach",
+        help="stream a turn's text from any process, whichever worker runs it, until it completes or pauses",
+        description="Print the turn's text from its start as workers produce it (tool calls on stderr), "
+        "including a turn another worker recovered after a crash; each piece of text once.",
+    )
+    attach.add_argument("config")
+    attach.add_argument("turn_id")
+
     cancel = sub.add_parser("cancel", help="cancel a turn: it runs no further step")
     cancel.add_argument("config")
     cancel.add_argument("turn_id")
@@ -107,13 +116,14 @@ def run(args: argparse.Namespace) -> int:
     if action == "worker":
         return _worker(args)
     # Only `resume` may run the turn here (a paused turn of a process that has exited);
-    # list, show and cancel only read and write the engine's database.
+    # list, show, attach and cancel only read and write the engine's database.
     runner = _runner(args.config, worker=action == "resume")
     actions: dict[str, Callable[[DurableRunner, argparse.Namespace], Awaitable[int]]] = {
         "list": _list,
         "show": _show,
         "cancel": _cancel,
         "resume": _resume,
+        "attach": _attach,
     }
 
     async def act() -> int:
@@ -127,6 +137,25 @@ def run(args: argparse.Namespace) -> int:
     except DurableError as exc:
         print(f"beamfilter durable {action}: {exc}", file=sys.stderr)
         return FAILED
+
+
+async def _attach(runner: DurableRunner, args: argparse.Namespace) -> int:
+    from beamfilter_core import RunFinished, TextDelta, ToolCallFinished, ToolCallStarted
+
+    async for event in runner.attach(args.turn_id):
+        if isinstance(event, TextDelta):
+            sys.stdout.write(event.text)
+            sys.stdout.flush()
+        elif isinstance(event, ToolCallStarted):
+            print(f"[tool {event.call.name}]", file=sys.stderr, flush=True)
+        elif isinstance(event, ToolCallFinished):
+            print(f"[tool {event.call.name} done]", file=sys.stderr, flush=True)
+        elif isinstance(event, RunFinished):
+            print()
+            result = event.result
+            if result.status == "paused" and result.pause is not None:
+                print(f"paused: awaiting a decision on {', '.join(result.pause.awaiting)}", file=sys.stderr)
+    return OK
 
 
 async def _cancel(runner: DurableRunner, args: argparse.Namespace) -> int:

@@ -10,10 +10,18 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from dbos import DBOS, DBOSClient, DBOSConfig, EnqueueOptions, SetWorkflowID, WorkflowStatus
+from dbos import (
+    DBOS,
+    DBOSClient,
+    DBOSConfig,
+    EnqueueOptions,
+    SetWorkflowID,
+    WorkflowSerializationFormat,
+    WorkflowStatus,
+)
 from dbos._context import get_local_dbos_context
 from dbos._error import DBOSAwaitedWorkflowCancelledError
 
@@ -73,6 +81,25 @@ def _draw_pause_secret() -> str:
 def _pause_secret_workflow() -> str:
     # a step: of workers launching at once, the engine records one draw and all read it
     return _draw_pause_secret()
+
+
+def _sys_db() -> Any:
+    from dbos._dbos import _get_dbos_instance
+
+    return _get_dbos_instance()._sys_db
+
+
+def _read_all(turn: str, key: str, batch: int = 500) -> list[Any]:
+    """Every value written to the stream ``key`` of ``turn`` so far (without waiting for more)."""
+    from dbos._serialization import deserialize_value
+
+    sys_db = _sys_db()
+    values: list[Any] = []
+    while True:
+        _status, rows = sys_db.read_stream_values(turn, key, len(values), batch)
+        values.extend(deserialize_value(value, serialization, sys_db.serializer) for value, serialization in rows)
+        if len(rows) < batch:
+            return values
 
 
 def waiting(record: Any, decided: str | None) -> bool:
@@ -249,6 +276,14 @@ class _Callers:
     async def read(self, turn_id: str, key: str) -> Any:
         return await self.api.get_event_async(turn_id, key, timeout_seconds=0)
 
+    async def follow(self, turn_id: str, key: str) -> AsyncIterator[Any]:
+        values = self.api.read_stream_async(turn_id, key, polling_interval_sec=_poll(self.options))
+        try:
+            async for value in values:
+                yield value
+        finally:
+            await values.aclose()
+
     async def send(self, turn_id: str, topic: str, message: Any, *, idempotency_key: str) -> None:
         await self.api.send_async(turn_id, message, topic, idempotency_key=idempotency_key)
 
@@ -382,6 +417,21 @@ class DbosBackend(_Callers):
 
     async def receive(self, topic: str, wait_seconds: float) -> Any:
         return await DBOS.recv_async(topic, timeout_seconds=wait_seconds)
+
+    async def append(self, key: str, value: Any) -> None:
+        # Not a step: how many values a turn writes depends on how its tokens came, and a
+        # replayed workflow must take the same step ids. The turn's publisher avoids repeats.
+        turn = self.current_turn()
+        assert turn is not None  # called from a turn's workflow
+        sys_db = _sys_db()
+        await asyncio.to_thread(
+            sys_db.write_stream_from_step, turn, 0, key, value, serialization_type=WorkflowSerializationFormat.DEFAULT
+        )
+
+    async def published(self, key: str) -> list[Any]:
+        turn = self.current_turn()
+        assert turn is not None  # called from a turn's workflow
+        return await asyncio.to_thread(_read_all, turn, key)
 
     # -- callers ---------------------------------------------------------------------------
 

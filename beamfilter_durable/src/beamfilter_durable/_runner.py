@@ -15,6 +15,7 @@ from ._backend import TurnInfo
 from ._dbos import DbosBackend, DbosClientBackend
 from ._kernels import config_reference
 from ._options import DurableOptions
+from ._publish import EVENTS_KEY, decode
 from ._runtime import DECISION_TOPIC, PAUSE_KEY, Runtime, runtime
 
 __all__ = ["DurableRunner", "FINISHED"]
@@ -117,6 +118,7 @@ class DurableRunner:
             "config": self.reference,
             "input": [converter.unstructure(m) for m in _as_messages(input)],
             "context": dict(context or {}),
+            "stream": here,  # a streamed turn publishes its events: any process can attach()
         }
         self.last_turn_id = turn
         if here:  # streamed: this process runs the turn, even with a queue
@@ -216,6 +218,37 @@ class DurableRunner:
             yield RunFinished(result)
         finally:
             rt.sinks.pop(turn, None)
+
+    async def attach(self, turn_id: str) -> AsyncIterator[Event]:
+        """The events of the turn ``turn_id`` from its start, from any process, whichever
+        worker runs it (its first, or one that recovered it after a crash), then
+        :class:`RunFinished` when it completes or pauses. Each event comes once: a worker
+        that replays the turn publishes only what goes beyond what was published. A turn
+        started with :meth:`run` (not streamed) publishes nothing: its text comes as one
+        event at the end.
+
+        Raises:
+            DurableError: no turn ``turn_id`` exists.
+        """
+        backend = self.backend
+        if await backend.info(turn_id) is None:
+            msg = f"No durable turn {turn_id!r} exists; `beamfilter durable list` shows the turns."
+            raise DurableError(msg)
+        texts = 0
+        async for value in backend.follow(turn_id, EVENTS_KEY):
+            event = decode(value)
+            if isinstance(event, str):  # a pause mark: the end, unless that pause is decided
+                current = await self.pause_of(turn_id)
+                if current is not None and current[0] == event:
+                    yield RunFinished(current[1])
+                    return
+                continue
+            texts += isinstance(event, TextDelta)
+            yield event
+        result = await self.result(turn_id)
+        if not texts and result.status == "completed" and result.text:
+            yield TextDelta(result.text)
+        yield RunFinished(result)
 
     # -- deciding --------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from beamfilter_core.errors import DurableError
 from ._dbos import DbosBackend, same_database
 from ._kernels import durable_kernel, kernel_from_reference
 from ._options import DurableOptions
+from ._publish import EVENTS_KEY, Publisher
 from ._store import DurableStore
 
 __all__ = ["DECISION_TOPIC", "PAUSE_KEY", "Runtime", "runtime"]
@@ -71,8 +72,12 @@ class Runtime:
         kernel = self._kernel(payload["config"], backend)
         context: dict[str, Any] = dict(payload.get("context") or {})
         messages = [converter.structure(item, Message) for item in payload["input"]]
+        publisher: Publisher | None = None
+        if payload.get("stream"):  # started streamed: any process may attach to its events
+            published = await backend.published(EVENTS_KEY)
+            publisher = Publisher(published, lambda value: backend.append(EVENTS_KEY, value))
         try:
-            result = await self._run(kernel, turn, messages, context)
+            result = await self._run(kernel, turn, messages, context, publisher)
             index = 0
             while result.status == "paused" and result.pause is not None:
                 index += 1
@@ -80,12 +85,16 @@ class Runtime:
                 result = await self._recorded(backend, result)
                 record = {"pause_id": pause_id, "result": converter.unstructure(result)}
                 await backend.publish(PAUSE_KEY, record)
+                if publisher is not None:  # after the pause record: a reader of the mark finds it
+                    await publisher.pause(pause_id)
                 watcher = self.pause_watchers.get(turn)
                 if watcher is not None:
                     watcher(record)
                 decisions = await self._decision(backend, turn, pause_id)
                 await backend.publish(PAUSE_KEY, {"pause_id": pause_id, "decided": True})
-                result = await self._resume(kernel, turn, result, decisions, context)
+                result = await self._resume(kernel, turn, result, decisions, context, publisher)
+            if publisher is not None:
+                await publisher.finish(result.text if result.status == "completed" else None)
         finally:
             for flt in kernel.filters:
                 store = flt.extras.get("store")
@@ -105,19 +114,32 @@ class Runtime:
         recorded = await backend.take_step().run("beamfilter.pause", record)
         return converter.structure(recorded, TurnResult)
 
-    async def _run(self, kernel: Kernel, turn: str, messages: list[Message], context: dict[str, Any]) -> TurnResult:
-        sink = self.sinks.get(turn)
-        if sink is None:
-            return await kernel.run(messages, context=context)
-        return await _drain(kernel.run_stream(messages, context=context), sink)
-
-    async def _resume(
-        self, kernel: Kernel, turn: str, paused: TurnResult, decisions: Mapping[str, Decision], context: dict[str, Any]
+    async def _run(
+        self,
+        kernel: Kernel,
+        turn: str,
+        messages: list[Message],
+        context: dict[str, Any],
+        publisher: Publisher | None,
     ) -> TurnResult:
         sink = self.sinks.get(turn)
-        if sink is None:
+        if sink is None and publisher is None:
+            return await kernel.run(messages, context=context)
+        return await _drain(kernel.run_stream(messages, context=context), sink, publisher)
+
+    async def _resume(
+        self,
+        kernel: Kernel,
+        turn: str,
+        paused: TurnResult,
+        decisions: Mapping[str, Decision],
+        context: dict[str, Any],
+        publisher: Publisher | None,
+    ) -> TurnResult:
+        sink = self.sinks.get(turn)
+        if sink is None and publisher is None:
             return await kernel.resume(paused.pause, decisions, context=context)
-        return await _drain(kernel.resume_stream(paused.pause, decisions, context=context), sink)
+        return await _drain(kernel.resume_stream(paused.pause, decisions, context=context), sink, publisher)
 
     async def _decision(self, backend: DbosBackend, turn: str, pause_id: str) -> dict[str, Decision]:
         timeout = self.options.decision_timeout
@@ -131,13 +153,16 @@ class Runtime:
             # a decision meant for an earlier pause of this turn: that pause is decided already
 
 
-async def _drain(events: Any, sink: Callable[[Event], None]) -> TurnResult:
+async def _drain(events: Any, sink: Callable[[Event], None] | None, publisher: Publisher | None) -> TurnResult:
     result: TurnResult | None = None
     async for event in events:
         if isinstance(event, RunFinished):
             result = event.result
-        else:
+            continue
+        if sink is not None:
             sink(event)
+        if publisher is not None:
+            await publisher.event(event)
     assert result is not None  # a run stream always ends with RunFinished
     return result
 

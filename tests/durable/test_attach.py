@@ -1,0 +1,81 @@
+"""Attaching to a turn's stream from another process: a turn killed mid-stream, recovered
+by a second process, read by a third that sees its text and its tool calls once."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from durable._helpers import APP, app_env
+from durable.durable_app import create_ledger, read_ledger
+
+pytestmark = pytest.mark.slow
+
+ANSWER = "Turn att is done after 1 tool calls: applied 1 for att."
+
+
+def _config(folder: Path) -> Path:
+    path = folder / "attach.toml"
+    path.write_text(
+        '[model]\nuse = "scripted"\nscript = ["unused"]\n\n'
+        f'[durable]\nuse = "dbos"\ndatabase = "sqlite:///{folder / "dbos.db"}"\nkernel = "{APP}"\n'
+    )
+    return path
+
+
+def _start(folder: Path, env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "beamfilter_core", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=folder,
+    )
+
+
+def test_a_caller_attached_from_a_third_process_sees_a_recovered_turn_once(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    ledger, memory = f"sqlite:///{tmp_path / 'ledger.db'}", f"sqlite:///{tmp_path / 'memory.db'}"
+    create_ledger(ledger)
+    # slow tokens: the kill lands mid-answer however late this process is scheduled
+    env = {**app_env(ledger, memory), "BF_TOKEN_SECONDS": "0.4"}
+
+    first = _start(tmp_path, env, "run", str(config), "turn att: 1", "--conversation-id", "att")
+    assert first.stdout is not None
+    shown = first.stdout.read(8)
+    first.send_signal(signal.SIGKILL)
+    first.communicate(timeout=30)
+    assert shown == b"Turn att"
+
+    reader = _start(tmp_path, env, "durable", "attach", str(config), "att:turn-1")
+    assert reader.stdout is not None
+    head = reader.stdout.read(8)  # what the killed process published, before anyone recovers it
+    assert head == b"Turn att"
+
+    heir = _start(tmp_path, env, "durable", "worker", str(config), "--executor-id", "heir", "--recover", "local")
+    try:
+        tail, err = reader.communicate(timeout=300)
+    finally:
+        heir.send_signal(signal.SIGTERM)
+        heir_out, heir_err = heir.communicate(timeout=60)
+    assert reader.returncode == 0, err.decode()
+    assert (head + tail).decode() == ANSWER + "\n"  # the text once: the re-run LLM step's prefix is not repeated
+    assert err.decode() == "[tool effect]\n[tool effect done]\n"
+    assert heir_out.decode() == "worker heir ready\n", heir_err.decode()[-2000:]
+    assert b"recovering 1 turns of local" in heir_err
+
+    # the tool step completed before the kill: replayed, never run again
+    effects = read_ledger(ledger)["effects"]
+    assert [(turn, amount) for _key, turn, amount in effects] == [("att", 1)]
+    listed = subprocess.run(
+        [sys.executable, "-m", "beamfilter_core", "durable", "list", str(config)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert listed.stdout.startswith("att:turn-1  SUCCESS "), listed.stderr
