@@ -729,6 +729,22 @@ def test_a_host_that_is_not_valid_idna_is_refused() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        # urlsplit reads the port after the bracket (80) and keeps the rest as the host: the
+        # whole of it is checked, up to the last colon only
+        ("http://a[::1]:80/", "the host 'a[::1]' is not a valid name"),
+        ("http://a[::1]:/", "the host 'a[::1]' is not a valid name"),
+        ("https://example.com:/", None),  # an empty port is no port
+        ("https://example.com:8443/", None),
+    ],
+)
+def test_the_port_is_cut_at_the_last_colon(url: str, reason: str | None) -> None:
+    policy = ToolPolicy([{"tool": "fetch", "kind": "url"}])
+    assert policy.check("fetch", {"url": url}) == (None if reason is None else Denial("rules[0] url 'url'", reason))
+
+
 def test_punctuation_above_space_is_not_a_control_character() -> None:
     policy = ToolPolicy([{"tool": "fetch", "kind": "url"}])
     assert policy.check("fetch", {"url": "https://example.com/a!b"}) is None
