@@ -469,6 +469,8 @@ SWEEPING = {
     "find -D tree / -delete": True,
     "find -O3 / -okdir ls ;": True,
     "find -delete": False,
+    "find -L": False,  # only options: no start path, no action
+    "find -H -D tree": False,
     "find src -name / -delete": False,  # "/" after the first option is not a start path
     "find src \\( -name x \\) -delete": False,
     "find /tmp / -delete": True,
@@ -657,8 +659,14 @@ def test_verdicts_are_remembered_for_recent_short_commands() -> None:
     rule = ShellRule([], None, True)
     first = rule.analyse("rm -rf /")
     assert rule.analyse("rm -rf /") is first
-    for index in range(CACHE_SIZE):
+    for index in range(CACHE_SIZE - 1):
         rule.analyse(f"echo {index}")
+    assert rule.analyse("rm -rf /") is first  # CACHE_SIZE verdicts fit; a hit makes it the newest
+    for index in range(CACHE_SIZE - 1, 2 * CACHE_SIZE - 2):
+        rule.analyse(f"echo {index}")
+    assert rule.analyse("rm -rf /") is first  # the oldest of CACHE_SIZE, still there
+    for index in range(CACHE_SIZE):
+        rule.analyse(f"x{index}")
     assert rule.analyse("rm -rf /") is not first  # evicted: the oldest of CACHE_SIZE + 1
     assert rule.analyse("rm -rf /") == first
     assert (CACHE_SIZE, CACHED_LENGTH) == (256, 4096)

@@ -179,6 +179,9 @@ MORE_SHELL_ATTACKS = [
     ('rm -rf "$DIR"', opaque('rm -r runs on "$DIR", which is only known at run time')),
     ("rm $FLAGS /", opaque("rm runs on $FLAGS, which is only known at run time")),
     ('rm "$FLAG" /', opaque("rm runs on / with options only known at run time")),
+    # only a word quoted from end to end is one word: X='-rf ' makes $X"/" the words -rf and /
+    ('rm $X"/"', opaque('rm runs on $X"/", which is only known at run time')),
+    ('rm "$X"$Y', opaque('rm runs on "$X"$Y, which is only known at run time')),
     (
         "ls | xargs rm -rf",
         opaque("rm -r runs on <arguments read from standard input>, which is only known at run time"),
