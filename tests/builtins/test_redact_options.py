@@ -149,3 +149,10 @@ def test_the_largest_repeat_re_accepts_reads_as_unbounded() -> None:
         "redact_filter: pattern patterns[0] 'x{1,4294967293}' can match 4294967293 characters (looking 0 further), "
         "more than max_length=16384; raise max_length or bound the pattern."
     )
+
+
+def test_patterns_may_be_named_and_the_other_options_only_are() -> None:
+    by_name = redact_filter(patterns={"pin": r"PIN\d{4}"}, default_rules=False)
+    assert by_name.extras["redactor"].redact("PIN1234") == "[REDACTED]"
+    with pytest.raises(TypeError, match=r"^too many positional arguments$"):
+        redact_filter([r"PIN\d{4}"], ["jwt"])  # type: ignore[misc]
