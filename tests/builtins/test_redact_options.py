@@ -156,3 +156,11 @@ def test_patterns_may_be_named_and_the_other_options_only_are() -> None:
     assert by_name.extras["redactor"].redact("PIN1234") == "[REDACTED]"
     with pytest.raises(TypeError, match=r"^too many positional arguments$"):
         redact_filter([r"PIN\d{4}"], ["jwt"])  # type: ignore[misc]
+
+
+def test_a_one_character_rule_name_to_exclude_is_looked_up() -> None:
+    with pytest.raises(ConfigError) as caught:
+        redact_filter(exclude=["j"])
+    assert str(caught.value).startswith(
+        "redact_filter(exclude=['j']): no rule named 'j'; known rules: age_secret_key, "
+    )
