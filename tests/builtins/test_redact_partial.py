@@ -193,3 +193,19 @@ def test_what_a_stream_holds_back(pattern: str, reach: int, source: str) -> None
 )
 def test_every_prefix_of_a_match(pattern: str, source: str) -> None:
     assert prefix_source(re.compile(pattern)) == source
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "possessive"),
+    [
+        ("\u0100", "\u0102", "+"),  # three characters, none of them "@"
+        ("\u0100", "\u02ff", "+"),  # 512 characters: still listed
+        ("\u0100", "\u0300", ""),  # 513: too many to list, so the run may give one back
+    ],
+)
+def test_a_run_is_possessive_when_its_listed_characters_cannot_start_what_follows(
+    low: str, high: str, possessive: str
+) -> None:
+    run = f"(?:[{low}-{high}])"
+    expected = f"(?:(?:{run}{{0,3}}+|{run}{{1,3}}{possessive}(?:@)?+))"
+    assert prefix_source(re.compile(f"[{low}-{high}]{{1,3}}@")) == expected
