@@ -48,6 +48,9 @@ def test_how_far_past_a_match_a_pattern_looks(pattern: str, reach: int) -> None:
 def test_an_unbounded_lookahead_has_no_reach() -> None:
     with pytest.raises(ValueError, match=r"^a lookahead of unbounded length \(it may look at any amount of text"):
         trailing_reach(re.compile(r"a(?=b{1,})"))
+    with pytest.raises(ValueError, match=r"^a lookahead of unbounded length"):
+        trailing_reach(re.compile(r"a(?=b{1,4294967294})"))  # the largest bound re takes reads as unbounded
+    assert trailing_reach(re.compile(r"a(?=b{1,4294967293})")) == 4294967293
 
 
 @pytest.mark.parametrize(
@@ -104,6 +107,7 @@ def test_lead_sets_up_to_256_characters_are_listed() -> None:
         (r"(?:\b|^)x", "x"),  # assertions consume nothing
         (r"(?>ab|cd)", "ac"),
         ("(?i)k", "Kk\u212a"),  # the Kelvin sign is a "k" without case
+        ("(?i)K", "Kk\u212a"),  # the lower case comes from the case pairs, not the pattern
         ("(?i:s)x", "Ss\u017f"),  # and the long s an "s"
     ],
 )
@@ -150,6 +154,12 @@ def test_the_source_of_the_lead_characters(pattern: str, source: str) -> None:
         (r"a{2}?b", "(?:(?:a){2,2}?b)", "(?:(?:a){2,2}?b)"),
         (r"(?>ab)c", "(?:(?>ab)c)", "(?:(?>ab)c)"),
         (r"a*+b", "(?:(?:a){0,}+b)", "(?:(?:a){0,}+b)"),
+        ("x", "(?:x)", "(?:x)"),
+        (r"()x", "(?:(?:)x)", "(?:(?:)x)"),
+        (r"[^a-c\d_]x", r"(?:[^a-c\d_]x)", r"(?:[^a-c\d_]x)"),
+        (r"a(?=b)c", "(?:a(?=b)c)", "(?:a(?=b)c)"),
+        (r"a(?!b)c", "(?:a(?!b)c)", "(?:a(?!b)c)"),
+        (r"(?=a)ab", "(?:(?=a)ab)", "(?:(?=a)ab)"),  # a lookahead first is not moved
     ],
 )
 def test_joined_sources_keep_every_match(pattern: str, fast: str, full: str) -> None:
@@ -170,6 +180,7 @@ def test_back_references_cannot_be_joined() -> None:
         (r"a(?=bc)", 2, r"(?:(?:(?:a)?+)|(?:a)[\s\S]{1,2})"),
         (r"(ab)\1", 0, r"(?:[\s\S]*)"),
         (r"(ab)\1", 3, r"(?:[\s\S]*)"),
+        (r"(?>ab){1,2}?\b", 1, r"(?:(?:(?:(?>ab)){0,1}(?:(?:(?:(?:a)?+|a(?:b)?+))))|(?:(?:(?:ab)){1,2})[\s\S]{1,1})"),
     ],
 )
 def test_what_a_stream_holds_back(pattern: str, reach: int, source: str) -> None:
@@ -189,6 +200,19 @@ def test_what_a_stream_holds_back(pattern: str, reach: int, source: str) -> None
         (r"(?:ab){1,2}c", "(?:(?:(?:ab){0,1}(?:(?:(?:a)?+|a(?:b)?+))|(?:ab){1,2}(?:c)?+))"),
         (r"a{0}b", "(?:(?:|(?:a){0,0}+(?:b)?+))"),
         (r"(ab)\1", r"(?:[\s\S]*)"),
+        (r"(?=a)ab", "(?:(?:(?:a)?+|a(?:b)?+))"),  # a lookahead decides on text not seen yet: dropped
+        (r"^ab", "(?:(?:(?:a)?+|a(?:b)?+))"),
+        (r"\Bab", r"(?:\B(?:(?:(?:a)?+|a(?:b)?+)))"),
+        (
+            r"(?:\bab|cd)x",
+            r"(?:(?:(?:\b(?:(?:(?:a)?+|a(?:b)?+))|(?:(?:c)?+|c(?:d)?+))|(?:\bab|cd)(?:x)?+))",
+        ),
+        (r"x(?:\bab|cd)", "(?:(?:(?:x)?+|x(?:(?:(?:a)?+|a(?:b)?+)|(?:(?:c)?+|c(?:d)?+))))"),  # not at the start
+        (r"\d{1,3}@", r"(?:(?:(?:[\d]){0,3}+|(?:[\d]){1,3}(?:@)?+))"),  # a category is not listed
+        (r"(?i:a{1,3}b)", "(?:(?i:(?:(?:a){0,3}+|(?:a){1,3}(?:b)?+)))"),
+        (r"(?>ab)c", "(?:(?:(?:(?:(?:a)?+|a(?:b)?+))|(?>ab)(?:c)?+))"),
+        (r"a{1,3}?b", "(?:(?:(?:a){0,3}+|(?:a){1,3}?(?:b)?+))"),  # only greedy runs are made possessive
+        (r"a{1,3}x{0}", "(?:(?:a){0,3}+)"),
     ],
 )
 def test_every_prefix_of_a_match(pattern: str, source: str) -> None:
