@@ -160,6 +160,23 @@ def test_missing_model_files_and_bad_options_are_config_errors(tmp_path: Path) -
         HybridToolIndex(fusion="sum", cache_dir=None)  # type: ignore[arg-type]
 
 
+def test_a_damaged_or_foreign_checkpoint_is_a_config_error(tmp_path: Path) -> None:
+    from safetensors.numpy import save_file
+
+    for name in ("config.json", "tokenizer.json"):
+        (tmp_path / name).write_bytes((default_model_dir() / name).read_bytes())
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{broken}")
+    with pytest.raises(
+        ConfigError, match=r"model\.safetensors is not an all-MiniLM-L6-v2 checkpoint \(Safetensor"
+    ) as bad:
+        MiniLMEncoder(tmp_path)
+    assert str(tmp_path) in str(bad.value)
+    save_file({"other.weight": np.zeros((2, 2), dtype=np.float32)}, str(weights))  # a different model
+    with pytest.raises(ConfigError, match=r"checkpoint \(KeyError: 'embeddings\.word_embeddings\.weight'\)"):
+        MiniLMEncoder(tmp_path)
+
+
 def test_cache_reuses_vectors_across_indexes_and_reembeds_a_changed_tool(tmp_path: Path) -> None:
     first = EmbeddingToolIndex(cache_dir=tmp_path, progress=None)
     spy = counted(first)

@@ -102,17 +102,23 @@ class MiniLMEncoder:
         self._tokenizer = Tokenizer.from_file(str(paths["tokenizer.json"]))
         self._tokenizer.enable_truncation(max_length=max_tokens)
         self._tokenizer.no_padding()
-        weights = load_file(str(paths["model.safetensors"]))
-        self.dimension = int(weights["embeddings.word_embeddings.weight"].shape[1])
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         # Threads that spin while waiting for work steal the core from everything else.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3  # warnings about the graph are ours to fix, not the user's to read
-        self._session = onnxruntime.InferenceSession(
-            sentence_graph(weights, config), options, providers=["CPUExecutionProvider"]
-        )
+        try:
+            weights = load_file(str(paths["model.safetensors"]))
+            self.dimension = int(weights["embeddings.word_embeddings.weight"].shape[1])
+            graph = sentence_graph(weights, config)
+            self._session = onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # safetensors and onnxruntime raise their own Exception subclasses
+            msg = (
+                f"MiniLMEncoder(model_dir={str(folder)!r}): model.safetensors is not an all-MiniLM-L6-v2 "
+                f"checkpoint ({type(exc).__name__}: {str(exc)[:200]}); {_INSTALL_HINT}"
+            )
+            raise ConfigError(msg) from exc
         # The model's identity for caches: its configuration, tokenizer and weights.
         digest = hashlib.sha256()
         for name in ("config.json", "tokenizer.json", "model.safetensors"):
