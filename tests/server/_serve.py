@@ -61,6 +61,27 @@ def upstream(llmock_url: str) -> str:
     )
 
 
+#: The [kernel] and [server] tables of the keyed test gateways: every key from $env.
+KEYED = """
+[kernel]
+pause_key = { "$env" = "BF_TEST_PAUSE_KEY" }
+
+[server]
+api_keys = [{ "$env" = "BF_TEST_API_KEY" }, { "$env" = "BF_TEST_OTHER_KEY" }]
+inbox_keys = [{ "$env" = "BF_TEST_REVIEWER_KEY" }]
+model_name = "assistant"
+"""
+
+
+def shop_config(folder: Path, llmock_url: str, rest: str) -> Path:
+    """``folder/beamfilter.toml`` next to ``shop.py``: llmock as the model, :data:`KEYED`,
+    then ``rest`` (more [server] options, then tools and filters)."""
+    (folder / "shop.py").write_text(SHOP)
+    config = folder / "beamfilter.toml"
+    config.write_text(upstream(llmock_url) + KEYED + textwrap.dedent(rest))
+    return config
+
+
 class Gateway:
     """A running ``beamfilter serve``: its process, URL and captured log."""
 

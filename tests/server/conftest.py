@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-import textwrap
 import time
 from collections.abc import Iterator
 
@@ -12,7 +11,8 @@ import httpx
 import pytest
 from _support import free_port
 from peers._peer import Peer, _start, _stop
-from server._serve import API_KEY, OTHER_KEY, PAUSE_KEY, REVIEWER_KEY, SHOP, WRONG_KEY, Gateway, start, upstream
+from peers.conftest import aimock  # noqa: F401  # the aimock peer, for the upstream tests
+from server._serve import API_KEY, OTHER_KEY, PAUSE_KEY, REVIEWER_KEY, WRONG_KEY, Gateway, shop_config, start
 
 pytest.importorskip("beamfilter_server")
 
@@ -56,45 +56,35 @@ def tools_gateway(llmock: Peer, tmp_path_factory: pytest.TempPathFactory) -> Ite
     """The gateway of the tests: server tools (one sensitive), memory, tool_policy, approval
     and redact; its log must never show a key."""
     folder = tmp_path_factory.mktemp("tools")
-    (folder / "shop.py").write_text(SHOP)
-    config = folder / "beamfilter.toml"
-    config.write_text(
-        upstream(llmock.url)
-        + textwrap.dedent(
-            f"""
-            [kernel]
-            pause_key = {{ "$env" = "BF_TEST_PAUSE_KEY" }}
+    config = shop_config(
+        folder,
+        llmock.url,
+        f"""
+        max_body_bytes = 20000
+        max_messages = 8
+        max_answer_chars = 400
 
-            [server]
-            api_keys = [{{ "$env" = "BF_TEST_API_KEY" }}, {{ "$env" = "BF_TEST_OTHER_KEY" }}]
-            inbox_keys = [{{ "$env" = "BF_TEST_REVIEWER_KEY" }}]
-            model_name = "assistant"
-            max_body_bytes = 20000
-            max_messages = 8
-            max_answer_chars = 400
+        [[tools]]
+        use = "shop:lookup_order"
 
-            [[tools]]
-            use = "shop:lookup_order"
+        [[tools]]
+        use = "shop:refund"
+        sensitive = ["refund"]
 
-            [[tools]]
-            use = "shop:refund"
-            sensitive = ["refund"]
+        [[filters]]
+        use = "memory"
+        store = "sqlite:///{folder / "chats.db"}"
 
-            [[filters]]
-            use = "memory"
-            store = "sqlite:///{folder / "chats.db"}"
+        [[filters]]
+        use = "tool_policy"
+        rules = [{{ tool = "delete_*", kind = "deny", reason = "accounts are deleted by support only" }}]
 
-            [[filters]]
-            use = "tool_policy"
-            rules = [{{ tool = "delete_*", kind = "deny", reason = "accounts are deleted by support only" }}]
+        [[filters]]
+        use = "approval"
 
-            [[filters]]
-            use = "approval"
-
-            [[filters]]
-            use = "redact"
-            """
-        )
+        [[filters]]
+        use = "redact"
+        """,
     )
     served = start(config, env={"BF_TEST_PAUSE_KEY": PAUSE_KEY})
     yield served

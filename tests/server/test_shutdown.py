@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import textwrap
 import time
@@ -18,6 +17,7 @@ import httpx
 import pytest
 from _support import require
 from peers._peer import Peer
+from peers.test_mcp import _children
 from server._serve import API_KEY, scenario, start, upstream
 
 pytestmark = [pytest.mark.peers, pytest.mark.packages]
@@ -78,21 +78,6 @@ def test_sigterm_lets_a_running_stream_finish_then_closes(llmock: Peer, tmp_path
     assert "Application shutdown complete." in log
 
 
-def _processes_with(marker: str) -> list[int]:
-    """The processes whose command line holds ``marker``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if marker in cmdline and int(entry.name) != os.getpid():
-            found.append(int(entry.name))
-    return found
-
-
 def _read_until(lines: Iterator[str], events: list[str], text: str) -> None:
     for line in lines:
         if line.startswith("data: "):
@@ -123,7 +108,7 @@ def test_sigterm_cuts_streams_past_the_grace_and_stops_the_mcp_server(llmock: Pe
         )
     )
     gateway = start(config)
-    assert len(_processes_with(str(root))) >= 1  # the MCP server was started with the gateway
+    assert len(_children(str(root))) >= 1  # the MCP server was started with the gateway
     scenario(
         llmock,
         {"type": "stream_fault", "kind": "stall", "after_chunks": 2, "stall_seconds": 1},
@@ -157,6 +142,6 @@ def test_sigterm_cuts_streams_past_the_grace_and_stops_the_mcp_server(llmock: Pe
     log = gateway.output
     assert log.index("Shutting down") < log.index("gateway closed: its stores, toolsets and model connections")
     deadline = time.monotonic() + 10
-    while _processes_with(str(root)) and time.monotonic() < deadline:
+    while _children(str(root)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _processes_with(str(root)) == []  # the MCP server was closed with the kernel
+    assert _children(str(root)) == []  # the MCP server was closed with the kernel

@@ -5,64 +5,39 @@ decided", and a client polling either worker sees the outcome."""
 
 from __future__ import annotations
 
-import textwrap
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
 import pytest
-from _support import require
-from memory._servers import postgres_bindir, postgres_server
+from memory.conftest import postgres_url  # noqa: F401  # the PostgreSQL server of the memory tests
 from peers._peer import Peer
-from server._serve import API_KEY, OTHER_KEY, PAUSE_KEY, SHOP, Gateway, refunds, reviewer, scenario, start, upstream
+from server._serve import API_KEY, OTHER_KEY, PAUSE_KEY, Gateway, refunds, reviewer, scenario, shop_config, start
 
 from beamfilter_server import client_id
 
 pytestmark = [pytest.mark.peers, pytest.mark.services, pytest.mark.packages]
 
 
-@pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    require(
-        postgres_bindir() is not None,
-        "PostgreSQL is not installed (/usr/lib/postgresql/*/bin/postgres); apt-get install postgresql",
-    )
-    with postgres_server() as url:
-        yield url
-
-
 def _config(folder: Path, llmock: Peer, store: str) -> Path:
-    (folder / "shop.py").write_text(SHOP)
-    config = folder / "beamfilter.toml"
-    config.write_text(
-        upstream(llmock.url)
-        + textwrap.dedent(
-            f"""
-            [kernel]
-            pause_key = {{ "$env" = "BF_TEST_PAUSE_KEY" }}
+    return shop_config(
+        folder,
+        llmock.url,
+        f"""
+        [[tools]]
+        use = "shop:refund"
+        sensitive = ["refund"]
 
-            [server]
-            api_keys = [{{ "$env" = "BF_TEST_API_KEY" }}, {{ "$env" = "BF_TEST_OTHER_KEY" }}]
-            inbox_keys = [{{ "$env" = "BF_TEST_REVIEWER_KEY" }}]
-            model_name = "assistant"
+        [[filters]]
+        use = "memory"
+        store = "{store}"
 
-            [[tools]]
-            use = "shop:refund"
-            sensitive = ["refund"]
-
-            [[filters]]
-            use = "memory"
-            store = "{store}"
-
-            [[filters]]
-            use = "approval"
-            """
-        )
+        [[filters]]
+        use = "approval"
+        """,
     )
-    return config
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])

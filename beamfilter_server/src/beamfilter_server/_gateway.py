@@ -25,8 +25,7 @@ from beamfilter_core.errors import (
     FilterError,
     GatewayError,
     LimitError,
-    ProviderConnectionError,
-    ProviderHTTPError,
+    ProviderError,
     ProviderTimeoutError,
     RateLimitError,
     ResumeError,
@@ -35,8 +34,8 @@ from beamfilter_core.errors import (
 from ._client_tools import ClientCalls, client_tools_filter, current_calls, with_client_tools
 from ._inbox import Entry, Inbox, Outcome
 from ._options import ServerOptions
-from ._shared import POLL_SECONDS, SharedPauses, shared_store
-from ._wire import ChatCall, chunk, completion, parse_tool, tool_call_deltas
+from ._shared import POLL_SECONDS, SharedPauses, already_decided, recorded_error, shared_store
+from ._wire import ChatCall, chunk, completion, completion_chunks, parse_tool, tool_call_deltas
 
 __all__ = ["CONVERSATION_HEADER", "WAIT_HEADER", "Caller", "Gateway"]
 
@@ -81,7 +80,7 @@ def error_for(exc: BaseException) -> GatewayError:
         return GatewayError("The upstream model is rate limited; retry later.", status=429, type="rate_limit_error")
     if isinstance(exc, ProviderTimeoutError):
         return GatewayError("The upstream model timed out.", status=504, type="server_error", code="upstream_timeout")
-    if isinstance(exc, ProviderHTTPError | ProviderConnectionError):
+    if isinstance(exc, ProviderError):  # an error status, a dropped or an incomplete answer
         name = type(exc).__name__
         msg = f"The upstream model failed ({name}); see the gateway's log."
         return GatewayError(msg, status=502, type="server_error", code="upstream_error")
@@ -290,7 +289,7 @@ class Gateway:
             if record is None or record.get("status") not in _DECIDED:
                 continue
             if record["status"] == "failed":
-                raise _recorded_error(record)
+                raise recorded_error(record)
             answer: dict[str, Any] = record["completion"]
             next_id = answer.get("beamfilter", {}).get("pause_id")
             if answer["choices"][0]["finish_reason"] != "paused" or not isinstance(next_id, str):
@@ -405,7 +404,7 @@ class Gateway:
                 yield f"waiting up to {wait:g} s for the decision on pause {entry.pause_id}"
                 decided = await self._await_decision(entry, wait)
                 if isinstance(decided, dict):  # decided on another worker: its answer as chunks
-                    for item in _as_chunks(decided, completion_id, created, call.include_usage):
+                    for item in completion_chunks(decided, completion_id, created, call.include_usage):
                         yield item
                     return
                 if decided is not None:
@@ -467,7 +466,7 @@ class Gateway:
             return pause
         record = await self.shared.outcome(pause_id)
         if record is not None:
-            raise _already_decided(pause_id, record.get("decided_by"))
+            raise already_decided(pause_id, record.get("decided_by"))
         return None
 
     async def decide(self, pause_id: str, decisions: dict[str, Decision], reviewer: str) -> Entry:
@@ -486,13 +485,13 @@ class Gateway:
             else:
                 record = await self.shared.outcome(pause_id)
                 if record is not None:
-                    raise _already_decided(pause_id, record.get("decided_by"))
+                    raise already_decided(pause_id, record.get("decided_by"))
         if entry is None:
             msg = f"No pause {pause_id[:80]!r} is known here."
             raise GatewayError(msg, status=404, code="unknown_pause")
         taken = self.inbox.take(pause_id, reviewer)
         if taken is None:
-            raise _already_decided(pause_id, entry.decided_by)
+            raise already_decided(pause_id, entry.decided_by)
         shared = self._shares(taken)
         if shared is not None:
             try:
@@ -502,7 +501,7 @@ class Gateway:
                 raise
             if record is not None:  # another worker took it first
                 self.inbox.give_back(taken)
-                raise _already_decided(pause_id, record.get("decided_by"))
+                raise already_decided(pause_id, record.get("decided_by"))
         taken.decisions = {key: value.kind for key, value in decisions.items()}
         task = asyncio.get_running_loop().create_task(self._resume(taken, decisions))
         self._tasks.add(task)
@@ -641,44 +640,3 @@ def _check_owner(pause_id: str, owner: Any, client: str | None) -> None:
     # another client's pause is unknown to this one (its answer is that client's)
     if client is not None and owner != client:
         raise _unknown_pause(pause_id)
-
-
-def _already_decided(pause_id: str, by: Any) -> GatewayError:
-    who = f" by {by}" if isinstance(by, str) and by else ""
-    msg = f"already decided{who}: pause {pause_id} is no longer pending."
-    return GatewayError(msg, status=409, code="already_decided")
-
-
-def _recorded_error(record: dict[str, Any]) -> GatewayError:
-    """The error a turn decided on another worker failed with."""
-    found = record.get("error")
-    error: dict[str, Any] = found if isinstance(found, dict) else {}
-    status = error.get("status")
-    status = status if isinstance(status, int) else 500
-    return GatewayError(
-        str(error.get("message") or "The resumed turn failed; see the gateway's log."),
-        status=status,
-        type=str(error.get("type") or "server_error"),
-        code=error.get("code") if isinstance(error.get("code"), str) else None,
-    )
-
-
-def _as_chunks(answer: dict[str, Any], completion_id: str, created: int, usage: bool) -> list[dict[str, Any]]:
-    """A completion (decided on another worker) as the chunks that end a stream."""
-    choice = answer["choices"][0]
-    message, finish, model = choice["message"], choice["finish_reason"], answer["model"]
-    out: list[dict[str, Any]] = []
-    delta: dict[str, Any] = {}
-    text = message.get("content")
-    if text and finish == "paused":
-        delta["content"] = text
-    elif text and not message.get("tool_calls"):
-        out.append(chunk(completion_id, model, created, {"content": text}))
-    if message.get("tool_calls"):
-        delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(message["tool_calls"])]
-    out.append(chunk(completion_id, model, created, delta, finish, extra=answer.get("beamfilter")))
-    if usage:
-        last = chunk(completion_id, model, created, {}, empty=True)
-        last["usage"] = answer.get("usage")
-        out.append(last)
-    return out

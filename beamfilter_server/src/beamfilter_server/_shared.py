@@ -16,8 +16,9 @@ import asyncio
 from typing import Any
 
 from beamfilter_core import Kernel
+from beamfilter_core.errors import GatewayError
 
-__all__ = ["POLL_SECONDS", "SharedPauses", "shared_store"]
+__all__ = ["POLL_SECONDS", "SharedPauses", "already_decided", "recorded_error", "shared_store"]
 
 #: How often a worker looks in the store for the outcome of a pause decided elsewhere.
 POLL_SECONDS = 0.25
@@ -76,3 +77,23 @@ class SharedPauses:
     async def outcome(self, pause_id: str) -> dict[str, Any] | None:
         found: dict[str, Any] | None = await self.store.load_outcome(pause_id)
         return found
+
+
+def already_decided(pause_id: str, by: Any) -> GatewayError:
+    who = f" by {by}" if isinstance(by, str) and by else ""
+    msg = f"already decided{who}: pause {pause_id} is no longer pending."
+    return GatewayError(msg, status=409, code="already_decided")
+
+
+def recorded_error(record: dict[str, Any]) -> GatewayError:
+    """The error a turn decided on another worker failed with."""
+    found = record.get("error")
+    error: dict[str, Any] = found if isinstance(found, dict) else {}
+    status = error.get("status")
+    status = status if isinstance(status, int) else 500
+    return GatewayError(
+        str(error.get("message") or "The resumed turn failed; see the gateway's log."),
+        status=status,
+        type=str(error.get("type") or "server_error"),
+        code=error.get("code") if isinstance(error.get("code"), str) else None,
+    )

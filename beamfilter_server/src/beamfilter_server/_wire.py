@@ -23,6 +23,7 @@ __all__ = [
     "ChatCall",
     "chunk",
     "completion",
+    "completion_chunks",
     "error_body",
     "parse_chat_request",
     "parse_tool",
@@ -282,3 +283,24 @@ def tool_call_deltas(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
 def error_body(error: GatewayError) -> dict[str, Any]:
     """OpenAI's error JSON: ``{"error": {"message", "type", "param", "code"}}``."""
     return {"error": {"message": str(error), "type": error.type, "param": error.param, "code": error.code}}
+
+
+def completion_chunks(answer: dict[str, Any], completion_id: str, created: int, usage: bool) -> list[dict[str, Any]]:
+    """A completion (decided on another worker) as the chunks that end a stream."""
+    choice = answer["choices"][0]
+    message, finish, model = choice["message"], choice["finish_reason"], answer["model"]
+    out: list[dict[str, Any]] = []
+    delta: dict[str, Any] = {}
+    text = message.get("content")
+    if text and finish == "paused":
+        delta["content"] = text
+    elif text and not message.get("tool_calls"):
+        out.append(chunk(completion_id, model, created, {"content": text}))
+    if message.get("tool_calls"):
+        delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(message["tool_calls"])]
+    out.append(chunk(completion_id, model, created, delta, finish, extra=answer.get("beamfilter")))
+    if usage:
+        last = chunk(completion_id, model, created, {}, empty=True)
+        last["usage"] = answer.get("usage")
+        out.append(last)
+    return out
