@@ -29,9 +29,11 @@ LIST_LIMIT = 500
 def shared_store(kernel: Kernel) -> Any | None:
     """The store of the kernel's memory filter when it shares pauses (``shares_pauses``)."""
     for item in kernel.filters:
-        store = item.extras.get("store") if item.load_pause is not None else None
-        if store is not None and getattr(store, "shares_pauses", False) is True:
-            return store
+        if item.load_pause is None:
+            continue
+        for store in (*item.resources, item.extras.get("store")):  # the filter's resources hold its store
+            if store is not None and getattr(store, "shares_pauses", False) is True:
+                return store
     return None
 
 
