@@ -55,6 +55,13 @@ OPTIONS: dict[str, Any] = {
         "name": {"type": "string"},
     },
     "additionalProperties": False,
+    # a config table that sets no limit is refused before the factory runs (and the plugin
+    # check knows the filter has no defaults to be built with)
+    "anyOf": [
+        {"required": ["max_model_calls"]},
+        {"required": ["max_tool_calls"]},
+        {"required": ["max_calls_per_tool"]},
+    ],
 }
 
 

@@ -376,6 +376,9 @@ OPTIONS: dict[str, Any] = {
         "start_timeout": {"type": "number", "exclusiveMinimum": 0},
     },
     "additionalProperties": False,
+    # the server is required: a stdio command or an HTTP url, not both
+    "oneOf": [{"required": ["command"]}, {"required": ["url"]}],
+    "x-hint": 'the MCP server as command = ["program", "arg", ...] (stdio) or url = "http://..." (HTTP)',
 }
 
 

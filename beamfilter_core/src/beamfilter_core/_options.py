@@ -332,6 +332,31 @@ def schema_problem(exc: fastjsonschema.JsonSchemaValueException, where: str) -> 
     return f"{path}: {text}"
 
 
+def _alternatives_problem(schema: Mapping[str, Any], options: Mapping[str, Any]) -> str | None:
+    """What is wrong with a table whose schema asks for one of several options, or None.
+
+    A schema says so at its top level with ``"anyOf"`` (at least one) or ``"oneOf"``
+    (exactly one) of branches that each require one option, e.g.
+    ``"oneOf": [{"required": ["command"]}, {"required": ["url"]}]``; its ``"x-hint"``
+    says what to give.
+    """
+    for rule, amount in (("anyOf", "at least one"), ("oneOf", "one")):
+        branches = schema.get(rule)
+        if not isinstance(branches, list) or not branches:
+            continue
+        names = [b["required"][0] for b in branches if isinstance(b, Mapping) and len(b.get("required", ())) == 1]
+        if len(names) != len(branches):
+            continue  # other branches: the schema's own message is the best there is
+        listed = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
+        given = [name for name in names if name in options]
+        if not given:
+            advice = f" Give {schema['x-hint']}." if isinstance(schema.get("x-hint"), str) else ""
+            return f"needs {amount} of the options {listed}; none is given.{advice}"
+        if rule == "oneOf" and len(given) > 1:
+            return f"takes only one of the options {listed}; {' and '.join(given)} are given: keep one."
+    return None
+
+
 def accepted_options(factory: Callable[..., Any]) -> set[str] | None:
     """The keyword options a factory accepts, or None when it takes ``**kwargs``."""
     try:
@@ -379,6 +404,9 @@ def check_options(item: Registered[Any], kind: str, options: dict[str, Any], whe
     for key in schema.get("required", ()):
         if key not in options:
             problems.append(f"{where}.{key}: required option of the {kind} {qualified!r} is missing.")
+    alternatives = _alternatives_problem(schema, options)
+    if alternatives is not None:
+        problems.append(f"{where}: the {kind} {qualified!r} {alternatives}")
     per_option = option_validators(schema)
     for key, value in options.items():
         check = per_option.get(key)
