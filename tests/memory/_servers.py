@@ -7,6 +7,7 @@ Both are stopped and their temp dirs removed when the ``with`` block ends.
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import shutil
@@ -18,11 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from _support import free_port
 
 
 def postgres_bindir() -> Path | None:
@@ -42,16 +39,46 @@ def _as_service_user(argv: list[str]) -> list[str]:
     return ["runuser", "-u", "nobody", "--", *argv]
 
 
+#: How long a server may take to answer: generous, a loaded machine starts them slowly.
+_START_SECONDS = 120
+#: Starts on a port another process took between its choice and the bind (test sessions run
+#: side by side): retried on a new port this many times.
+_PORT_ATTEMPTS = 3
+
+
+class _PortTaken(RuntimeError):
+    """The server could not bind its port: another process has it."""
+
+
 def _wait_for(check: Callable[[], bool], what: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + _START_SECONDS
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode}:\n{log.read_text(errors='replace')[-3000:]}")
+            text = log.read_text(errors="replace")
+            error = _PortTaken if "address already in use" in text.lower() else RuntimeError
+            raise error(f"{what} exited with {proc.returncode}:\n{text[-3000:]}")
         if check():
             return
         time.sleep(0.1)
     proc.kill()
-    raise RuntimeError(f"{what} did not start within 30 s:\n{log.read_text(errors='replace')[-3000:]}")
+    raise RuntimeError(f"{what} did not start within {_START_SECONDS} s:\n{log.read_text(errors='replace')[-3000:]}")
+
+
+def _started(
+    start: Callable[[int], subprocess.Popen[bytes]], ready: Callable[[int], bool], what: str, log: Path
+) -> tuple[subprocess.Popen[bytes], int]:
+    """Start a server on a free port and wait until it answers; a port taken meanwhile is retried."""
+    for attempt in range(_PORT_ATTEMPTS):
+        port = free_port()
+        proc = start(port)
+        try:
+            _wait_for(functools.partial(ready, port), what, proc, log)
+        except _PortTaken:
+            if attempt + 1 == _PORT_ATTEMPTS:
+                raise
+            continue
+        return proc, port
+    raise AssertionError("unreachable")
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -79,20 +106,23 @@ def postgres_server(*, fsync: bool = False) -> Iterator[str]:
             os.chmod(root, 0o700)
         initdb = [str(bindir / "initdb"), "-D", str(data), "-U", "beamfilter", "-A", "trust", "-E", "UTF8"]
         subprocess.run(_as_service_user([*initdb, "--no-sync", "--locale=C.UTF-8"]), check=True, capture_output=True)
-        port = _free_port()
-        argv = [str(bindir / "postgres"), "-D", str(data), "-p", str(port), "-h", "127.0.0.1", "-k", str(root)]
-        argv += ["-c", f"fsync={'on' if fsync else 'off'}", "-c", "max_connections=200"]
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(
-                _as_service_user(argv), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-            )
 
-        def ready() -> bool:
-            probe = [str(bindir / "pg_isready"), "-h", "127.0.0.1", "-p", str(port)]
+        def start(port: int) -> subprocess.Popen[bytes]:
+            argv = [str(bindir / "postgres"), "-D", str(data), "-p", str(port), "-h", "127.0.0.1", "-k", str(root)]
+            argv += ["-c", f"fsync={'on' if fsync else 'off'}", "-c", "max_connections=200"]
+            with open(log, "wb") as out:
+                return subprocess.Popen(
+                    _as_service_user(argv), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                )
+
+        def ready(port: int) -> bool:
+            # through the socket in our own folder: a server of another test session that holds
+            # the port must not pass for ours
+            probe = [str(bindir / "pg_isready"), "-h", str(root), "-p", str(port)]
             return subprocess.run(probe, capture_output=True).returncode == 0
 
+        proc, port = _started(start, ready, "postgres", log)
         try:
-            _wait_for(ready, "postgres", proc, log)
             yield f"postgresql://beamfilter@127.0.0.1:{port}/postgres"
         finally:
             _stop(proc)
@@ -108,24 +138,28 @@ def redis_server() -> Iterator[str]:
         raise RuntimeError("redis-server is not installed")
     root = Path(tempfile.mkdtemp(prefix="beamfilter-redis-"))
     log = root / "redis.log"
-    port = _free_port()
+    unix = root / "redis.sock"
     try:
-        argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(
-                [*argv, "--dir", str(root)], stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-            )
 
-        def ready() -> bool:
+        def start(port: int) -> subprocess.Popen[bytes]:
+            argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+            argv += ["--dir", str(root), "--unixsocket", str(unix)]
+            with open(log, "wb") as out:
+                return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+        def ready(_port: int) -> bool:
+            # through the socket in our own folder, which only our server opens (after its port)
             try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+                with socket.socket(socket.AF_UNIX) as sock:
+                    sock.settimeout(0.5)
+                    sock.connect(str(unix))
                     sock.sendall(b"PING\r\n")
                     return sock.recv(16).startswith(b"+PONG")
             except OSError:
                 return False
 
+        proc, port = _started(start, ready, "redis-server", log)
         try:
-            _wait_for(ready, "redis-server", proc, log)
             yield f"redis://127.0.0.1:{port}/0"
         finally:
             _stop(proc)

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import time
 from collections.abc import Iterator
 
-import httpx
 import pytest
-from _support import free_port, require
-from peers._peer import _LISTENING, AIMOCK_CLI, AIMOCK_FIXTURES, AIMOCK_KEY, Peer, _start, _stop
+from _support import require
+from peers._peer import _LISTENING, AIMOCK_CLI, AIMOCK_FIXTURES, AIMOCK_KEY, Peer, _start, _stop, llmock_running
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +33,7 @@ def aimock() -> Iterator[Peer]:
     argv = [node, str(AIMOCK_CLI), "-p", "0", "-h", "127.0.0.1", "-f", str(AIMOCK_FIXTURES), "--log-level", "info"]
     process, output = _start("aimock", argv, {**os.environ, "AIMOCK_API_KEYS": AIMOCK_KEY})
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 120  # generous: a loaded machine starts node slowly
         url = None
         while url is None:
             found = [m for line in list(output) if (m := _LISTENING.search(line))]
@@ -52,33 +50,6 @@ def aimock() -> Iterator[Peer]:
 
 @pytest.fixture(scope="session")
 def llmock_server() -> Iterator[Peer]:
-    """llmock on a free port (its CLI cannot report an ephemeral one), quiet logs."""
-    port = free_port()
-    argv = [
-        sys.executable,
-        "-c",
-        "import sys; from llmock.cli import app; sys.exit(app())",
-        "serve",
-        "-h",
-        "127.0.0.1",
-        "-p",
-        str(port),
-        "--log-level",
-        "warning",
-    ]
-    process, output = _start("llmock", argv, {**os.environ, "NO_COLOR": "1"})
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(url + "/_llmock/scenario", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail("llmock did not start:\n" + "\n".join(output))
-            time.sleep(0.1)
-        yield Peer("llmock", process, url, output, {})
-    finally:
-        _stop(process)
+    """llmock on a free port, quiet logs."""
+    with llmock_running() as peer:
+        yield peer

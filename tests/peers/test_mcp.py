@@ -204,7 +204,7 @@ def notes_http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
         [sys.executable, str(NOTES_SERVER), "http", str(port), token], stdout=subprocess.DEVNULL, stderr=handle
     )
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # generous: a loaded machine starts Python servers slowly
         while True:
             with socket.socket() as sock:
                 if sock.connect_ex(("127.0.0.1", port)) == 0:
