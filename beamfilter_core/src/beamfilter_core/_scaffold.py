@@ -270,9 +270,10 @@ def _tests(plan: PluginPlan, values: Mapping[str, str]) -> str:
         mine.append(f"{plan.toolset}_tools")
         provided.append(f"    assert info.toolsets == ({_q(plan.toolset)},)\n")
     if plan.store:
+        core.append("Message")
         mine += [str(plan.store_class), f"open_{plan.store_name}_store"]
         provided.append(f"    assert info.stores == ({_q(str(plan.store_name))},)\n")
-    third = ["import pytest"] if plan.filters else []
+    third = ["import pytest"] if plan.filters or plan.store else []
     third.append(_from_import("beamfilter_core", core))
     if plan.filters:
         third.append(_from_import("beamfilter_core.testing", ["collect_stream"]))

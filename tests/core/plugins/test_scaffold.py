@@ -72,7 +72,7 @@ def test_a_store_brings_the_memory_package(tmp_path: Path) -> None:
     assert 'dependencies = ["beamfilter-core>=0.1,<0.2", "beamfilter-memory>=0.1,<0.2"]' in files["pyproject.toml"]
     assert 'python -m pip install "beamfilter-core>=0.1,<0.2" "beamfilter-memory>=0.1,<0.2"' in files["README.md"]
     assert 'SCHEME: Final = "vault+kv"' in files["src/beamfilter_vault/_store.py"]
-    assert "class VaultKvStore(InMemoryStore):" in files["src/beamfilter_vault/_store.py"]
+    assert "class VaultKvStore(StoreBase):" in files["src/beamfilter_vault/_store.py"]
 
 
 def test_an_existing_folder_is_never_overwritten(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -175,7 +175,7 @@ def test_every_option_generates_a_plugin_whose_tests_and_mypy_pass(tmp_path: Pat
         [sys.executable, "-m", "pytest", "-q"], cwd=root, env=environ, capture_output=True, text=True, check=False
     )
     assert tested.returncode == 0, tested.stdout + tested.stderr
-    assert tested.stdout.strip().splitlines()[-1].startswith("15 passed")
+    assert tested.stdout.strip().splitlines()[-1].startswith("16 passed")
     typed = subprocess.run(
         [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "mypy-cache")],
         cwd=root,
