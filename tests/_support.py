@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
+import venv
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import pytest
 
@@ -24,3 +29,33 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def run_clean(
+    *args: str | Path, env: Mapping[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run a command as a user's shell would: without this process's ``BEAMFILTER_*``,
+    ``PYTHON*`` and ``MYPY*`` variables (plus ``env``); output captured as text."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("BEAMFILTER_", "PYTHON", "MYPY"))}
+    environ.update(env or {})
+    return subprocess.run(
+        [str(a) for a in args], capture_output=True, text=True, env=environ, cwd=cwd, timeout=600, check=False
+    )
+
+
+def fresh_venv(root: Path, packages: Sequence[Path]) -> Path:
+    """A new venv in ``root/venv`` (no system site-packages) holding ``packages`` built as
+    wheels, with pytest and anyio; returns its folder. pip resolves their dependencies from
+    what ``./run setup`` already fetched (its cache or the configured index)."""
+    wheels = root / "wheels"
+    built = run_clean(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", wheels, *packages)
+    require(built.returncode == 0, f"building the wheels needs hatchling from the package index: {built.stderr[-500:]}")
+    env_dir = root / "venv"
+    venv.EnvBuilder(with_pip=False, system_site_packages=False).create(env_dir)
+    # the running pip installs into the fresh environment (no ensurepip: faster)
+    installed = run_clean(
+        sys.executable, "-m", "pip", "--python", env_dir / "bin" / "python", "install", "-q",
+        *sorted(wheels.glob("*.whl")), "pytest>=8", "anyio>=4",
+    )  # fmt: skip
+    require(installed.returncode == 0, f"pip install into the fresh venv failed: {installed.stderr[-500:]}")
+    return env_dir

@@ -6,6 +6,7 @@ outside the root, a second ``tool_policy`` (``action = "pause"``, enabled under 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -20,55 +21,84 @@ pytest.importorskip("beamfilter_builtins")
 pytestmark = [pytest.mark.peers, pytest.mark.packages]
 
 FILESYSTEM = Path(__file__).resolve().parents[1] / "peers" / "node_modules" / ".bin" / "mcp-server-filesystem"
+PAUSE_KEY = '[kernel]\npause_key = "e2e-pause-key-0123456789abcdef"\n'
 
 
-def test_a_toml_file_alone_gives_an_agent_an_mcp_filesystem_with_policy(tmp_path: Path) -> None:
+def data_folder(tmp_path: Path) -> Path:
+    """``tmp_path/data``, the folder the MCP filesystem server serves (``./data`` from the config)."""
     require(FILESYSTEM.exists(), "server-filesystem is not installed; run ./run setup (npm ci in tests/peers)")
     data = tmp_path / "data"
     data.mkdir()
+    return data
+
+
+def mcp_filesystem(*include: str, prefix: str = "") -> str:
+    """The ``[[tools]]`` table of the filesystem server, its write tool marked sensitive."""
+    listed = ", ".join(f'"{name}"' for name in include)
+    named = f'prefix = "{prefix}"\n' if prefix else ""
+    return (
+        f'[[tools]]\nuse = "mcp"\ncommand = ["{FILESYSTEM}", "./data"]\ninclude = [{listed}]\n{named}'
+        f'sensitive = ["write_*"]\n'
+    )
+
+
+def model_writing(target: Path, then: str) -> str:
+    """A scripted model that asks to write "hi" to ``target`` (call id w1), then answers ``then``."""
+    call = f'{{ name = "write_file", arguments = {{ path = "{target}", content = "hi" }}, id = "w1" }}'
+    return f'[model]\nuse = "scripted"\nscript = [{{ tool_calls = [{call}] }}, "{then}"]\n'
+
+
+def write_config(tmp_path: Path, *sections: str) -> Path:
+    """``tmp_path/beamfilter.toml`` made of ``sections`` (each dedented)."""
+    config = tmp_path / "beamfilter.toml"
+    config.write_text("\n".join(textwrap.dedent(section).strip() + "\n" for section in sections))
+    return config
+
+
+def python(config: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` in the config's folder, as a user's shell would run it."""
+    return subprocess.run(
+        [sys.executable, *args], input=stdin, capture_output=True, text=True, timeout=120, cwd=config.parent,
+        check=False,
+    )  # fmt: skip
+
+
+def beamfilter_run(config: Path, prompt: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    """``beamfilter run CONFIG PROMPT FLAGS``."""
+    return python(config, "-m", "beamfilter_core", "run", str(config), prompt, *flags)
+
+
+def test_a_toml_file_alone_gives_an_agent_an_mcp_filesystem_with_policy(tmp_path: Path) -> None:
+    data = data_folder(tmp_path)
     (data / "plan.txt").write_text("ship on friday")
     (tmp_path / "secret.txt").write_text("the launch codes")
-    config = tmp_path / "beamfilter.toml"
-    config.write_text(
-        textwrap.dedent(
-            f"""
-            [model]
-            use = "scripted"
-            script = [
-              {{ tool_calls = [
-                {{ name = "fs_read_text_file", arguments = {{ path = "{data / "plan.txt"}" }}, id = "in" }},
-                {{ name = "fs_read_text_file", arguments = {{ path = "{tmp_path / "secret.txt"}" }}, id = "out" }},
-              ] }},
-              "The plan: ship on friday. The other file is outside what I may read.",
-            ]
+    config = write_config(
+        tmp_path,
+        f"""
+        [model]
+        use = "scripted"
+        script = [
+          {{ tool_calls = [
+            {{ name = "fs_read_text_file", arguments = {{ path = "{data / "plan.txt"}" }}, id = "in" }},
+            {{ name = "fs_read_text_file", arguments = {{ path = "{tmp_path / "secret.txt"}" }}, id = "out" }},
+          ] }},
+          "The plan: ship on friday. The other file is outside what I may read.",
+        ]
+        """,
+        mcp_filesystem("read_text_file", "list_directory", "write_file", prefix="fs_"),
+        f"""
+        [[filters]]
+        use = "logging"
 
-            [[tools]]
-            use = "mcp"
-            command = ["{FILESYSTEM}", "./data"]
-            include = ["read_text_file", "list_directory", "write_file"]
-            prefix = "fs_"
-            sensitive = ["write_*"]
+        [[filters]]
+        use = "tool_errors"
 
-            [[filters]]
-            use = "logging"
-
-            [[filters]]
-            use = "tool_errors"
-
-            [[filters]]
-            use = "tool_policy"
-            rules = [{{ tool = "fs_*", kind = "path", roots = ["{data}"] }}]
-            """
-        )
+        [[filters]]
+        use = "tool_policy"
+        rules = [{{ tool = "fs_*", kind = "path", roots = ["{data}"] }}]
+        """,
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "beamfilter_core", "run", str(config), "What is the plan?", "--trace"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-        check=False,
-    )
+    done = beamfilter_run(config, "What is the plan?", "--trace")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "The plan: ship on friday. The other file is outside what I may read.\n"
     # the server's own log lines share stderr with the trace: keep the trace's
@@ -89,14 +119,7 @@ def test_a_toml_file_alone_gives_an_agent_an_mcp_filesystem_with_policy(tmp_path
     assert "[tool fs_read_text_file: ok]" in lines
     assert "[tool fs_read_text_file: failed]" in lines
     # the server's write tool is there, marked sensitive for the gate and approval
-    listed = subprocess.run(
-        [sys.executable, "-c", _LIST.format(config=str(config))],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-        check=False,
-    )
+    listed = python(config, "-c", _LIST.format(config=str(config)))
     assert listed.returncode == 0, listed.stderr
     assert sorted(listed.stdout.splitlines()) == [
         "fs_list_directory False",
@@ -124,55 +147,27 @@ asyncio.run(main())
 
 
 def test_a_write_pauses_for_a_human_from_toml_alone(tmp_path: Path) -> None:
-    require(FILESYSTEM.exists(), "server-filesystem is not installed; run ./run setup (npm ci in tests/peers)")
-    data = tmp_path / "data"
-    data.mkdir()
+    data = data_folder(tmp_path)
     target = data / "note.txt"
-    config = tmp_path / "beamfilter.toml"
-    config.write_text(
-        textwrap.dedent(
-            f"""
-            [model]
-            use = "scripted"
-            script = [
-              {{ tool_calls = [
-                {{ name = "write_file", arguments = {{ path = "{target}", content = "hi" }}, id = "w1" }},
-              ] }},
-              "unused",
-            ]
+    config = write_config(
+        tmp_path,
+        model_writing(target, then="unused"),
+        PAUSE_KEY,
+        mcp_filesystem("read_text_file", "write_file"),
+        f"""
+        [[filters]]
+        use = "tool_policy"
+        rules = [{{ tool = "*", kind = "path", roots = ["{data}"] }}]
 
-            [kernel]
-            pause_key = "e2e-pause-key-0123456789abcdef"
-
-            [[tools]]
-            use = "mcp"
-            command = ["{FILESYSTEM}", "./data"]
-            include = ["read_text_file", "write_file"]
-            sensitive = ["write_*"]
-
-            [[filters]]
-            use = "tool_policy"
-            rules = [{{ tool = "*", kind = "path", roots = ["{data}"] }}]
-
-            [[filters]]
-            use = "tool_policy"
-            name = "writes_need_a_human"
-            action = "pause"
-            rules = [{{ tool = "write_*", kind = "deny", reason = "writes need a human" }}]
-            """
-        )
+        [[filters]]
+        use = "tool_policy"
+        name = "writes_need_a_human"
+        action = "pause"
+        rules = [{{ tool = "write_*", kind = "deny", reason = "writes need a human" }}]
+        """,
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "beamfilter_core", "run", str(config), "Write a note", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-        check=False,
-    )
+    done = beamfilter_run(config, "Write a note", "--json")
     assert done.returncode == 0, done.stderr
-    import json
-
     result = json.loads(done.stdout)
     assert result["status"] == "paused"
     assert result["pause"]["awaiting"] == ["w1"]
@@ -200,47 +195,15 @@ asyncio.run(main())
 
 
 def test_approval_from_toml_alone_pauses_a_write_and_a_second_process_completes_it(tmp_path: Path) -> None:
-    require(FILESYSTEM.exists(), "server-filesystem is not installed; run ./run setup (npm ci in tests/peers)")
-    data = tmp_path / "data"
-    data.mkdir()
-    target = data / "note.txt"
-    config = tmp_path / "beamfilter.toml"
-    config.write_text(
-        textwrap.dedent(
-            f"""
-            [model]
-            use = "scripted"
-            script = [
-              {{ tool_calls = [
-                {{ name = "write_file", arguments = {{ path = "{target}", content = "hi" }}, id = "w1" }},
-              ] }},
-              "Written.",
-            ]
-
-            [kernel]
-            pause_key = "e2e-pause-key-0123456789abcdef"
-
-            [[tools]]
-            use = "mcp"
-            command = ["{FILESYSTEM}", "./data"]
-            include = ["write_file"]
-            sensitive = ["write_*"]
-
-            [[filters]]
-            use = "approval"
-            """
-        )
+    target = data_folder(tmp_path) / "note.txt"
+    config = write_config(
+        tmp_path,
+        model_writing(target, then="Written."),
+        PAUSE_KEY,
+        mcp_filesystem("write_file"),
+        '[[filters]]\nuse = "approval"',
     )
-    import json
-
-    paused = subprocess.run(
-        [sys.executable, "-m", "beamfilter_core", "run", str(config), "Write a note", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-        check=False,
-    )
+    paused = beamfilter_run(config, "Write a note", "--json")
     assert paused.returncode == 0, paused.stderr
     result = json.loads(paused.stdout)
     assert result["status"] == "paused"
@@ -248,15 +211,7 @@ def test_approval_from_toml_alone_pauses_a_write_and_a_second_process_completes_
     assert result["pause"]["reason"] == "'write_file' is a sensitive tool: a human decides"
     assert not target.exists()  # nothing reached the server before the human decided
     # a second process (another worker) resumes the signed pause with the human's approval
-    resumed = subprocess.run(
-        [sys.executable, "-c", _RESUME.format(config=str(config))],
-        input=json.dumps(result["pause"]),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-        check=False,
-    )
+    resumed = python(config, "-c", _RESUME.format(config=str(config)), stdin=json.dumps(result["pause"]))
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stdout == "completed Written.\n"
     assert target.read_text() == "hi"

@@ -9,25 +9,15 @@ what ``./run setup`` already fetched (its cache or the configured index).
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import venv
 from pathlib import Path
 
 import pytest
-from _support import require
+from _support import fresh_venv, run_clean
 
 ROOT = Path(__file__).resolve().parents[3]
 
 pytestmark = pytest.mark.slow
-
-
-def _run(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("BEAMFILTER_", "PYTHON", "MYPY"))}
-    return subprocess.run(
-        [str(a) for a in args], capture_output=True, text=True, env=environ, cwd=cwd, timeout=600, check=False
-    )
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +25,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(the generated plugin's folder, the fresh venv holding its wheel and beamfilter-core's)."""
     root = tmp_path_factory.mktemp("authoring")
     plugin = root / "beamfilter-greeter"
-    made = _run(
+    made = run_clean(
         sys.executable,
         "-m",
         "beamfilter_core",
@@ -52,44 +42,24 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
         plugin,
     )
     assert made.returncode == 0, made.stderr
-    wheels = root / "wheels"
-    built = _run(
-        sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", wheels, ROOT / "beamfilter_core", plugin
-    )
-    require(built.returncode == 0, f"building the wheels needs hatchling from the package index: {built.stderr[-500:]}")
-    env_dir = root / "venv"
-    venv.EnvBuilder(with_pip=False, system_site_packages=False).create(env_dir)
-    python = env_dir / "bin" / "python"
-    installed = _run(
-        sys.executable,
-        "-m",
-        "pip",
-        "--python",
-        python,
-        "install",
-        "-q",
-        *sorted(wheels.glob("*.whl")),
-        "pytest>=8",
-        "anyio>=4",
-    )
-    require(installed.returncode == 0, f"pip install into the fresh venv failed: {installed.stderr[-500:]}")
+    env_dir = fresh_venv(root, [ROOT / "beamfilter_core", plugin])
     return plugin, env_dir
 
 
 def test_the_generated_tests_pass_in_a_fresh_venv(generated: tuple[Path, Path]) -> None:
     plugin, env_dir = generated
-    done = _run(env_dir / "bin" / "python", "-m", "pytest", "-q", cwd=plugin)
+    done = run_clean(env_dir / "bin" / "python", "-m", "pytest", "-q", cwd=plugin)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip().splitlines()[-1].startswith("13 passed")
     # the plugin ran from the wheel in the venv, not from the source folder
-    where = _run(env_dir / "bin" / "python", "-c", "import beamfilter_greeter; print(beamfilter_greeter.__file__)")
+    where = run_clean(env_dir / "bin" / "python", "-c", "import beamfilter_greeter; print(beamfilter_greeter.__file__)")
     assert where.stdout.startswith(str(env_dir))
 
 
 def test_the_generated_package_passes_mypy_strict_and_ruff(generated: tuple[Path, Path]) -> None:
     plugin, env_dir = generated
     # mypy of the test tools, reading the packages installed in the fresh venv
-    typed = _run(
+    typed = run_clean(
         sys.executable,
         "-m",
         "mypy",
@@ -101,18 +71,18 @@ def test_the_generated_package_passes_mypy_strict_and_ruff(generated: tuple[Path
     )
     assert (typed.returncode, typed.stdout.strip()) == (0, "Success: no issues found in 5 source files"), typed.stdout
     for command in (["check", "--no-cache", "."], ["format", "--check", "--no-cache", "."]):
-        linted = _run(sys.executable, "-m", "ruff", *command, cwd=plugin)
+        linted = run_clean(sys.executable, "-m", "ruff", *command, cwd=plugin)
         assert linted.returncode == 0, linted.stdout + linted.stderr
 
 
 def test_plugins_check_finds_nothing(generated: tuple[Path, Path]) -> None:
     _, env_dir = generated
-    done = _run(env_dir / "bin" / "beamfilter", "plugins", "check", "beamfilter-greeter")
+    done = run_clean(env_dir / "bin" / "beamfilter", "plugins", "check", "beamfilter-greeter")
     assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout == (
         "beamfilter-greeter 0.1.0: ok (plugin 'greeter': filter 'greet', filter 'stamp', toolset 'helper')\n"
     )
-    everything = _run(env_dir / "bin" / "beamfilter", "plugins", "check")
+    everything = run_clean(env_dir / "bin" / "beamfilter", "plugins", "check")
     assert (everything.returncode, everything.stdout) == (0, done.stdout)
 
 
@@ -126,7 +96,7 @@ def test_a_config_enables_the_new_filters_by_name(generated: tuple[Path, Path], 
         '[[tools]]\nuse = "helper"\ngreeting = "Hi"\n',
         encoding="utf-8",
     )
-    done = _run(env_dir / "bin" / "beamfilter", "run", config, "hi")
+    done = run_clean(env_dir / "bin" / "beamfilter", "run", config, "hi")
     assert (done.returncode, done.stdout, done.stderr) == (0, "hello\n-- stamped\n-- greeted\n", "")
-    chain = _run(env_dir / "bin" / "beamfilter", "chain", config)
+    chain = run_clean(env_dir / "bin" / "beamfilter", "chain", config)
     assert "\nturn\n  └─ greet (greeter:greet)\n     └─ stamped (greeter:stamp)\n" in chain.stdout
