@@ -64,6 +64,12 @@ def _wait_for(check: Callable[[], bool], what: str, proc: subprocess.Popen[bytes
     raise RuntimeError(f"{what} did not start within {_START_SECONDS} s:\n{log.read_text(errors='replace')[-3000:]}")
 
 
+def _spawn(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
+    """Start a server in a session of its own, its output to ``log``."""
+    with open(log, "wb") as out:
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
 def _started(
     start: Callable[[int], subprocess.Popen[bytes]], ready: Callable[[int], bool], what: str, log: Path
 ) -> tuple[subprocess.Popen[bytes], int]:
@@ -110,10 +116,7 @@ def postgres_server(*, fsync: bool = False) -> Iterator[str]:
         def start(port: int) -> subprocess.Popen[bytes]:
             argv = [str(bindir / "postgres"), "-D", str(data), "-p", str(port), "-h", "127.0.0.1", "-k", str(root)]
             argv += ["-c", f"fsync={'on' if fsync else 'off'}", "-c", "max_connections=200"]
-            with open(log, "wb") as out:
-                return subprocess.Popen(
-                    _as_service_user(argv), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-                )
+            return _spawn(_as_service_user(argv), log)
 
         def ready(port: int) -> bool:
             # through the socket in our own folder: a server of another test session that holds
@@ -144,8 +147,7 @@ def redis_server() -> Iterator[str]:
         def start(port: int) -> subprocess.Popen[bytes]:
             argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
             argv += ["--dir", str(root), "--unixsocket", str(unix)]
-            with open(log, "wb") as out:
-                return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            return _spawn(argv, log)
 
         def ready(_port: int) -> bool:
             # through the socket in our own folder, which only our server opens (after its port)

@@ -334,7 +334,8 @@ async def test_window_sends_only_the_last_messages_and_never_an_orphan_tool_resu
     assert len(await store.load("c1")) == 9  # the store keeps everything
 
 
-async def test_a_reentering_turn_filter_inside_memory_stores_each_message_once(store: ChatStore) -> None:
+@pytest.mark.parametrize("inside_memory", [True, False], ids=["inside-memory", "outside-memory"])
+async def test_a_reentering_turn_filter_stores_each_message_once(store: ChatStore, inside_memory: bool) -> None:
     async def validate(
         request: TurnRequest, state: dict[str, Any], call_next: Callable[[TurnRequest], Awaitable[TurnResult]]
     ) -> TurnResult:
@@ -344,25 +345,10 @@ async def test_a_reentering_turn_filter_inside_memory_stores_each_message_once(s
         return result
 
     model = ScriptedModel(["many", "42"])
-    kernel = Kernel(model, filters=[memory_filter(store), Filter("validate", around_turn=validate)])
+    memory, validating = memory_filter(store), Filter("validate", around_turn=validate)
+    kernel = Kernel(model, filters=[memory, validating] if inside_memory else [validating, memory])
     result = await kernel.run("How many?", context=CID)
     assert result.text == "42"
-    assert model.requests[1].messages == (U("How many?"), A("many"), U("Answer with a number."))
-    assert await store.load("c1") == [U("How many?"), A("many"), U("Answer with a number."), A("42")]
-
-
-async def test_a_reentering_turn_filter_outside_memory_stores_each_message_once(store: ChatStore) -> None:
-    async def validate(
-        request: TurnRequest, state: dict[str, Any], call_next: Callable[[TurnRequest], Awaitable[TurnResult]]
-    ) -> TurnResult:
-        result = await call_next(request)
-        if result.status == "completed" and "42" not in result.text:
-            result = await call_next(request.followup(result, U("Answer with a number.")))
-        return result
-
-    model = ScriptedModel(["many", "42"])
-    kernel = Kernel(model, filters=[Filter("validate", around_turn=validate), memory_filter(store)])
-    await kernel.run("How many?", context=CID)
     assert model.requests[1].messages == (U("How many?"), A("many"), U("Answer with a number."))
     assert await store.load("c1") == [U("How many?"), A("many"), U("Answer with a number."), A("42")]
 

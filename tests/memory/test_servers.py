@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from _support import free_port, require
@@ -32,6 +33,15 @@ def _first_port(monkeypatch: pytest.MonkeyPatch, taken: int) -> list[int]:
     return handed
 
 
+@contextmanager
+def _held_port() -> Iterator[int]:
+    """A port this test listens on, so no server can bind it."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield holder.getsockname()[1]
+
+
 def _redis_ping(port: int) -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
         sock.sendall(b"CLIENT ID\r\n")
@@ -53,10 +63,7 @@ def test_redis_on_a_port_another_redis_holds_starts_on_a_new_one(monkeypatch: py
 
 def test_postgres_on_a_taken_port_starts_on_a_new_one(monkeypatch: pytest.MonkeyPatch) -> None:
     require(_servers.postgres_bindir() is not None, "PostgreSQL is not installed; apt-get install postgresql")
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        held = holder.getsockname()[1]
+    with _held_port() as held:
         handed = _first_port(monkeypatch, held)
         with _servers.postgres_server() as url:
             assert handed[0] == held
@@ -65,10 +72,7 @@ def test_postgres_on_a_taken_port_starts_on_a_new_one(monkeypatch: pytest.Monkey
 
 def test_a_port_taken_every_time_is_an_error_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
     require(_servers.redis_binary() is not None, "redis-server is not installed; apt-get install redis-server")
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        held = holder.getsockname()[1]
+    with _held_port() as held:
         monkeypatch.setattr(_servers, "free_port", lambda: held)
         with pytest.raises(RuntimeError, match=r"^redis-server exited with 1:\n") as caught, _servers.redis_server():
             pass
