@@ -32,7 +32,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,7 +43,7 @@ LAST = ("coverage",)
 
 #: About how long each session takes on an idle two-core machine (the queue's order;
 #: a session not listed counts as a minute). From the fresh-clone gate of cde3d91.
-EXPECTED_SECONDS = {
+EXPECTED_SECONDS: dict[str, float] = {
     "lint": 15,
     "typecheck": 60,
     "cross": 370,
@@ -77,9 +77,10 @@ def log_name(session: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name) + ".log"
 
 
-def queue_order(sessions: Sequence[str], expected: dict[str, float] | None = None) -> tuple[list[str], list[str]]:
+def queue_order(
+    sessions: Sequence[str], expected: Mapping[str, float] = EXPECTED_SECONDS
+) -> tuple[list[str], list[str]]:
     """(the sessions the workers share, longest first; the ones run after them, in ``LAST``'s order)."""
-    expected = EXPECTED_SECONDS if expected is None else expected
     last = [name for name in LAST if name in sessions]
     rest = [name for name in sessions if name not in LAST]
     # a stable sort: sessions expected to take as long keep the noxfile's order
