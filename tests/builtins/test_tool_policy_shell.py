@@ -608,6 +608,9 @@ def test_a_name_that_does_not_resolve_is_denied_with_the_resolver_error() -> Non
         ("::1]", None),
         ("[zz]", None),
         ("[::1]", "::1"),
+        ("[::]", "::"),
+        ("[::2]", "0.0.0.2"),  # IPv4-compatible: every ::a.b.c.d above ::1
+        ("[::1%25eth0]", "::1"),  # the zone id is dropped
         ("255.1", "255.0.0.1"),
         ("256.1", None),
         ("127.16777215", "127.255.255.255"),
