@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from beamfilter_builtins import redact_filter
 from beamfilter_builtins._partial import first_chars, prefix_source
-from beamfilter_builtins._redactor import _look_back_probes
+from beamfilter_builtins._redactor import Redactor, _look_back_probes
+from beamfilter_builtins._secret_rules import SecretRule
 from beamfilter_core import Filter, Kernel, RunFinished, ScriptedModel
 from beamfilter_core.errors import ConfigError
 from beamfilter_core.testing import collect_stream
@@ -368,3 +369,70 @@ def test_a_rule_reaching_exactly_max_length_fits_one_more_is_refused(pattern: st
     with pytest.raises(ConfigError) as caught:
         redact_filter([pattern], default_rules=False, max_length=fits - 1)
     assert str(caught.value) == f"redact_filter: pattern patterns[0] {pattern!r} {message}"
+
+
+# -- the engine itself: what it refuses, its bounds, and the exact pieces a scan returns --------
+
+
+def test_the_engine_refuses_no_rules_non_strings_and_back_references() -> None:
+    with pytest.raises(ConfigError) as caught:
+        Redactor([])
+    assert str(caught.value) == "redact_filter has no rules to redact with; keep the default rules or give patterns."
+    with pytest.raises(ConfigError) as caught:
+        Redactor([SecretRule("n", "custom", 42)], where="w")  # type: ignore[arg-type]
+    assert str(caught.value) == "w: pattern n is 42; give a regular expression string."
+    with pytest.raises(ConfigError) as caught:
+        Redactor([SecretRule("n", "custom", r"(a)\1")])
+    assert str(caught.value) == (
+        "redact_filter: the pattern '(a)\\\\1' uses a construct that cannot be joined with others (GROUPREF); "
+        "rewrite it without back references."
+    )
+
+
+def test_a_tail_as_long_as_a_match_and_its_reach_is_held() -> None:
+    redactor = Redactor([SecretRule("n", "custom", r"x{1,7}\b")], replacement="#")
+    assert (redactor.limit, redactor.context) == (8, 1)
+    state = redactor.start()
+    out, state = redactor.step("xxxxxxx", state)  # 7 characters and the \b after them: all could change
+    assert (out, state.held) == ((), "xxxxxxx")
+    out, state = redactor.step("x", state)
+    assert (out, state.held) == ((), "xxxxxxxx")
+    assert redactor.flush(state) == ["x#"]
+    assert redactor.redact("xxxxxxxx") == "x#"
+
+
+def test_a_whole_match_at_the_end_of_the_text_is_held() -> None:
+    redactor = Redactor([SecretRule("n", "custom", r"a\d{3}")], replacement="#")
+    assert redactor.limit == 4
+    assert redactor.scan("a123") == ([], "a123")
+    assert redactor.scan("xa123") == (["x"], "a123")
+    assert redactor.scan("a12") == ([], "a12")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text", "pieces", "held"),
+    [
+        (r"a\d{3}", "a123 b", ["#", " b"], ""),
+        (r"a\d{3}", "a123a123", ["#"], "a123"),
+        (r"a\d{3}", "x a123 y a", ["x ", "#", " y "], "a"),
+        (r"a\d{3}", "plain", ["plain"], ""),
+        (r"\d{3}x", "123x", [], "123x"),  # no known first characters: one search for all rules
+        (r"\d{3}x", "a123x b", ["a", "#", " b"], ""),
+        (r"\d{3}x", "123x123x", ["#"], "123x"),
+        (r"\d{3}x", "a 12", ["a "], "12"),
+        (r"\d{3}x", "123xy", ["#", "y"], ""),
+    ],
+)
+def test_a_scan_returns_exactly_the_pieces_it_emits_and_the_held_tail(
+    pattern: str, text: str, pieces: list[str], held: str
+) -> None:
+    redactor = Redactor([SecretRule("n", "custom", pattern)], replacement="#")
+    emitted, rest = redactor.scan(text)
+    assert (list(emitted), rest) == (pieces, held)
+
+
+def test_a_secret_group_at_the_start_or_left_out_of_the_match() -> None:
+    at_start = Redactor([SecretRule("n", "custom", r"(?P<secret>\d{4})-x")])
+    assert at_start.redact("1234-x") == "[REDACTED]-x"
+    optional = Redactor([SecretRule("n", "custom", r"a(?P<secret>\d{2})?b{2}")])
+    assert optional.redact("abb a12bb") == "[REDACTED] a[REDACTED]bb"  # no secret part: the whole match
