@@ -6,11 +6,15 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from durable._helpers import APP, app_env
+from durable._helpers import APP, Local, app_env
 from durable.durable_app import create_ledger, read_ledger
+
+from beamfilter_core import Event, RunFinished, TextDelta
+from beamfilter_core.errors import DurableError
 
 pytestmark = pytest.mark.slow
 
@@ -79,3 +83,37 @@ def test_a_caller_attached_from_a_third_process_sees_a_recovered_turn_once(tmp_p
         timeout=120,
     )
     assert listed.stdout.startswith("att:turn-1  SUCCESS "), listed.stderr
+
+
+def test_attaching_to_a_paused_streamed_turn_ends_at_its_pause_and_again_after_the_decision(local: Local) -> None:
+    runner = local.runner
+
+    async def collect(events: AsyncIterator[Event]) -> list[Event]:
+        return [event async for event in events]
+
+    streamed = local.call(collect(runner.run_stream("turn pst: pay", turn_id="pst")))
+    finished = streamed[-1]
+    assert isinstance(finished, RunFinished)
+    assert finished.result.status == "paused"
+    attached = local.call(collect(runner.attach("pst")))
+    assert attached == streamed  # the same events, ending at the pause
+    local.call(runner.decide("pst", {"pst-pay": "approve"}))
+    result = local.call(runner.result("pst", decided="pst:pause-1"))
+    assert result.text == "Turn pst is done after 1 tool calls: transferred 5 for pst."
+    after = local.call(collect(runner.attach("pst")))
+    # the decided pause no longer ends the stream: the approved call, the answer, the result
+    assert [type(e).__name__ for e in after if not isinstance(e, TextDelta)] == [
+        "ToolCallStarted",
+        "ToolCallFinished",
+        "RunFinished",
+    ]
+    assert "".join(e.text for e in after if isinstance(e, TextDelta)) == result.text
+    assert after[-1] == RunFinished(result)
+
+
+def test_attaching_to_an_unknown_turn_is_refused(local: Local) -> None:
+    async def first() -> Event:
+        return await anext(local.runner.attach("nope"))
+
+    with pytest.raises(DurableError, match=r"^No durable turn 'nope' exists; `beamfilter durable list` shows"):
+        local.call(first())
