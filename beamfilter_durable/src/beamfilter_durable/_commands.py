@@ -1,4 +1,4 @@
-"""``beamfilter durable list|show|resume|cancel|worker``: inspect and drive durable turns.
+"""``beamfilter durable list|show|attach|resume|cancel|worker``: inspect and drive durable turns.
 
 Each command reads the ``[durable]`` section of CONFIG for the engine and its database.
 """

@@ -47,7 +47,9 @@ def beamfilter_register_sections() -> list[SectionSpec]:
 @hookimpl
 def beamfilter_register_commands() -> list[CommandSpec]:
     return [
-        CommandSpec("durable", _configure, _run, "inspect and drive durable turns (list, show, resume, cancel, worker)")
+        CommandSpec(
+            "durable", _configure, _run, "inspect and drive durable turns (list, show, attach, resume, cancel, worker)"
+        )
     ]
 
 
