@@ -14,7 +14,6 @@ import pytest
 from beamfilter_core import Message
 
 pytestmark = pytest.mark.slow
-pytest.importorskip("beamfilter_durable")
 
 
 def _config(folder: Path) -> Path:

@@ -12,9 +12,6 @@ from hypothesis import strategies as st
 
 from beamfilter_core import Event, TextDelta, ToolCall, ToolCallFinished, ToolCallStarted, ToolResult
 from beamfilter_core.errors import DurableError
-
-pytest.importorskip("beamfilter_durable")
-
 from beamfilter_durable._publish import Publisher, decode, encode
 
 CALL = ToolCall("effect", {"n": 1}, id="c1")
