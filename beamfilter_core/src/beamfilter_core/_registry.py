@@ -18,13 +18,14 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from importlib import metadata
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import attrs
 import fastjsonschema
 import pluggy
 
 from . import _hookspecs
+from ._entry_points import EntryPointLike, StaticEntryPoint, dist_of
 from ._specs import CommandSpec, FilterSpec, ModelSpec, PresetSpec, SectionSpec, StoreSpec, ToolsetSpec
 from .errors import AmbiguousFilterError, ConfigError, PluginLoadError, UnknownNameError
 
@@ -92,42 +93,6 @@ def core_version() -> str:
         from . import __version__
 
         return __version__
-
-
-class EntryPointLike(Protocol):
-    """What the registry needs from an entry point (``importlib.metadata.EntryPoint``)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def value(self) -> str: ...
-
-    def load(self) -> Any: ...
-
-
-@attrs.frozen(slots=True)
-class StaticEntryPoint:
-    """An entry point given in code, for tests of discovery: ``load()`` imports ``value``
-    (``"module"`` or ``"module:attr"``), or returns ``target`` when one is given."""
-
-    name: str
-    value: str
-    distribution: str | None = None
-    version: str | None = None
-    target: Any = None
-
-    def load(self) -> Any:
-        """Import the module (or return ``target``)."""
-        if self.target is not None:
-            return self.target
-        from importlib import import_module
-
-        module_name, _, attr = self.value.partition(":")
-        obj: Any = import_module(module_name.strip())
-        for part in filter(None, attr.strip().split(".")):
-            obj = getattr(obj, part)
-        return obj
 
 
 @attrs.frozen(slots=True)
@@ -198,13 +163,6 @@ def _names(value: Iterable[str] | None, where: str) -> frozenset[str] | None:
         msg = f"{where} is the string {value!r}; give a list of plugin names, e.g. [{value!r}]."
         raise ConfigError(msg)
     return frozenset(value)
-
-
-def _dist_of(ep: Any) -> tuple[str | None, str | None]:
-    dist = getattr(ep, "dist", None)
-    if dist is not None:
-        return dist.name, dist.version
-    return getattr(ep, "distribution", None), getattr(ep, "version", None)
 
 
 def _no_options(options: Any) -> Any:
@@ -423,7 +381,7 @@ class Registry:
         self._add(_core_plugin, CORE_PLUGIN, _CORE_DIST, version, module=_CORE_MODULE, raise_errors=True)
         for ep in self._entry_points():
             name = ep.name
-            dist, ver = _dist_of(ep)
+            dist, ver = dist_of(ep)
             if name == CORE_PLUGIN and ep.value.strip() == _CORE_MODULE:
                 continue  # registered above, as an essential plugin
             if name in self._infos:
