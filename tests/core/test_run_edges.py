@@ -514,3 +514,14 @@ async def test_a_streamed_resume_of_a_return_direct_batch_delivers_its_answer() 
     final = events[-1]
     assert isinstance(final, RunFinished)
     assert (text, final.result.text, final.result.return_direct) == ("published hi", "published hi", True)
+
+
+def test_an_approval_naming_arguments_is_not_an_approval_as_paused_even_with_the_paused_mapping() -> None:
+    seen: list[tuple[str, Any, bool, str | None]] = []
+    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("read_file", {"path": "/a"}, "c1")), "done"])
+    kernel = Kernel(model, tools=[read_file], gate=lambda c, t, x: "pause", filters=[_tool_spy(seen)])
+    paused = kernel.run_sync("go")
+    same = paused.pause.calls[0].arguments
+    kernel.resume_sync(paused.pause, {"c1": Decision.approve(same)})
+    assert seen == [("c1", {"path": "/a"}, False, None)]
+    assert RAN == [("read_file", "/a")]
