@@ -525,3 +525,13 @@ def test_an_approval_naming_arguments_is_not_an_approval_as_paused_even_with_the
     kernel.resume_sync(paused.pause, {"c1": Decision.approve(same)})
     assert seen == [("c1", {"path": "/a"}, False, None)]
     assert RAN == [("read_file", "/a")]
+
+
+def test_an_iteration_filter_pausing_without_a_pause_state_returns_the_transcript() -> None:
+    async def hold(request: IterationRequest, state: dict[str, Any], call_next: Any) -> IterationResult:
+        return IterationResult(status="paused")
+
+    model = ScriptedModel(["never"])
+    result = Kernel(model, filters=[Filter("hold", around_iteration=hold)]).run_sync("go")
+    assert (result.status, result.pause, result.iterations, len(model.requests)) == ("paused", None, 0, 0)
+    assert [(m.role, m.text) for m in result.messages] == [("user", "go")]
