@@ -535,3 +535,15 @@ def test_an_iteration_filter_pausing_without_a_pause_state_returns_the_transcrip
     result = Kernel(model, filters=[Filter("hold", around_iteration=hold)]).run_sync("go")
     assert (result.status, result.pause, result.iterations, len(model.requests)) == ("paused", None, 0, 0)
     assert [(m.role, m.text) for m in result.messages] == [("user", "go")]
+
+
+def test_json_data_a_tool_returns_reaches_the_model_unescaped() -> None:
+    @tool
+    def city() -> dict[str, str]:
+        """Name a city."""
+        return {"city": "Zürich", "emoji": "☀"}
+
+    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("city", {}, "c1")), "done"])
+    result = Kernel(model, tools=[city]).run_sync("go")
+    (answer,) = [m for m in result.messages if m.role == "tool"]
+    assert answer.text == '{"city": "Zürich", "emoji": "☀"}'
