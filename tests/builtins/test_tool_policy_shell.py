@@ -438,6 +438,11 @@ SWEEPING = {
     "rm -rf ~/x": False,
     "rm -rf ~/.cache*": False,
     "rm -rf ~/.*": True,
+    "rm -rf ~/.[!.]*": True,  # every hidden file of home: a bracket is as wild as a ?
+    "rm -rf ~/.[^.]*": True,
+    "rm -rf .[!.]*": True,
+    "rm -rf ~/.[!.]*rc": False,
+    "rm -rf ~/[!.]": False,
     "rm -rf /*": True,
     "rm -rf /b*": True,
     "rm -rf /usr/*": False,

@@ -302,7 +302,8 @@ def _one_word(word: Opaque) -> bool:
     return word.source.startswith('"') and word.source.endswith('"')  # "$x": never a lone quote
 
 
-_WILDCARD = re.compile(r"[.*?]*\*[.*?]*")
+# a name made of wildcards alone (``*``, ``.*``, ``.[!.]*``): it matches every entry, or every hidden one
+_WILDCARD = re.compile(r"(?:[.*?]|\[[^]/]*\])*\*(?:[.*?]|\[[^]/]*\])*")
 
 
 def _sweeping(target: str, cwd: bool = True) -> bool:
