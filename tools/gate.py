@@ -262,7 +262,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.logs.exists():
         shutil.rmtree(args.logs)  # no log of an earlier run is mistaken for this one's
     runner = Runner(noxfile, args.logs.resolve(), jobs=args.jobs, tail=args.tail)
-    runner.say(f"{len(sessions)} sessions, {args.jobs} at a time: {', '.join(sessions)}")
+    count = f"{len(sessions)} session{'' if len(sessions) == 1 else 's'}"
+    runner.say(f"{count}, {args.jobs} at a time: {', '.join(sessions)}")
     if "coverage" in sessions:
         shutil.rmtree(noxfile.parent / ".coverage-data", ignore_errors=True)  # only this run's data is combined
     start = time.monotonic()

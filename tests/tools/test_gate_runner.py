@@ -158,6 +158,7 @@ def test_a_failed_session_shows_its_tail_fails_the_gate_and_coverage_is_not_run(
 def test_ci_prints_the_whole_log_of_a_failed_session(tmp_path: Path) -> None:
     done, _ = run_gate(tmp_path, ["broken"], "--tail", "0")
     assert done.returncode == 1
+    assert done.stderr.startswith("[gate] 1 session, 2 at a time: broken\n")
     assert "the whole log" in done.stderr
     assert "broken line 0\n" in done.stderr
     assert "broken line 199\n" in done.stderr
@@ -166,6 +167,7 @@ def test_ci_prints_the_whole_log_of_a_failed_session(tmp_path: Path) -> None:
 def test_a_session_skipped_for_a_missing_python_is_reported_and_does_not_fail(tmp_path: Path) -> None:
     done, _ = run_gate(tmp_path, ["ancient", "quick"])
     assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith("[gate] 2 sessions, 2 at a time: quick, ancient\n")
     assert "[gate] ancient skipped in " in done.stderr
     assert "[gate] all sessions passed; " in done.stderr
 
