@@ -503,7 +503,17 @@ def test_devices_and_harmless_redirections() -> None:
         "echo > /dev/mapper/root",
     ]:
         assert rule.check(command) == "the command writes a raw device", command
-    for command in ["cat /dev/sda > x.img", "echo x > /dev/null", "tee /dev/stderr", "dd if=/dev/sda of=x.img"]:
+    for command in ["cp x.img /dev/sda", "cp -f x.img //dev/./sdb", "install -m 644 x /dev/nvme0n1", "cp a b /dev/sda"]:
+        assert rule.check(command) == "the command writes a raw device with cp or install", command
+    for command in [
+        "cat /dev/sda > x.img",
+        "echo x > /dev/null",
+        "tee /dev/stderr",
+        "dd if=/dev/sda of=x.img",
+        "cp /dev/sda x.img",  # reading a device is allowed (as with cat)
+        "cp /dev/sda",
+        "install -d /dev/sdx-backup/../x",
+    ]:
         assert rule.check(command) is None, command
     assert rule.check("dd of=/dev/sdb") == "the command writes a raw device with dd"
     verdict = rule.analyse("cat < in > out 2>/dev/null >/dev/stdout")

@@ -268,6 +268,11 @@ def _builtin(name: str, args: tuple[Word, ...]) -> Iterator[str]:
                 yield "the command writes a raw device with dd"
     elif name == "tee" and any(isinstance(a, str) and _DEVICE.match(normalise_path(a)) for a in args):
         yield "the command writes a raw device"
+    elif name in {"cp", "install"}:
+        operands = [a for a in args if not (isinstance(a, str) and a.startswith("-"))]
+        # the last of two or more operands is written: cp x.img /dev/sda (cp /dev/sda x.img only reads it)
+        if len(operands) > 1 and isinstance(operands[-1], str) and _DEVICE.match(normalise_path(operands[-1])):
+            yield "the command writes a raw device with cp or install"
 
 
 def _recursive_change(name: str, args: tuple[Word, ...]) -> Iterator[str]:
