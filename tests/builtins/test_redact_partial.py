@@ -39,6 +39,8 @@ from beamfilter_builtins._partial import (
         (r"(?:a\b){1,2}", 1),
         (r"(?>a\b)", 1),
         (r"(a\b)", 1),
+        (r"(?m)a\n^", 0),  # "^" and "\A" look back, never ahead
+        (r"a\A", 0),
     ],
 )
 def test_how_far_past_a_match_a_pattern_looks(pattern: str, reach: int) -> None:
