@@ -238,3 +238,12 @@ def test_a_run_is_possessive_when_its_listed_characters_cannot_start_what_follow
     run = f"(?:[{low}-{high}])"
     expected = f"(?:(?:{run}{{0,3}}+|{run}{{1,3}}{possessive}(?:@)?+))"
     assert prefix_source(re.compile(f"[{low}-{high}]{{1,3}}@")) == expected
+
+
+def test_a_group_that_turns_a_flag_off_keeps_it_off_in_every_source() -> None:
+    pattern = re.compile(r"(?i)(?-i:ab)c")
+    assert first_source(pattern) == "(?i:(?-i:a))"
+    assert first_chars(pattern) == frozenset("a")  # "A" does not start a match
+    assert fast_source(pattern) == "(?i:(?-i:ab)c)"
+    assert full_source(pattern) == "(?i:(?-i:ab)c)"
+    assert prefix_source(pattern) == "(?i:(?:(?-i:(?:(?:a)?+|a(?:b)?+))|(?-i:ab)(?:c)?+))"
