@@ -32,7 +32,6 @@ from ._kernel import CancelToken, Kernel
 from ._messages import ContentPart, Message, ToolCall, Usage, utf8_safe
 from ._models._base import ChatModel
 from ._models._scripted import ScriptedModel
-from ._options import options_schema
 from ._records import (
     ChatRequest,
     ChatResponse,
@@ -48,7 +47,6 @@ from ._records import (
     TurnResult,
 )
 from ._secrets import mask_credentials
-from ._specs import BuildContext, CommandSpec, FilterSpec, ModelSpec, PresetSpec, SectionSpec, StoreSpec, ToolsetSpec
 from ._streaming import Event, RunFinished, TextDelta, ToolCallFinished, ToolCallStarted
 from ._tools import Tool, tool
 from ._toolsets import Toolset
@@ -57,8 +55,19 @@ if _typing.TYPE_CHECKING:
     from ._hookspecs import hookimpl
     from ._models._local import LocalModel
     from ._models._openai import OpenAIChatModel
+    from ._options import options_schema
     from ._registry import PluginInfo, Registered, Registry, StaticEntryPoint, list_plugins
     from ._serde import converter
+    from ._specs import (
+        BuildContext,
+        CommandSpec,
+        FilterSpec,
+        ModelSpec,
+        PresetSpec,
+        SectionSpec,
+        StoreSpec,
+        ToolsetSpec,
+    )
 
 __version__ = "0.1.0"
 
@@ -135,8 +144,13 @@ __all__ = [
     "utf8_safe",
 ]
 
-# httpx and pluggy are imported on first use only, to keep ``import beamfilter_core`` fast.
+# Imported on first use, to keep ``import beamfilter_core`` fast: httpx and pluggy, and
+# the plugin specs and options schemas (eight attrs classes) that Kernel(...) and a turn
+# never need (bench/RESULTS.md, import time).
 _LAZY = {
+    "options_schema": ("._options", "options_schema"),
+    **{name: ("._specs", name) for name in ("BuildContext", "CommandSpec", "FilterSpec", "ModelSpec")},
+    **{name: ("._specs", name) for name in ("PresetSpec", "SectionSpec", "StoreSpec", "ToolsetSpec")},
     "converter": ("._serde", "converter"),
     "LocalModel": ("._models._local", "LocalModel"),
     "OpenAIChatModel": ("._models._openai", "OpenAIChatModel"),

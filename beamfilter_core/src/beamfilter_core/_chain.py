@@ -12,7 +12,6 @@ expect. The kernel turns the mark into ``filter_name`` or a :class:`FilterError`
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from functools import partial
 from typing import Any
 
 import attrs
@@ -43,43 +42,14 @@ def passed_through(exc: BaseException) -> None:
     _own(exc, "")
 
 
-#: ``layer(state, call_next, request)``: one layer, compiled once per kernel; a run binds
-#: its first two arguments with ``functools.partial`` (a C call, no Python frame)
-Layer = Callable[[dict[str, Any], Call, Any], Awaitable[Any]]
-
-
-def _layer(hook: Hook, name: str) -> Layer:
-    async def layer(state: dict[str, Any], call_next: Call, request: Any) -> Any:
-        try:
-            return await hook(request, state, call_next)
-        except Exception as exc:
-            _own(exc, name)
-            raise
-
-    return layer
-
-
-def _checked_layer(hook: Hook, name: str, spec: ScopeSpec) -> Layer:
-    """:func:`_layer` that also checks the hook's return type (``check_returns``)."""
-    expected = spec.returns
-
-    async def layer(state: dict[str, Any], call_next: Call, request: Any) -> Any:
-        try:
-            result = await hook(request, state, call_next)
-        except Exception as exc:
-            _own(exc, name)
-            raise
-        if type(result) is not expected:
-            msg = (
-                f"Filter {name!r} returned {result!r} (a {type(result).__name__}) from {spec.hook}; "
-                f"{spec.hook} hooks must return a {expected.__name__}."
-            )
-            error = ConfigError(msg)
-            _own(error, name)
-            raise error
-        return result
-
-    return layer
+def _wrong_return(name: str, spec: ScopeSpec, result: Any) -> ConfigError:
+    msg = (
+        f"Filter {name!r} returned {result!r} (a {type(result).__name__}) from {spec.hook}; "
+        f"{spec.hook} hooks must return a {spec.returns.__name__}."
+    )
+    error = ConfigError(msg)
+    _own(error, name)
+    return error
 
 
 def raised_by(exc: BaseException, pipelines: Sequence[tuple[Sequence[TokenTransform], Sequence[str]]]) -> str | None:
@@ -116,21 +86,19 @@ def blame(exc: Exception, name: str) -> Exception:
 class CompiledChain:
     """The hooks of one scope, outermost first, with the index of their filter.
 
-    Compiled once per kernel, with each layer's coroutine function made there; a run
-    binds the chain to its terminal and its filters' states with :meth:`bind`.
+    Compiled once per kernel; a run binds the chain to its terminal and its filters'
+    states with :meth:`bind`.
     """
 
     scope: Scope
     layers: tuple[tuple[int, Hook], ...]
     names: tuple[str, ...]
-    #: (filter index, layer) innermost first, plain and return-checking
-    _plain: tuple[tuple[int, Layer], ...] = attrs.field(repr=False, eq=False)
-    _checked: tuple[tuple[int, Layer], ...] = attrs.field(repr=False, eq=False)
+    #: (filter index, hook, filter name), innermost first: the order :meth:`bind` wraps in
+    _inner_first: tuple[tuple[int, Hook, str], ...] = attrs.field(repr=False, eq=False)
 
     @classmethod
     def compile(cls, scope: Scope, filters: Sequence[CompiledFilter]) -> CompiledChain:
         """Keep the filters that have a hook for ``scope``, in list order."""
-        spec = SCOPE_SPECS[scope]
         layers = []
         names = []
         for index, item in enumerate(filters):
@@ -138,23 +106,59 @@ class CompiledChain:
             if hook is not None:
                 layers.append((index, hook))
                 names.append(item.filter.name)
-        inner_first = list(zip(reversed(layers), reversed(names), strict=True))
-        return cls(
-            scope,
-            tuple(layers),
-            tuple(names),
-            tuple((index, _layer(hook, name)) for (index, hook), name in inner_first),
-            tuple((index, _checked_layer(hook, name, spec)) for (index, hook), name in inner_first),
+        inner_first = tuple(
+            (index, hook, name) for (index, hook), name in zip(reversed(layers), reversed(names), strict=True)
         )
+        return cls(scope, tuple(layers), tuple(names), inner_first)
 
     def bind(self, states: Sequence[dict[str, Any]], terminal: Call, check_returns: bool = False) -> Call:
         """Wrap ``terminal`` in the layers; with no layers, return ``terminal`` itself.
 
-        ``terminal`` marks what it raises with :func:`passed_through`. With
-        ``check_returns``, every layer checks that its hook returned the scope's type, so
-        a wrong value names the filter that produced it.
+        Each layer is one ``async def`` made here per run, its hook, state, inner call
+        and filter name bound as default values: the hook's ``call_next`` is that
+        function itself (no ``partial`` in between), and making it costs less than a
+        ``partial`` (bench/RESULTS.md). Hooks call ``call_next(request)`` only, so the
+        defaults are never overridden. ``terminal`` marks what it raises with
+        :func:`passed_through`. With ``check_returns``, every layer checks that its hook
+        returned the scope's type, so a wrong value names the filter that produced it.
         """
         call = terminal
-        for index, layer in self._checked if check_returns else self._plain:
-            call = partial(layer, states[index], call)
+        if check_returns:
+            spec = SCOPE_SPECS[self.scope]
+            for index, hook, name in self._inner_first:
+
+                async def checked(
+                    request: Any,
+                    hook: Hook = hook,
+                    state: dict[str, Any] = states[index],
+                    call_next: Call = call,
+                    name: str = name,
+                ) -> Any:
+                    try:
+                        result = await hook(request, state, call_next)
+                    except Exception as exc:
+                        _own(exc, name)
+                        raise
+                    if type(result) is not spec.returns:
+                        raise _wrong_return(name, spec, result)
+                    return result
+
+                call = checked
+            return call
+        for index, hook, name in self._inner_first:
+
+            async def layer(
+                request: Any,
+                hook: Hook = hook,
+                state: dict[str, Any] = states[index],
+                call_next: Call = call,
+                name: str = name,
+            ) -> Any:
+                try:
+                    return await hook(request, state, call_next)
+                except Exception as exc:
+                    _own(exc, name)
+                    raise
+
+            call = layer
         return call

@@ -47,6 +47,9 @@ class Plan:
 
     settings: Settings
     filters: tuple[CompiledFilter, ...]
+    #: each filter's state factory, None where its state starts as an empty dict (a
+    #: literal ``{}`` per run costs a third less than calling ``dict``)
+    state_factories: tuple[Callable[[], dict[str, Any]] | None, ...]
     chains: Mapping[Scope, CompiledChain]
     #: the tools by name, and in registration order (what the model is offered)
     tools: Mapping[str, Tool]
@@ -94,6 +97,7 @@ def compile_plan(settings: Settings, filters: tuple[CompiledFilter, ...], tools:
     return Plan(
         settings=settings,
         filters=filters,
+        state_factories=tuple(None if item.new_state is dict else item.new_state for item in filters),
         chains=chains,
         tools=by_name,
         tool_list=tuple(by_name.values()),

@@ -175,8 +175,9 @@ class _Run:
         self.streamed = False
         # the tool calls the model boundary last made unique (skips a second check)
         self.checked_calls: tuple[ToolCall, ...] = ()
-        self.loop = _Loop([], plan.settings.max_iterations)
-        self.states = states = [item.new_state() for item in plan.filters]
+        # set by the turn terminal (a new turn or a resumed one), before anything reads it
+        self.loop: _Loop
+        self.states = states = [{} if new is None else new() for new in plan.state_factories]
         if restored:
             restore_filter_state(plan.filters, states, restored)
         chains = plan.chains
