@@ -44,6 +44,9 @@ async def _layers(n: int) -> None:
         async def complete(self, request: Any) -> Any:
             return answer
 
+        async def stream(self, request: Any, on_token: Any) -> Any:
+            return answer
+
     kernel = Kernel(Model(), filters=[Filter(f"l{i}", around_chat=_passthrough) for i in range(n)])
     for _ in range(TURNS):
         await kernel.run("hi")

@@ -114,8 +114,8 @@ class CompiledChain:
     def bind(self, states: Sequence[dict[str, Any]], terminal: Call, check_returns: bool = False) -> Call:
         """Wrap ``terminal`` in the layers; with no layers, return ``terminal`` itself.
 
-        Each layer is one ``async def`` made here per run, its hook, state, inner call
-        and filter name bound as default values: the hook's ``call_next`` is that
+        Each layer is one ``async def`` made here per run, its hook, state, inner call,
+        filter name and (with ``check_returns``) scope spec bound as default values: the hook's ``call_next`` is that
         function itself (no ``partial`` in between), and making it costs less than a
         ``partial`` (bench/RESULTS.md). Hooks call ``call_next(request)`` only, so the
         defaults are never overridden. ``terminal`` marks what it raises with
@@ -123,28 +123,7 @@ class CompiledChain:
         returned the scope's type, so a wrong value names the filter that produced it.
         """
         call = terminal
-        if check_returns:
-            spec = SCOPE_SPECS[self.scope]
-            for index, hook, name in self._inner_first:
-
-                async def checked(
-                    request: Any,
-                    hook: Hook = hook,
-                    state: dict[str, Any] = states[index],
-                    call_next: Call = call,
-                    name: str = name,
-                ) -> Any:
-                    try:
-                        result = await hook(request, state, call_next)
-                    except Exception as exc:
-                        _own(exc, name)
-                        raise
-                    if type(result) is not spec.returns:
-                        raise _wrong_return(name, spec, result)
-                    return result
-
-                call = checked
-            return call
+        checked = SCOPE_SPECS[self.scope] if check_returns else None
         for index, hook, name in self._inner_first:
 
             async def layer(
@@ -153,12 +132,16 @@ class CompiledChain:
                 state: dict[str, Any] = states[index],
                 call_next: Call = call,
                 name: str = name,
+                checked: ScopeSpec | None = checked,
             ) -> Any:
                 try:
-                    return await hook(request, state, call_next)
+                    result = await hook(request, state, call_next)
                 except Exception as exc:
                     _own(exc, name)
                     raise
+                if checked is not None and type(result) is not checked.returns:
+                    raise _wrong_return(name, checked, result)
+                return result
 
             call = layer
         return call
