@@ -547,3 +547,9 @@ def test_json_data_a_tool_returns_reaches_the_model_unescaped() -> None:
     result = Kernel(model, tools=[city]).run_sync("go")
     (answer,) = [m for m in result.messages if m.role == "tool"]
     assert answer.text == '{"city": "Zürich", "emoji": "☀"}'
+
+
+def test_an_empty_id_in_a_batch_of_otherwise_unique_ids_is_renamed() -> None:
+    fixed = unique_calls([ToolCall("echo", {}, "a"), ToolCall("echo", {}, "")])
+    assert fixed is not None
+    assert [c.id for c in fixed] == ["a", "call_2"]
