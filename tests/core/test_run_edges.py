@@ -553,3 +553,11 @@ def test_an_empty_id_in_a_batch_of_otherwise_unique_ids_is_renamed() -> None:
     fixed = unique_calls([ToolCall("echo", {}, "a"), ToolCall("echo", {}, "")])
     assert fixed is not None
     assert [c.id for c in fixed] == ["a", "call_2"]
+
+
+def test_a_round_completed_with_several_messages_answers_with_the_last() -> None:
+    async def answer(request: IterationRequest, state: dict[str, Any], call_next: Any) -> IterationResult:
+        return IterationResult(status="completed", messages=(Message("assistant", "one"), Message("assistant", "two")))
+
+    result = Kernel(ScriptedModel(["never"]), filters=[Filter("answer", around_iteration=answer)]).run_sync("go")
+    assert (result.text, [m.text for m in result.messages]) == ("two", ["go", "one", "two"])
