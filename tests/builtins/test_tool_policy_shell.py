@@ -380,6 +380,8 @@ def test_opaque_and_allow_lists_are_options() -> None:
     no_list = ShellRule([], None, True)
     assert no_list.check("A=1 B=2 ls") is None
     assert no_list.check("FOO=bar") is None
+    with pytest.raises(TypeError):
+        ShellRule([], None, True, None, True)  # type: ignore[misc]  # allow_env and allow_opaque: keywords only
     only_env = ShellRule([], None, True, allow_env=frozenset({"A"}))
     assert only_env.check("B=1 ls") == "the command assigns the variable 'B', which is not in allow_env (A)"
 
