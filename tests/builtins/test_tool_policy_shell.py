@@ -505,8 +505,29 @@ def test_devices_and_harmless_redirections() -> None:
         "echo > /dev/mapper/root",
     ]:
         assert rule.check(command) == "the command writes a raw device", command
-    for command in ["cp x.img /dev/sda", "cp -f x.img //dev/./sdb", "install -m 644 x /dev/nvme0n1", "cp a b /dev/sda"]:
-        assert rule.check(command) == "the command writes a raw device with cp or install", command
+    for command in [
+        "cp x.img /dev/sda",
+        "cp -f x.img //dev/./sdb",
+        "install -m 644 x /dev/nvme0n1",
+        "cp a b /dev/sda",
+        "cp -t /dev/sda x.img",
+        "cp -vt /dev/sda x.img",
+        "cp -vt/dev/sda x.img",
+        "cp --target-directory=/dev/sda x.img",
+        "cp --target-directory /dev/sda x.img",
+        "cp -- x.img /dev/sda",
+        "cp -t dir /dev/sda",  # refused: with -t a device operand is not told apart from the target
+    ]:
+        assert rule.check(command) == f"the command writes a raw device with {command.split()[0]}", command
+    for command in ["mv x /dev/sda", "mv /dev/sda x", "mv -t /dev/sdb x", "mv --target-directory=/dev/sdb x"]:
+        assert rule.check(command) == "the command writes a raw device with mv", command
+    for command in [
+        "truncate -s0 /dev/sda",
+        "truncate --size 0 /dev/nvme0n1",
+        "fallocate -l 1G /dev/sdb",
+        "truncate -r /dev/sda x",  # refused: an option's value is not told apart from a file
+    ]:
+        assert rule.check(command) == f"the command writes a raw device with {command.split()[0]}", command
     for command in [
         "cat /dev/sda > x.img",
         "echo x > /dev/null",
@@ -515,6 +536,9 @@ def test_devices_and_harmless_redirections() -> None:
         "cp /dev/sda x.img",  # reading a device is allowed (as with cat)
         "cp /dev/sda",
         "install -d /dev/sdx-backup/../x",
+        "cp -T /dev/sda x.img",  # -T: no target directory, a plain read
+        "mv x y",
+        "truncate -s0 log.txt",
     ]:
         assert rule.check(command) is None, command
     assert rule.check("dd of=/dev/sdb") == "the command writes a raw device with dd"

@@ -38,6 +38,8 @@ _DESTRUCTIVE = frozenset(
     | {"fdisk", "sfdisk", "cfdisk", "gdisk", "sgdisk", "parted", "wipefs", "shred", "blkdiscard"}
 )
 _RECURSIVE_PROGRAMS = frozenset({"rm", "chmod", "chown", "chgrp"})
+_COPIERS = frozenset({"cp", "install", "mv"})  # they write their target
+_SIZERS = frozenset({"truncate", "fallocate"})  # they write every file they name
 _DEVICE = re.compile(r"/dev/(sd|hd|nvme|xvd|vd|disk|mmcblk|dm-|md|loop|nbd|sr|zram|mapper/|mem$|kmem$|port$)")
 _GLOB = re.compile(r"[*?\[]")
 # Environment variables that load code into whatever runs next.
@@ -268,11 +270,39 @@ def _builtin(name: str, args: tuple[Word, ...]) -> Iterator[str]:
                 yield "the command writes a raw device with dd"
     elif name == "tee" and any(isinstance(a, str) and _DEVICE.match(normalise_path(a)) for a in args):
         yield "the command writes a raw device"
-    elif name in {"cp", "install"}:
-        operands = [a for a in args if not (isinstance(a, str) and a.startswith("-"))]
-        # the last of two or more operands is written: cp x.img /dev/sda (cp /dev/sda x.img only reads it)
-        if len(operands) > 1 and isinstance(operands[-1], str) and _DEVICE.match(normalise_path(operands[-1])):
-            yield "the command writes a raw device with cp or install"
+    elif name in _COPIERS | _SIZERS and _writes_a_device(name, args):
+        yield f"the command writes a raw device with {name}"
+
+
+def _is_device(path: str) -> bool:
+    return _DEVICE.match(normalise_path(path)) is not None
+
+
+def _writes_a_device(name: str, args: tuple[Word, ...]) -> bool:
+    """Whether a copier or sizer writes a device. truncate and fallocate write every file
+    they name. cp, install and mv write their target (the last operand, ``-t DIR``,
+    ``-tDIR``, ``--target-directory=DIR``), mv also its sources (moving a device node away
+    is no read); only the source of a plain copy is read (cp /dev/sda x.img). With ``-t``
+    a device operand is not told apart from the target: it is refused."""
+    if name in _SIZERS:
+        return any(isinstance(a, str) and not a.startswith("-") and _is_device(a) for a in args)
+    operands: list[Word] = []
+    targeted = options_done = False
+    for arg in args:
+        if isinstance(arg, str) and not options_done and arg.startswith("-") and arg != "-":
+            if arg == "--":
+                options_done = True
+                continue
+            long = arg.startswith("--")
+            targeted = targeted or arg.startswith("--target-directory") or (not long and "t" in arg[1:])
+            # a value joined to its option: --target-directory=/dev/sda, -vt/dev/sda
+            value = arg.partition("=")[2] if long else arg[arg.find("/") :] if "/" in arg else ""
+            if value and _is_device(value):
+                return True
+            continue
+        operands.append(arg)
+    written = operands if targeted or name == "mv" else operands[1:]
+    return any(isinstance(word, str) and _is_device(word) for word in written)
 
 
 def _recursive_change(name: str, args: tuple[Word, ...]) -> Iterator[str]:
