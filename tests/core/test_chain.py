@@ -264,3 +264,20 @@ def test_aclose_closes_the_model_and_the_filters_stores_once() -> None:
     )
     asyncio.run(kernel.aclose())
     assert closed == ["model", "store"]
+
+
+def test_a_bound_chain_checks_no_return_type_unless_asked_and_its_repr_shows_only_the_layers() -> None:
+    import asyncio
+
+    from beamfilter_core import CompiledChain, Filter
+    from beamfilter_core._filter import normalise_all
+
+    async def wrong(request: Any, state: dict[str, Any], call_next: Any) -> Any:
+        return "not a ChatResponse"
+
+    async def terminal(request: Any) -> Any:
+        raise AssertionError("the layer answers without calling the terminal")
+
+    chain = CompiledChain.compile("chat", normalise_all([Filter("w", around_chat=wrong)]))
+    assert asyncio.run(chain.bind([{}], terminal)("request")) == "not a ChatResponse"
+    assert "inner_first" not in repr(chain)
