@@ -1,0 +1,97 @@
+"""A tool from an MCP server configured in the gateway's config runs inside the gateway,
+under the tool chain: the client sees only the answer, the upstream model the tool's
+result, and tool_policy decides on the MCP call as on any other."""
+
+from __future__ import annotations
+
+import textwrap
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import openai
+import pytest
+from _support import require
+from peers._peer import Peer
+from server._serve import API_KEY, Gateway, scenario, start, upstream
+
+pytestmark = [pytest.mark.peers, pytest.mark.packages]
+
+FILESYSTEM = Path(__file__).parents[1] / "peers" / "node_modules" / ".bin" / "mcp-server-filesystem"
+
+
+@pytest.fixture
+def mcp_gateway(llmock: Peer, tmp_path: Path) -> Iterator[tuple[Gateway, Path]]:
+    require(FILESYSTEM.exists(), "mcp-server-filesystem is not installed; run ./run setup (npm ci in tests/peers)")
+    root = tmp_path / f"mcp-root-{uuid.uuid4().hex}"
+    root.mkdir()
+    (root / "note.txt").write_text("the meeting moved to Thursday")
+    (root / "secret.txt").write_text("do not read")
+    config = tmp_path / "beamfilter.toml"
+    config.write_text(
+        upstream(llmock.url)
+        + textwrap.dedent(
+            f"""
+            [server]
+            model_name = "assistant"
+
+            [[tools]]
+            use = "mcp"
+            command = ["{FILESYSTEM}", "{root}"]
+            include = ["read_text_file"]
+            prefix = "fs_"
+
+            [[filters]]
+            use = "tool_policy"
+            rules = [{{ tool = "fs_*", kind = "path", roots = ["{root}"], deny_paths = ["*secret*"] }}]
+            """
+        )
+    )
+    gateway = start(config)
+    yield gateway, root
+    gateway.stop()
+
+
+def test_an_mcp_tool_runs_inside_the_gateway_under_the_tool_chain(
+    mcp_gateway: tuple[Gateway, Path], llmock: Peer
+) -> None:
+    gateway, root = mcp_gateway
+    client = openai.OpenAI(base_url=gateway.url + "/v1", api_key=API_KEY, max_retries=0)
+    scenario(
+        llmock,
+        {"type": "reply", "tool_calls": [{"name": "fs_read_text_file", "arguments": {"path": str(root / "note.txt")}}]},
+        {"type": "reply", "text": "It moved to Thursday."},
+    )
+    llmock.delete("/_llmock/requests")
+    answer = client.chat.completions.create(model="assistant", messages=[{"role": "user", "content": "When?"}])
+    assert answer.choices[0].message.content == "It moved to Thursday."
+    assert answer.choices[0].message.tool_calls is None  # the server's tool never reaches the client
+    requests = llmock.get("/_llmock/requests")["requests"]
+    assert len(requests) == 2
+    offered = [tool["function"]["name"] for tool in requests[0]["body"]["tools"]]
+    assert offered == ["fs_read_text_file"]
+    sent = requests[-1]["body"]["messages"]
+    assert sent[-1]["role"] == "tool"
+    assert "the meeting moved to Thursday" in sent[-1]["content"]
+
+
+def test_tool_policy_denies_an_mcp_call_before_the_server_sees_it(
+    mcp_gateway: tuple[Gateway, Path], llmock: Peer
+) -> None:
+    gateway, root = mcp_gateway
+    client = openai.OpenAI(base_url=gateway.url + "/v1", api_key=API_KEY, max_retries=0)
+    scenario(
+        llmock,
+        {
+            "type": "reply",
+            "tool_calls": [{"name": "fs_read_text_file", "arguments": {"path": str(root / "secret.txt")}}],
+        },
+        {"type": "reply", "text": "I may not read it."},
+    )
+    llmock.delete("/_llmock/requests")
+    answer = client.chat.completions.create(model="assistant", messages=[{"role": "user", "content": "Read it"}])
+    assert answer.choices[0].message.content == "I may not read it."
+    sent = llmock.get("/_llmock/requests")["requests"][-1]["body"]["messages"]
+    assert sent[-1]["role"] == "tool"
+    assert "do not read" not in sent[-1]["content"]
+    assert sent[-1]["content"].startswith("The call to 'fs_read_text_file' was denied by the tool policy")
