@@ -432,3 +432,46 @@ def test_an_empty_streamed_answer_has_empty_text_and_one_with_only_calls_has_non
     calls.feed(json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}))
     calls.feed("[DONE]")
     assert calls.result(chunks=3).message.content is None
+
+
+# -- what the last mutation run of _wire found unpinned -------------------------------------------
+
+
+def test_object_arguments_are_measured_as_unescaped_json() -> None:
+    # A server that sends the arguments as an object: they are measured as the JSON text a
+    # string would have carried, not ASCII-escaped (é is one character, not six)
+    value = {"city": "Zürich", "note": "é" * 20}
+    cap = len(json.dumps(value, ensure_ascii=False))
+    data = {
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": value}}],
+                },
+                "finish_reason": "tool_calls",
+            }
+        ]
+    }
+    assert parse_completion(data, max_argument_chars=cap).message.tool_calls[0].arguments == value
+    with pytest.raises(ResponseTooLargeError):
+        parse_completion(data, max_argument_chars=cap - 1)
+
+
+def test_a_streamed_chunk_with_another_choice_first_still_feeds_choice_0() -> None:
+    stream = StreamAccumulator(None)
+    chunk = {"choices": [{"index": 1, "delta": {"content": "B"}}, {"index": 0, "delta": {"content": "A"}}]}
+    stream.feed(json.dumps(chunk))
+    stream.feed(json.dumps({"choices": [{"index": 0, "delta": {"content": "C"}, "finish_reason": "stop"}]}))
+    stream.feed("[DONE]")
+    assert stream.text == "AC"
+    assert stream.result(chunks=2).message.content == "AC"
+
+
+def test_a_stream_result_takes_its_chunk_count_by_name_only() -> None:
+    stream = StreamAccumulator(None)
+    stream.feed("[DONE]")
+    with pytest.raises(TypeError):
+        stream.result(1)  # type: ignore[misc]
