@@ -322,6 +322,8 @@ def main() -> None:
             results["beamfilter, again"] = asyncio.run(load(gateway_url, args.clients, args.seconds, gateway.pid))
             time.sleep(2)
             after = (sockets(gateway.pid), _tasks(gateway_url))
+            # the upstream again: whether a slower second round is the gateway's or llmock's
+            results["direct, again"] = asyncio.run(load(upstream, args.clients, args.seconds, None))
             if "litellm" in targets:
                 results["litellm"] = asyncio.run(load(targets["litellm"], args.clients, args.seconds, None))
             for name, result in results.items():
