@@ -10,8 +10,8 @@ store (credentials masked), the action and the conversation.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import Any, ClassVar, TypeVar
 
 from beamfilter_core import Message, PauseState, mask_credentials
 from beamfilter_core.errors import BeamfilterError, ConfigError, StoreError
@@ -38,6 +38,8 @@ from ._base import (
 )
 
 __all__ = ["Rows", "StoreBase"]
+
+_T = TypeVar("_T")
 
 #: What a backend reads back: message rows as the JSON text (or its UTF-8 bytes) it was given.
 Rows = Sequence[str] | Sequence[bytes]
@@ -175,6 +177,16 @@ class StoreBase:
         """What a primitive raised, as a StoreError naming the store, ``action`` and the id."""
         return store_failure(repr(self), action, cid, exc)
 
+    async def _guarded(self, call: Awaitable[_T], action: str, cid: str | None) -> _T:
+        """Await a primitive: the backend's own typed errors pass as they are, anything
+        else becomes the StoreError of :meth:`_failed`."""
+        try:
+            return await call
+        except BeamfilterError:
+            raise
+        except Exception as exc:
+            raise self._failed(exc, action, cid) from exc
+
     async def migrate(self) -> bool:
         """Create the store's tables now instead of on first use (idempotent; safe from
         several workers at once). False when the store has no schema (memory://, Redis)."""
@@ -182,12 +194,7 @@ class StoreBase:
             raise self._closed_error()
         if not self.has_schema:
             return False
-        try:
-            await self._migrate()
-        except BeamfilterError:  # the backend's own typed error, as it is
-            raise
-        except Exception as exc:
-            raise self._failed(exc, "creating the schema", None) from exc
+        await self._guarded(self._migrate(), "creating the schema", None)
         return True
 
     async def load(self, conversation_id: str, limit: int | None = None) -> list[Message]:
@@ -197,12 +204,7 @@ class StoreBase:
             raise self._closed_error()
         cid = check_conversation_id(conversation_id)
         limit = check_limit(limit)
-        try:
-            rows = await self._read(cid, limit)
-        except BeamfilterError:  # the backend's own typed error, as it is
-            raise
-        except Exception as exc:
-            raise self._failed(exc, "load", cid) from exc
+        rows = await self._guarded(self._read(cid, limit), "load", cid)
         return decode_all(rows, cid, limit is not None)
 
     async def append(
@@ -216,12 +218,7 @@ class StoreBase:
         if checked is None:
             return
         cid, rows, change = checked
-        try:
-            await self._write(cid, rows, change)
-        except BeamfilterError:  # the backend's own typed error, as it is
-            raise
-        except Exception as exc:
-            raise self._failed(exc, "append", cid) from exc
+        await self._guarded(self._write(cid, rows, change), "append", cid)
 
     async def clear(self, conversation_id: str) -> None:
         """Forget the conversation: its messages and its pause state (one transaction)."""
@@ -242,24 +239,14 @@ class StoreBase:
         if self._closed:
             raise self._closed_error()
         cid = check_conversation_id(conversation_id)
-        try:
-            await self._write(cid, (), pause, clear=clear)
-        except BeamfilterError:  # the backend's own typed error, as it is
-            raise
-        except Exception as exc:
-            raise self._failed(exc, action, cid) from exc
+        await self._guarded(self._write(cid, (), pause, clear=clear), action, cid)
 
     async def load_pause(self, conversation_id: str) -> PauseState | None:
         """The conversation's paused run, or None."""
         if self._closed:
             raise self._closed_error()
         cid = check_conversation_id(conversation_id)
-        try:
-            text = await self._read_pause(cid)
-        except BeamfilterError:  # the backend's own typed error, as it is
-            raise
-        except Exception as exc:
-            raise self._failed(exc, "load_pause", cid) from exc
+        text = await self._guarded(self._read_pause(cid), "load_pause", cid)
         return None if text is None else decode_pause(text, f"of conversation {cid!r}")
 
     async def take_pause(self, conversation_id: str, pause_id: str | None = None) -> PauseState | None:
@@ -272,12 +259,7 @@ class StoreBase:
             raise self._closed_error()
         cid = check_conversation_id(conversation_id)
         wanted = None if pause_id is None else check_pause_id(pause_id)
-        try:
-            text = await self._take_pause(cid, wanted)
-        except BeamfilterError:  # the backend's own typed error, as it is
-            raise
-        except Exception as exc:
-            raise self._failed(exc, "take_pause", cid) from exc
+        text = await self._guarded(self._take_pause(cid, wanted), "take_pause", cid)
         return None if not text else decode_pause(text, f"of conversation {cid!r}")
 
     async def claim_pause(self, pause_id: str) -> bool:
@@ -285,12 +267,7 @@ class StoreBase:
         if self._closed:
             raise self._closed_error()
         pid = check_pause_id(pause_id)
-        try:
-            return await self._claim(pid)
-        except BeamfilterError:  # the backend's own typed error, as it is
-            raise
-        except Exception as exc:
-            raise self._failed(exc, f"claim_pause for pause {pid!r}", None) from exc
+        return await self._guarded(self._claim(pid), f"claim_pause for pause {pid!r}", None)
 
     # -- pauses shared by several workers (optional primitives) -------------------------
 
@@ -318,12 +295,7 @@ class StoreBase:
         if limit is not None and (type(limit) is not int or limit <= 0):
             msg = f"pending_pauses(limit={limit!r}) is invalid; give a positive number of pauses or None for all."
             raise ConfigError(msg)
-        try:
-            rows = await self._list_pauses(limit)
-        except BeamfilterError:  # the backend's own typed error, as it is
-            raise
-        except Exception as exc:
-            raise self._failed(exc, "pending_pauses", None) from exc
+        rows = await self._guarded(self._list_pauses(limit), "pending_pauses", None)
         return [PendingPause(cid, decode_pause(text, f"of conversation {cid!r}")) for cid, text in rows]
 
     async def save_outcome(self, pause_id: str, outcome: Mapping[str, Any] | None, *, first: bool = False) -> bool:
@@ -336,23 +308,13 @@ class StoreBase:
             msg = f"save_outcome({pid!r}, None, first=True) is invalid; first=True needs an outcome to store."
             raise ConfigError(msg)
         text = None if outcome is None else encode_outcome(outcome)
-        try:
-            return await self._put_outcome(pid, text, first)
-        except BeamfilterError:  # the backend's own typed error, as it is
-            raise
-        except Exception as exc:
-            raise self._failed(exc, f"save_outcome for pause {pid!r}", None) from exc
+        return await self._guarded(self._put_outcome(pid, text, first), f"save_outcome for pause {pid!r}", None)
 
     async def load_outcome(self, pause_id: str) -> dict[str, Any] | None:
         """The outcome kept for ``pause_id``, or None."""
         self._check_shares("load a pause outcome")
         pid = check_pause_id(pause_id)
-        try:
-            text = await self._get_outcome(pid)
-        except BeamfilterError:  # the backend's own typed error, as it is
-            raise
-        except Exception as exc:
-            raise self._failed(exc, f"load_outcome for pause {pid!r}", None) from exc
+        text = await self._guarded(self._get_outcome(pid), f"load_outcome for pause {pid!r}", None)
         return None if text is None else decode_outcome(text, f"of pause {pid!r}")
 
     async def save_facts(self, user_id: str, facts: Sequence[Fact]) -> None:
@@ -364,24 +326,14 @@ class StoreBase:
         checked = check_facts(facts)
         if not checked:
             return
-        try:
-            await self._save_facts(uid, checked)
-        except BeamfilterError:  # the backend's own typed error, as it is
-            raise
-        except Exception as exc:
-            raise self._failed(exc, f"save_facts for user {uid!r}", None) from exc
+        await self._guarded(self._save_facts(uid, checked), f"save_facts for user {uid!r}", None)
 
     async def load_facts(self, user_id: str) -> list[Fact]:
         """The user's facts, oldest first."""
         if self._closed:
             raise self._closed_error()
         uid = check_user_id(user_id)
-        try:
-            rows = await self._load_facts(uid)
-        except BeamfilterError:  # the backend's own typed error, as it is
-            raise
-        except Exception as exc:
-            raise self._failed(exc, f"load_facts for user {uid!r}", None) from exc
+        rows = await self._guarded(self._load_facts(uid), f"load_facts for user {uid!r}", None)
         return [Fact(subject, text) for subject, text in rows]
 
     async def clear_facts(self, user_id: str) -> None:
@@ -389,12 +341,7 @@ class StoreBase:
         if self._closed:
             raise self._closed_error()
         uid = check_user_id(user_id)
-        try:
-            await self._clear_facts(uid)
-        except BeamfilterError:  # the backend's own typed error, as it is
-            raise
-        except Exception as exc:
-            raise self._failed(exc, f"clear_facts for user {uid!r}", None) from exc
+        await self._guarded(self._clear_facts(uid), f"clear_facts for user {uid!r}", None)
 
     async def aclose(self) -> None:
         """Release connections, threads and pools (idempotent; the store refuses work after)."""
