@@ -44,20 +44,22 @@ def test_a_caller_attached_from_a_third_process_sees_a_recovered_turn_once(tmp_p
     config = _config(tmp_path)
     ledger, memory = f"sqlite:///{tmp_path / 'ledger.db'}", f"sqlite:///{tmp_path / 'memory.db'}"
     create_ledger(ledger)
-    # slow tokens: the kill lands mid-answer however late this process is scheduled
-    env = {**app_env(ledger, memory), "BF_TOKEN_SECONDS": "0.4"}
+    # slow tokens (14 chunks of 4 characters, 1 s each): the kill lands mid-answer however
+    # late the processes are scheduled
+    env = {**app_env(ledger, memory), "BF_TOKEN_SECONDS": "1.0"}
 
     first = _start(tmp_path, env, "run", str(config), "turn att: 1", "--conversation-id", "att")
     assert first.stdout is not None
     shown = first.stdout.read(8)
-    first.send_signal(signal.SIGKILL)
-    first.communicate(timeout=30)
     assert shown == b"Turn att"
-
+    # attached while the first process streams: what it reads was published (what the
+    # first process printed may not be yet), so the kill below comes after it
     reader = _start(tmp_path, env, "durable", "attach", str(config), "att:turn-1")
     assert reader.stdout is not None
-    head = reader.stdout.read(8)  # what the killed process published, before anyone recovers it
+    head = reader.stdout.read(8)
     assert head == b"Turn att"
+    first.send_signal(signal.SIGKILL)
+    first.communicate(timeout=30)
 
     heir = _start(tmp_path, env, "durable", "worker", str(config), "--executor-id", "heir", "--recover", "local")
     try:
