@@ -10,11 +10,13 @@ import subprocess
 import sys
 import textwrap
 import time
+import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import httpx
-from _support import free_port
+from _support import free_port, require
 from peers._peer import Peer
 
 #: The API key of the test gateways (given through $env, as a deployment would).
@@ -25,6 +27,7 @@ WRONG_KEY = "sk-wrong-key-that-must-never-be-logged"
 #: A second client's key: its conversations and pauses are apart from the first one's.
 OTHER_KEY = "sk-other-client-key-9876543210"
 PAUSE_KEY = "pause-key-for-the-gateway-tests-0123456789"
+FILESYSTEM = Path(__file__).parents[1] / "peers" / "node_modules" / ".bin" / "mcp-server-filesystem"
 #: The server tools of the test gateways; ``refund`` writes what it did to refunds.jsonl.
 SHOP = '''
 import json, pathlib
@@ -159,3 +162,14 @@ def refunds(folder: Path) -> list[dict[str, Any]]:
 def reviewer(**extra: str) -> dict[str, str]:
     """Headers of a reviewer calling the JSON decision API."""
     return {"Authorization": f"Bearer {REVIEWER_KEY}", **extra}
+
+
+def mcp_root(folder: Path, files: Mapping[str, str]) -> Path:
+    """A folder holding ``files`` for one test's npm filesystem MCP server; its unique name
+    finds that server among the machine's processes."""
+    require(FILESYSTEM.exists(), "mcp-server-filesystem is not installed; run ./run setup (npm ci in tests/peers)")
+    root = folder / f"mcp-root-{uuid.uuid4().hex}"
+    root.mkdir()
+    for name, text in files.items():
+        (root / name).write_text(text)
+    return root

@@ -5,29 +5,21 @@ result, and tool_policy decides on the MCP call as on any other."""
 from __future__ import annotations
 
 import textwrap
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
-from _support import require
 from peers._peer import Peer
-from server._serve import API_KEY, Gateway, scenario, start, upstream
+from server._serve import API_KEY, FILESYSTEM, Gateway, mcp_root, scenario, start, upstream
 
 pytestmark = [pytest.mark.peers, pytest.mark.packages]
-
-FILESYSTEM = Path(__file__).parents[1] / "peers" / "node_modules" / ".bin" / "mcp-server-filesystem"
 
 
 @pytest.fixture
 def mcp_gateway(llmock: Peer, tmp_path: Path) -> Iterator[tuple[Gateway, Path]]:
-    require(FILESYSTEM.exists(), "mcp-server-filesystem is not installed; run ./run setup (npm ci in tests/peers)")
-    root = tmp_path / f"mcp-root-{uuid.uuid4().hex}"
-    root.mkdir()
-    (root / "note.txt").write_text("the meeting moved to Thursday")
-    (root / "secret.txt").write_text("do not read")
+    root = mcp_root(tmp_path, {"note.txt": "the meeting moved to Thursday", "secret.txt": "do not read"})
     config = tmp_path / "beamfilter.toml"
     config.write_text(
         upstream(llmock.url)

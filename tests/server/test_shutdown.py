@@ -9,20 +9,16 @@ import json
 import signal
 import textwrap
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from _support import require
 from peers._peer import Peer
 from peers.test_mcp import _children
-from server._serve import API_KEY, scenario, start, upstream
+from server._serve import API_KEY, FILESYSTEM, mcp_root, scenario, start, upstream
 
 pytestmark = [pytest.mark.peers, pytest.mark.packages]
-
-FILESYSTEM = Path(__file__).parents[1] / "peers" / "node_modules" / ".bin" / "mcp-server-filesystem"
 
 
 def test_sigterm_lets_a_running_stream_finish_then_closes(llmock: Peer, tmp_path: Path) -> None:
@@ -87,10 +83,7 @@ def _read_until(lines: Iterator[str], events: list[str], text: str) -> None:
 
 
 def test_sigterm_cuts_streams_past_the_grace_and_stops_the_mcp_server(llmock: Peer, tmp_path: Path) -> None:
-    require(FILESYSTEM.exists(), "mcp-server-filesystem is not installed; run ./run setup (npm ci in tests/peers)")
-    root = tmp_path / f"mcp-root-{uuid.uuid4().hex}"  # names this test's MCP server among the processes
-    root.mkdir()
-    (root / "note.txt").write_text("hello")
+    root = mcp_root(tmp_path, {"note.txt": "hello"})
     config = tmp_path / "beamfilter.toml"
     config.write_text(
         upstream(llmock.url)
