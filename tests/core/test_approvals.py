@@ -30,6 +30,7 @@ from beamfilter_core import (
     tool,
 )
 from beamfilter_core.errors import ConfigError, ResumeError
+from beamfilter_core.testing import scripted_calls
 
 RAN: list[tuple[str, Any]] = []
 
@@ -60,7 +61,7 @@ def _srv_pauses_etc_rejected(call: ToolCall, tool: Any, context: Any) -> Decisio
 
 
 def _paused(calls: list[ToolCall], gate: Any = _srv_pauses_etc_rejected, **kw: Any) -> tuple[Kernel, Any]:
-    kernel = Kernel(ScriptedModel([ChatResponse.tool_calls(*calls), "done"]), tools=[read_file, look], gate=gate, **kw)
+    kernel = Kernel(scripted_calls(*calls), tools=[read_file, look], gate=gate, **kw)
     result = kernel.run_sync("go")
     assert result.status == "paused"
     return kernel, result.pause
@@ -151,18 +152,18 @@ def test_approved_arguments_go_through_every_tool_filter_like_a_models_call() ->
 
 
 def test_a_gate_returning_false_rejects_and_true_approves() -> None:
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("read_file", {"path": "/a"}, "c1")), "no"])
+    model = scripted_calls(ToolCall("read_file", {"path": "/a"}, "c1"), answer="no")
     result = Kernel(model, tools=[read_file], gate=lambda c, t, x: False).run_sync("go")
     assert RAN == []
     assert result.messages[2].text == "The call to 'read_file' was rejected."
     assert result.messages[2].tool_call_id == "c1"
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("read_file", {"path": "/a"}, "c1")), "yes"])
+    model = scripted_calls(ToolCall("read_file", {"path": "/a"}, "c1"), answer="yes")
     Kernel(model, tools=[read_file], gate=lambda c, t, x: True).run_sync("go")
     assert RAN == [("read_file", "/a")]
 
 
 def test_a_gate_returning_something_else_is_a_config_error() -> None:
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("read_file", {"path": "/a"}, "c1"))])
+    model = scripted_calls(ToolCall("read_file", {"path": "/a"}, "c1"), answer=None)
     with pytest.raises(
         ConfigError, match=r"^The gate's decision for call 'c1' \(read_file\) is 'yes'; give a Decision"
     ):
@@ -259,7 +260,7 @@ def test_gate_layers_run_in_list_order_and_the_kernel_gate_is_the_innermost() ->
         ToolCall("read_file", {"path": "b"}, "c2"),
         ToolCall("nope", {}, "c3"),
     ]
-    model = ScriptedModel([ChatResponse.tool_calls(*calls), "done"])
+    model = scripted_calls(*calls)
     kernel = Kernel(model, tools=[look, read_file], filters=[layer("outer"), layer("inner")], gate=kernel_gate)
     assert [n for n, _ in [(kernel.filters[i].name, h) for i, h in kernel.chain("gate").layers]] == ["outer", "inner"]
     kernel.run_sync("go")
@@ -288,7 +289,7 @@ def test_a_gate_layer_may_change_the_arguments_and_later_layers_see_them() -> No
         seen.append(dict(call.arguments))
         return Decision.approve()
 
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("read_file", {"path": "/etc"}, "c1")), "done"])
+    model = scripted_calls(ToolCall("read_file", {"path": "/etc"}, "c1"))
     Kernel(model, tools=[read_file], filters=[Filter("rewrite", around_gate=rewrite)], gate=kernel_gate).run_sync("go")
     assert seen == [{"path": "/safe"}]
     assert RAN == [("read_file", "/safe")]
@@ -298,13 +299,13 @@ def test_a_gate_filter_pauses_without_a_kernel_gate_and_check_returns_names_a_ba
     async def hold(request: GateRequest, state: dict[str, Any], call_next: Any) -> Any:
         return Decision.pause("hold") if request.call.name == "look" else "approve"
 
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("look", {"path": "a"}, "c1")), "done"])
+    model = scripted_calls(ToolCall("look", {"path": "a"}, "c1"))
     kernel = Kernel(model, tools=[look], filters=[Filter("hold", around_gate=hold)])
     assert kernel.gate is None
     paused = kernel.run_sync("go")
     assert (paused.status, paused.pause.awaiting, paused.pause.reason) == ("paused", ("c1",), "hold")
     bad = Kernel(
-        ScriptedModel([ChatResponse.tool_calls(ToolCall("read_file", {"path": "a"}, "c1"))]),
+        scripted_calls(ToolCall("read_file", {"path": "a"}, "c1"), answer=None),
         tools=[read_file],
         filters=[Filter("hold", around_gate=hold)],
         check_returns=True,
@@ -342,7 +343,7 @@ def test_a_turn_filter_that_replaces_the_context_reaches_the_tools_and_the_model
     async def as_bob(request: TurnRequest, state: dict[str, Any], call_next: Any) -> TurnResult:
         return await call_next(request.replace(context={"user": "bob"}))  # type: ignore[no-any-return]
 
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("whoami", {}, "c1")), "done"])
+    model = scripted_calls(ToolCall("whoami", {}, "c1"))
     filters = [Filter("as_bob", around_turn=as_bob), _context_spy(contexts := [])]
     Kernel(model, tools=[whoami], filters=filters).run_sync("go", context={"user": "ann"})
     assert seen == [{"user": "bob"}]

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from beamfilter_core import ChatResponse, Filter, Kernel, PersistHook, ScriptedModel, ToolCall, tool
+from beamfilter_core import Filter, Kernel, PersistHook, ScriptedModel, ToolCall, tool
 from beamfilter_core.errors import ConfigError, ResumeError
+from beamfilter_core.testing import scripted_calls
 
 
 @tool
@@ -81,7 +82,7 @@ def test_a_filter_like_objects_tools_and_resources_are_used() -> None:
         tools = (lookup,)
         resources = (Closing(closed, "res"),)
 
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("lookup", {"term": "x"})), "done"])
+    model = scripted_calls(ToolCall("lookup", {"term": "x"}))
     kernel = Kernel(model, filters=[Like()])
     assert [t.name for t in kernel.tools] == ["lookup"]
     assert kernel.run_sync("go").text == "done"

@@ -32,7 +32,7 @@ from beamfilter_core import (
 )
 from beamfilter_core._run import unique_calls
 from beamfilter_core.errors import MaxIterationsExceeded
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import collect_stream, scripted_calls
 
 RAN: list[tuple[str, Any]] = []
 
@@ -71,7 +71,7 @@ def _roles(request: ChatRequest) -> list[tuple[str, str]]:
 
 
 def test_the_system_prompt_leads_the_messages_of_every_call_without_entering_the_transcript() -> None:
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("echo", {"text": "x"}, "c1")), "done"])
+    model = scripted_calls(ToolCall("echo", {"text": "x"}, "c1"))
     result = Kernel(model, tools=[echo], system_prompt="Be brief.").run_sync("go")
     assert [_roles(r)[:2] for r in model.requests] == [[("system", "Be brief."), ("user", "go")]] * 2
     assert [m.role for m in result.messages] == ["user", "assistant", "tool", "assistant"]
@@ -143,7 +143,7 @@ async def test_a_streamed_answer_with_only_tool_calls_is_delivered_by_the_return
         """Answer with the text."""
         return text
 
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("final", {"text": "the end"}, "c1"))])
+    model = scripted_calls(ToolCall("final", {"text": "the end"}, "c1"), answer=None)
     text, events = await collect_stream(Kernel(model, tools=[final]).run_stream("go"))
     final_event = events[-1]
     assert isinstance(final_event, RunFinished)
@@ -168,7 +168,7 @@ def test_a_chat_filter_answering_with_repeated_ids_gets_them_made_unique() -> No
 
 def _bad_arguments(raw: str) -> str:
     call = ToolCall.from_json("echo", raw, "c1")
-    model = ScriptedModel([ChatResponse.tool_calls(call), "done"])
+    model = scripted_calls(call)
     result = Kernel(model, tools=[echo]).run_sync("go")
     (answer,) = [m for m in result.messages if m.role == "tool"]
     return answer.text
@@ -202,7 +202,7 @@ def test_a_tool_returning_a_circular_value_is_a_semantic_error() -> None:
         value.append(value)
         return value
 
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("loop", {}, "c1")), "done"])
+    model = scripted_calls(ToolCall("loop", {}, "c1"))
     result = Kernel(model, tools=[loop]).run_sync("go")
     (answer,) = [m for m in result.messages if m.role == "tool"]
     assert answer.text == (
@@ -218,7 +218,7 @@ def test_a_rejection_with_a_result_is_told_to_the_model_in_those_words() -> None
     def gate(call: ToolCall, tool: Any, context: Any) -> Decision:
         return Decision.reject("not logged", result="Access denied by policy P-7.")
 
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("read_file", {"path": "/a"}, "c1")), "done"])
+    model = scripted_calls(ToolCall("read_file", {"path": "/a"}, "c1"))
     result = Kernel(model, tools=[read_file], gate=gate).run_sync("go")
     (answer,) = [m for m in result.messages if m.role == "tool"]
     assert answer.text == "Access denied by policy P-7."
@@ -226,7 +226,7 @@ def test_a_rejection_with_a_result_is_told_to_the_model_in_those_words() -> None
 
 
 def test_a_rejection_without_a_reason_ends_with_a_full_stop() -> None:
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("read_file", {"path": "/a"}, "c1")), "done"])
+    model = scripted_calls(ToolCall("read_file", {"path": "/a"}, "c1"))
     result = Kernel(model, tools=[read_file], gate=lambda c, t, x: Decision.reject()).run_sync("go")
     (answer,) = [m for m in result.messages if m.role == "tool"]
     assert answer.text == "The call to 'read_file' was rejected."
@@ -234,7 +234,7 @@ def test_a_rejection_without_a_reason_ends_with_a_full_stop() -> None:
 
 def test_an_unknown_call_before_a_sensitive_one_does_not_stop_the_gate() -> None:
     calls = [ToolCall("nosuch", {}, "c1"), ToolCall("read_file", {"path": "/a"}, "c2")]
-    model = ScriptedModel([ChatResponse.tool_calls(*calls), "done"])
+    model = scripted_calls(*calls)
     result = Kernel(model, tools=[read_file], gate=lambda c, t, x: Decision.pause("ask")).run_sync("go")
     assert result.status == "paused"
     assert (result.pause.awaiting, result.pause.reason) == (("c2",), "ask")
@@ -243,7 +243,7 @@ def test_an_unknown_call_before_a_sensitive_one_does_not_stop_the_gate() -> None
 
 def test_the_first_pause_reason_of_a_batch_is_kept() -> None:
     calls = [ToolCall("read_file", {"path": "/a"}, "c1"), ToolCall("read_file", {"path": "/b"}, "c2")]
-    model = ScriptedModel([ChatResponse.tool_calls(*calls), "done"])
+    model = scripted_calls(*calls)
 
     def gate(call: ToolCall, tool: Any, context: Any) -> Decision:
         return Decision.pause(f"ask about {call.arguments['path']}")
@@ -254,7 +254,7 @@ def test_the_first_pause_reason_of_a_batch_is_kept() -> None:
 
 def test_a_later_pause_reason_fills_in_for_an_earlier_pause_without_one() -> None:
     calls = [ToolCall("read_file", {"path": "/a"}, "c1"), ToolCall("read_file", {"path": "/b"}, "c2")]
-    model = ScriptedModel([ChatResponse.tool_calls(*calls), "done"])
+    model = scripted_calls(*calls)
 
     def gate(call: ToolCall, tool: Any, context: Any) -> Decision:
         return Decision.pause(None if call.id == "c1" else "ask about /b")
@@ -268,7 +268,7 @@ async def test_an_async_kernel_gate_is_awaited() -> None:
     async def gate(call: ToolCall, tool: Any, context: Any) -> Decision:
         return Decision.reply("answered by the gate")
 
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("read_file", {"path": "/a"}, "c1")), "done"])
+    model = scripted_calls(ToolCall("read_file", {"path": "/a"}, "c1"))
     result = await Kernel(model, tools=[read_file], gate=gate).run("go")
     assert [m.text for m in result.messages if m.role == "tool"] == ["answered by the gate"]
     assert RAN == []
@@ -278,7 +278,7 @@ async def test_an_async_kernel_gate_is_awaited() -> None:
 
 
 def test_a_resumed_return_direct_batch_completes_without_another_model_call() -> None:
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("publish", {"text": "hi"}, "c1"))])
+    model = scripted_calls(ToolCall("publish", {"text": "hi"}, "c1"), answer=None)
     kernel = Kernel(model, tools=[publish], gate=lambda c, t, x: "pause")
     paused = kernel.run_sync("go")
     assert paused.status == "paused"
@@ -295,7 +295,7 @@ def test_a_resumed_return_direct_batch_completes_without_another_model_call() ->
 
 
 def test_a_resumed_batch_with_a_rejected_return_direct_call_goes_back_to_the_model() -> None:
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("publish", {"text": "hi"}, "c1")), "understood"])
+    model = scripted_calls(ToolCall("publish", {"text": "hi"}, "c1"), answer="understood")
     kernel = Kernel(model, tools=[publish], gate=lambda c, t, x: "pause")
     paused = kernel.run_sync("go")
     done = kernel.resume_sync(paused.pause, {"c1": Decision.reject("no")})
@@ -346,14 +346,14 @@ def test_a_tool_result_writes_the_context_of_the_next_round() -> None:
         contexts.append(dict(request.context))
         return await call_next(request)  # type: ignore[no-any-return]
 
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("remember", {"key": "k"}, "c1")), "done"])
+    model = scripted_calls(ToolCall("remember", {"key": "k"}, "c1"))
     Kernel(model, tools=[remember], filters=[Filter("spy", around_chat=spy)]).run_sync("go", context={"a": 0})
     assert contexts == [{"a": 0}, {"a": 0, "k": 1}]
 
 
 def test_the_tool_messages_of_a_round_name_their_call_and_tool() -> None:
     calls = [ToolCall("echo", {"text": "a"}, "c1"), ToolCall("echo", {"text": "b"}, "c2")]
-    result = Kernel(ScriptedModel([ChatResponse.tool_calls(*calls), "done"]), tools=[echo]).run_sync("go")
+    result = Kernel(scripted_calls(*calls), tools=[echo]).run_sync("go")
     tools = [m for m in result.messages if m.role == "tool"]
     assert [(m.tool_call_id, m.name, m.text) for m in tools] == [("c1", "echo", "a"), ("c2", "echo", "b")]
     assert result.messages[-1] == Message("assistant", "done")
@@ -363,7 +363,7 @@ def test_an_error_raised_in_the_tool_terminal_is_not_blamed_on_the_tool_filter_a
     async def bad(request: Any, state: dict[str, Any], call_next: Any) -> ToolResult:
         return await call_next(request.replace(arguments=[1, 2]))  # type: ignore[no-any-return]
 
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("echo", {"text": "a"}, "c1")), "done"])
+    model = scripted_calls(ToolCall("echo", {"text": "a"}, "c1"))
     kernel = Kernel(model, tools=[echo], filters=[Filter("bad", around_tool=bad)])
     with pytest.raises(TypeError, match=r"^cannot convert dictionary update sequence element #0 to a sequence$"):
         kernel.run_sync("go")
@@ -405,7 +405,7 @@ def _ids_seen_by_chat_filters(calls: list[ToolCall], seen: list[list[str]]) -> F
 def test_chat_filters_see_the_ids_made_unique_at_the_model() -> None:
     seen: list[list[str]] = []
     calls = [ToolCall("echo", {"text": "a"}, "x"), ToolCall("echo", {"text": "b"}, "x")]
-    model = ScriptedModel([ChatResponse.tool_calls(*calls), "done"])
+    model = scripted_calls(*calls)
     Kernel(model, tools=[echo], filters=[_ids_seen_by_chat_filters(calls, seen)]).run_sync("go")
     assert seen == [["x", "x_2"], []]
 
@@ -414,7 +414,7 @@ def test_chat_filters_see_the_ids_made_unique_at_the_model() -> None:
 async def test_chat_filters_of_a_streamed_run_see_the_ids_made_unique_at_the_model() -> None:
     seen: list[list[str]] = []
     calls = [ToolCall("echo", {"text": "a"}, "x"), ToolCall("echo", {"text": "b"}, "x")]
-    model = ScriptedModel([ChatResponse.tool_calls(*calls), "done"])
+    model = scripted_calls(*calls)
     kernel = Kernel(model, tools=[echo], filters=[_ids_seen_by_chat_filters(calls, seen)])
     text, _ = await collect_stream(kernel.run_stream("go"))
     assert (text, seen) == ("done", [["x", "x_2"], []])
@@ -424,7 +424,7 @@ async def test_chat_filters_of_a_streamed_run_see_the_ids_made_unique_at_the_mod
 
 
 def test_answer_transforms_leave_a_tool_call_message_without_text_alone() -> None:
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("echo", {"text": "a"}, "c1")), "done"])
+    model = scripted_calls(ToolCall("echo", {"text": "a"}, "c1"))
     result = Kernel(model, tools=[echo], filters=[Filter("a", token=_held("A:", "answer"))]).run_sync("go")
     assert [(m.role, m.content) for m in result.messages] == [
         ("user", "go"),
@@ -435,11 +435,11 @@ def test_answer_transforms_leave_a_tool_call_message_without_text_alone() -> Non
 
 
 def test_an_unknown_tool_is_answered_with_the_tools_there_are() -> None:
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("nosuch", {}, "c1")), "done"])
+    model = scripted_calls(ToolCall("nosuch", {}, "c1"))
     result = Kernel(model).run_sync("go")
     (answer,) = [m for m in result.messages if m.role == "tool"]
     assert answer.text == "Unknown tool 'nosuch'. Available tools: none. Call one of these."
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("nosuch", {}, "c1")), "done"])
+    model = scripted_calls(ToolCall("nosuch", {}, "c1"))
     result = Kernel(model, tools=[read_file, echo]).run_sync("go")
     (answer,) = [m for m in result.messages if m.role == "tool"]
     assert answer.text == "Unknown tool 'nosuch'. Available tools: echo, read_file. Call one of these."
@@ -459,7 +459,7 @@ def _tool_spy(seen: list[tuple[str, Any, bool, str | None]]) -> Filter:
 def test_only_a_call_a_human_approved_as_paused_is_marked_approved() -> None:
     seen: list[tuple[str, Any, bool, str | None]] = []
     calls = [ToolCall("read_file", {"path": "/a"}, "c1"), ToolCall("read_file", {"path": "/b"}, "c2")]
-    model = ScriptedModel([ChatResponse.tool_calls(*calls), "done"])
+    model = scripted_calls(*calls)
     kernel = Kernel(model, tools=[read_file], gate=lambda c, t, x: "pause", filters=[_tool_spy(seen)])
     paused = kernel.run_sync("go")
     done = kernel.resume_sync(paused.pause, {"c1": "approve", "c2": Decision.approve({"path": "/c"})})
@@ -471,7 +471,7 @@ def test_only_a_call_a_human_approved_as_paused_is_marked_approved() -> None:
 def test_raw_arguments_reach_the_tool_filter_only_for_the_models_own_arguments() -> None:
     seen: list[tuple[str, Any, bool, str | None]] = []
     call = ToolCall.from_json("echo", "[1]", "c1")
-    model = ScriptedModel([ChatResponse.tool_calls(call), "done"])
+    model = scripted_calls(call)
     Kernel(model, tools=[echo], filters=[_tool_spy(seen)]).run_sync("go")
     assert seen == [("c1", {}, False, "[1]")]
 
@@ -481,7 +481,7 @@ def test_a_kernel_gate_approving_other_arguments_runs_the_tool_with_them() -> No
         return Decision.approve({"path": "/safe"})
 
     seen: list[tuple[str, Any, bool, str | None]] = []
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("read_file", {"path": "/a"}, "c1")), "done"])
+    model = scripted_calls(ToolCall("read_file", {"path": "/a"}, "c1"))
     Kernel(model, tools=[read_file], gate=gate, filters=[_tool_spy(seen)]).run_sync("go")
     assert RAN == [("read_file", "/safe")]
     assert seen == [("c1", {"path": "/safe"}, False, None)]
@@ -495,7 +495,7 @@ def test_a_gate_filter_without_a_kernel_gate_approves_a_sensitive_call_by_callin
         decisions.append(decision)
         return decision
 
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("read_file", {"path": "/a"}, "c1")), "done"])
+    model = scripted_calls(ToolCall("read_file", {"path": "/a"}, "c1"))
     result = Kernel(model, tools=[read_file], filters=[Filter("watch", around_gate=watch)]).run_sync("go")
     assert result.text == "done"
     assert decisions == [Decision(kind="approve", arguments={"path": "/a"})]
@@ -507,7 +507,7 @@ def test_a_gate_filter_without_a_kernel_gate_approves_a_sensitive_call_by_callin
 
 @pytest.mark.anyio
 async def test_a_streamed_resume_of_a_return_direct_batch_delivers_its_answer() -> None:
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("publish", {"text": "hi"}, "c1"))])
+    model = scripted_calls(ToolCall("publish", {"text": "hi"}, "c1"), answer=None)
     kernel = Kernel(model, tools=[publish], gate=lambda c, t, x: "pause")
     paused = await kernel.run("go")
     text, events = await collect_stream(kernel.resume_stream(paused.pause, {"c1": "approve"}))
@@ -518,7 +518,7 @@ async def test_a_streamed_resume_of_a_return_direct_batch_delivers_its_answer() 
 
 def test_an_approval_naming_arguments_is_not_an_approval_as_paused_even_with_the_paused_mapping() -> None:
     seen: list[tuple[str, Any, bool, str | None]] = []
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("read_file", {"path": "/a"}, "c1")), "done"])
+    model = scripted_calls(ToolCall("read_file", {"path": "/a"}, "c1"))
     kernel = Kernel(model, tools=[read_file], gate=lambda c, t, x: "pause", filters=[_tool_spy(seen)])
     paused = kernel.run_sync("go")
     same = paused.pause.calls[0].arguments
@@ -543,7 +543,7 @@ def test_json_data_a_tool_returns_reaches_the_model_unescaped() -> None:
         """Name a city."""
         return {"city": "Zürich", "emoji": "☀"}
 
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("city", {}, "c1")), "done"])
+    model = scripted_calls(ToolCall("city", {}, "c1"))
     result = Kernel(model, tools=[city]).run_sync("go")
     (answer,) = [m for m in result.messages if m.role == "tool"]
     assert answer.text == '{"city": "Zürich", "emoji": "☀"}'

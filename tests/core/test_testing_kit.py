@@ -76,3 +76,46 @@ async def test_run_turn_covers_both_paths(stream: bool) -> None:
     assert result.text == "two words"
     assert streamed == ("two words" if stream else None)
     assert seen == ["ana"]
+
+
+def test_scripted_calls_asks_for_one_batch_then_answers() -> None:
+    from beamfilter_core import Kernel, ToolCall, tool
+    from beamfilter_core.testing import scripted_calls
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    calls = (ToolCall("add", {"a": 1, "b": 2}, "c1"), ToolCall("add", {"a": 3, "b": 4}, "c2"))
+    model = scripted_calls(*calls)
+    assert model.script == [ChatResponse.tool_calls(*calls), "done"]
+    result = Kernel(model, tools=[add]).run_sync("go")
+    assert [(m.role, m.text) for m in result.messages] == [
+        ("user", "go"),
+        ("assistant", ""),
+        ("tool", "3"),
+        ("tool", "7"),
+        ("assistant", "done"),
+    ]
+    assert len(model.requests) == 2
+    assert scripted_calls(calls[0], answer="sum: 3").script == [ChatResponse.tool_calls(calls[0]), "sum: 3"]
+    assert scripted_calls(calls[0], answer=None).script == [ChatResponse.tool_calls(calls[0])]
+    chunked = scripted_calls(calls[0], chunk=2, repeat=True)
+    assert (chunked.chunk, chunked.repeat) == (2, True)
+
+
+def test_scripted_calls_names_what_is_wrong() -> None:
+    from beamfilter_core import ToolCall
+    from beamfilter_core.testing import scripted_calls
+
+    with pytest.raises(ConfigError) as none:
+        scripted_calls()
+    assert str(none.value) == "scripted_calls() got no tool calls; give at least one ToolCall(name, arguments, id)."
+    with pytest.raises(ConfigError) as wrong:
+        scripted_calls(ToolCall("add", {}, "c1"), ("add", {}, "c2"))  # type: ignore[arg-type]
+    assert str(wrong.value) == (
+        "scripted_calls() calls[1] is ('add', {}, 'c2'); give ToolCall(name, arguments, id) objects."
+    )
+    with pytest.raises(ConfigError, match=r"^ScriptedModel script\[1\] is 42; items must be a str"):
+        scripted_calls(ToolCall("add", {}, "c1"), answer=42)  # type: ignore[arg-type]

@@ -21,6 +21,7 @@ from beamfilter_core import (
     tool,
 )
 from beamfilter_core.errors import MaxIterationsExceeded
+from beamfilter_core.testing import scripted_calls
 
 
 @tool
@@ -77,7 +78,7 @@ def test_paused_and_cancelled_results_pass_through_reentry_unchanged() -> None:
         """Launch."""
         return "launched"
 
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("launch", {}, "c1"))])
+    model = scripted_calls(ToolCall("launch", {}, "c1"), answer=None)
     kernel = Kernel(model, tools=[launch], filters=[_reentering(3, seen)], gate=lambda c, t, ctx: "pause")
     result = kernel.run_sync("go")
     assert result.status == "paused"
@@ -108,7 +109,7 @@ def test_iteration_filter_rewrites_next_delta() -> None:
             return result.replace(messages=(*result.messages, Message.user("be brief")))
         return result
 
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("ping", {}, "c1")), "ok"])
+    model = scripted_calls(ToolCall("ping", {}, "c1"), answer="ok")
     kernel = Kernel(model, tools=[ping], filters=[Filter("nudge", around_iteration=nudge)])
     result = kernel.run_sync("go")
     assert [m.content for m in model.requests[1].delta] == ["pong", "be brief"]
@@ -121,7 +122,7 @@ def test_iteration_filter_short_circuits_to_completed() -> None:
             return IterationResult("completed", (Message.assistant("stopped early"),))
         return await call_next(request)
 
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("ping", {})), "never"])
+    model = scripted_calls(ToolCall("ping", {}), answer="never")
     kernel = Kernel(model, tools=[ping], filters=[Filter("stop", around_iteration=stop)])
     result = kernel.run_sync("go")
     assert result.text == "stopped early"
@@ -193,7 +194,7 @@ def test_resume_enters_turn_chain_with_resume_flag_once() -> None:
         """Launch."""
         return "launched"
 
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("launch", {}, "c1")), "done"])
+    model = scripted_calls(ToolCall("launch", {}, "c1"))
     kernel = Kernel(model, tools=[launch], filters=[Filter("watch", around_turn=watch)], gate=lambda c, t, x: "pause")
     paused = kernel.run_sync("go")
     result = kernel.resume_sync(paused.pause, {"c1": Decision.approve()})
@@ -207,7 +208,7 @@ def test_short_circuit_keeps_the_round_delta_in_the_transcript() -> None:
             return IterationResult("completed", (Message.assistant("No more."),), blocked_by="guard")
         return await call_next(request)
 
-    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("ping", {}, "c1"))])
+    model = scripted_calls(ToolCall("ping", {}, "c1"), answer=None)
     kernel = Kernel(model, tools=[ping], filters=[Filter("guard", around_iteration=guard)])
     result = kernel.run_sync("a question")
     assert [(m.role, m.text) for m in result.messages] == [

@@ -33,7 +33,7 @@ from beamfilter_core.errors import (
     ScriptExhaustedError,
     StoreError,
 )
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import collect_stream, scripted_calls
 from beamfilter_memory import ABANDONED_CALL_TEXT, ChatStore, InMemoryStore, memory_filter
 
 pytestmark = pytest.mark.anyio
@@ -221,7 +221,7 @@ async def test_pause_then_resume_by_conversation_id_from_a_fresh_kernel(
 ) -> None:
     call = ToolCall("transfer", {"amount": 5}, "call_t")
     worker1 = Kernel(
-        ScriptedModel([ChatResponse.tool_calls(call)]),
+        scripted_calls(call, answer=None),
         tools=[transfer],
         filters=[memory_filter(store)],
         gate=_pause_gate,
@@ -290,7 +290,7 @@ async def test_a_resume_that_fails_keeps_the_pause(store: ChatStore) -> None:
 
     call = ToolCall("transfer", {"amount": 5}, "call_t")
     kernel = Kernel(
-        ScriptedModel([ChatResponse.tool_calls(call), boom]),
+        scripted_calls(call, answer=boom),
         tools=[transfer],
         filters=[memory_filter(store)],
         gate=_pause_gate,
@@ -304,7 +304,7 @@ async def test_a_resume_that_fails_keeps_the_pause(store: ChatStore) -> None:
 
 async def test_a_new_turn_on_a_paused_conversation_answers_the_awaited_calls(store: ChatStore) -> None:
     call = ToolCall("transfer", {"amount": 5}, "call_t")
-    model = ScriptedModel([ChatResponse.tool_calls(call), "OK, no transfer."])
+    model = scripted_calls(call, answer="OK, no transfer.")
     kernel = Kernel(model, tools=[transfer], filters=[memory_filter(store)], gate=_pause_gate)
     await kernel.run("pay 5", context=CID)
     await kernel.run("never mind", context=CID)
@@ -470,9 +470,7 @@ async def test_two_workers_resuming_one_pause_run_its_tools_once() -> None:
 
     store = _RacingStore()
     call = ToolCall("pay", {"amount": 5}, "call_p")
-    first = Kernel(
-        ScriptedModel([ChatResponse.tool_calls(call)]), tools=[pay], filters=[memory_filter(store)], gate=_pause_gate
-    )
+    first = Kernel(scripted_calls(call, answer=None), tools=[pay], filters=[memory_filter(store)], gate=_pause_gate)
     store.paused_id = (await first.run("pay 5", context=CID)).pause.pause_id  # type: ignore[union-attr]
     workers = [Kernel(ScriptedModel(["paid."]), tools=[pay], filters=[memory_filter(store)]) for _ in range(2)]
     outcomes = await asyncio.gather(
@@ -502,7 +500,7 @@ async def test_a_cancelled_resume_gives_the_pause_back(store: ChatStore) -> None
 
     call = ToolCall("slow_pay", {"amount": 5}, "call_s")
     kernel = Kernel(
-        ScriptedModel([ChatResponse.tool_calls(call)]),
+        scripted_calls(call, answer=None),
         tools=[slow_pay],
         filters=[memory_filter(store)],
         gate=_pause_gate,

@@ -2,6 +2,7 @@
 
 - :class:`ScriptedModel` replays answers and records requests.
 - :func:`trace_filter` records the order in which hooks run.
+- :func:`scripted_calls` makes a ScriptedModel that asks for tool calls, then answers.
 - :func:`run_turn` runs a turn streaming or not, for tests that check both paths.
 - pytest fixtures ``scripted_model`` and ``make_kernel`` (registered through the
   ``pytest11`` entry point when beamfilter-core is installed).
@@ -10,6 +11,6 @@
 from __future__ import annotations
 
 from .._models._scripted import ScriptedModel
-from ._helpers import collect_stream, run_turn, trace_filter
+from ._helpers import collect_stream, run_turn, scripted_calls, trace_filter
 
-__all__ = ["ScriptedModel", "collect_stream", "run_turn", "trace_filter"]
+__all__ = ["ScriptedModel", "collect_stream", "run_turn", "scripted_calls", "trace_filter"]

@@ -7,8 +7,11 @@ from typing import Any
 
 from .._filter import HOOK_NAMES, SCOPES, Filter
 from .._kernel import Kernel
-from .._records import TurnResult
+from .._messages import ToolCall
+from .._models._scripted import ScriptedModel, ScriptItem
+from .._records import ChatResponse, TurnResult
 from .._streaming import Event, RunFinished, TextDelta
+from ..errors import ConfigError
 
 
 def trace_filter(name: str, log: list[str], scopes: tuple[str, ...] = SCOPES) -> Filter:
@@ -26,6 +29,23 @@ def trace_filter(name: str, log: list[str], scopes: tuple[str, ...] = SCOPES) ->
 
     hooks: dict[str, Any] = {hook: make(scope) for scope, hook in HOOK_NAMES.items() if scope in scopes}
     return Filter(name, **hooks)
+
+
+def scripted_calls(*calls: ToolCall, answer: ScriptItem | None = "done", **options: Any) -> ScriptedModel:
+    """A :class:`ScriptedModel` that first asks for ``calls`` (one batch), then gives
+    ``answer`` (``None``: nothing more, for a run that pauses or ends at the tools).
+
+    ``options`` go to ``ScriptedModel`` (``chunk``, ``token_delay``, ``repeat``).
+    """
+    if not calls:
+        msg = "scripted_calls() got no tool calls; give at least one ToolCall(name, arguments, id)."
+        raise ConfigError(msg)
+    for index, call in enumerate(calls):
+        if not isinstance(call, ToolCall):
+            msg = f"scripted_calls() calls[{index}] is {call!r}; give ToolCall(name, arguments, id) objects."
+            raise ConfigError(msg)
+    first = ChatResponse.tool_calls(*calls)
+    return ScriptedModel([first] if answer is None else [first, answer], **options)
 
 
 async def collect_stream(events: AsyncIterator[Event]) -> tuple[str, list[Event]]:
