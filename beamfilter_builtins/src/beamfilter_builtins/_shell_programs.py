@@ -25,6 +25,7 @@ __all__ = [
     "SHELLS",
     "STDIN_PATHS",
     "Call",
+    "Chdir",
     "Code",
     "EnvAssignment",
     "StdinScript",
@@ -90,6 +91,13 @@ class StdinScript:
 
 
 @attrs.frozen
+class Chdir:
+    """``env -C DIR cmd``, ``sudo -D DIR cmd``: the program runs in another directory."""
+
+    directory: Word
+
+
+@attrs.frozen
 class EnvAssignment:
     """``env NAME=value cmd``: a variable set for the program it runs."""
 
@@ -104,7 +112,7 @@ class Unknown:
     reason: str
 
 
-Finding = Call | Code | EnvAssignment | StdinScript | Unknown
+Finding = Call | Chdir | Code | EnvAssignment | StdinScript | Unknown
 
 
 @attrs.frozen
@@ -120,6 +128,7 @@ class _Wrapper:
     code: str = ""  # short options whose value is shell code (su -c)
     no_command: str = ""  # flags after which the wrapper runs nothing (sudo -l)
     shell: str = ""  # flags that make it run the rest through a shell (sudo -s, watch without -x)
+    chdir: str = ""  # short options whose value is the directory the program runs in (env -C)
 
 
 def _w(**kwargs: object) -> _Wrapper:
@@ -138,6 +147,7 @@ _WRAPPERS: dict[str, _Wrapper] = {
         "reset-timestamp remove-timestamp list validate edit",
         no_command="KkVlve",
         shell="si",
+        chdir="D",
     ),
     "doas": _w(short_values="uC", short_flags="ns", shell="s"),
     "env": _w(
@@ -145,6 +155,7 @@ _WRAPPERS: dict[str, _Wrapper] = {
         short_flags="i0v",
         long_values="unset chdir split-string",
         long_flags="ignore-environment null debug",
+        chdir="C",
     ),
     "nohup": _w(),
     "time": _w(
@@ -270,7 +281,7 @@ def unwrap(argv: tuple[Word, ...], stdin: str | None, depth: int = 0) -> Iterato
     rest = argv[1:]
     if name in _WRAPPERS:
         yield from _wrapped(name, rest, stdin, depth)
-    elif name == "busybox" and rest:
+    elif name in {"busybox", "toybox"} and rest:
         yield from unwrap(rest, stdin, depth + 1)
     elif name in SHELLS:
         yield from _shell(name, rest, stdin)
@@ -279,7 +290,9 @@ def unwrap(argv: tuple[Word, ...], stdin: str | None, depth: int = 0) -> Iterato
     elif name == "eval":
         yield Code(_joined(rest), stdin, "eval")
     elif name in {"find", "fd", "fdfind"}:
-        yield from _find(rest, depth)
+        yield from _find(rest, depth, appends=name != "find")
+    elif name == "parallel":
+        yield Unknown("parallel builds the commands it runs from its arguments and input")
     elif name == "git":
         yield from _git(rest)
     elif name == "ssh":
@@ -332,9 +345,13 @@ def _wrapped(name: str, rest: tuple[Word, ...], stdin: str | None, depth: int) -
         if word.startswith("--") and len(word) > 2:
             option, equals, value = word[2:].partition("=")
             if option in spec.long_values:
+                directory: Word = value
                 if not equals:
                     index += 1
-                    value = str(rest[index]) if index < len(rest) else ""
+                    directory = rest[index] if index < len(rest) else ""
+                    value = str(directory)
+                if option == "chdir":
+                    yield Chdir(directory)
                 if option in {"command", "split-string"}:
                     yield from _split_or_code(name, option, value, rest[index + 1 :], stdin, depth)
                     return
@@ -361,6 +378,8 @@ def _wrapped(name: str, rest: tuple[Word, ...], stdin: str | None, depth: int) -
                     if letter in spec.code:
                         yield Code(value_word, stdin, f"{name} -{letter}")
                         return
+                    if letter in spec.chdir:
+                        yield Chdir(value_word)
                     if name == "env" and letter == "S":
                         yield from _split_or_code(
                             name, "split-string", str(value_word), rest[index + 1 :], stdin, depth
@@ -483,7 +502,8 @@ def _interpreter(name: str, rest: tuple[Word, ...], stdin: str | None) -> Iterat
     yield from _script(name, rest[index], stdin)
 
 
-def _find(rest: tuple[Word, ...], depth: int) -> Iterator[Finding]:
+def _find(rest: tuple[Word, ...], depth: int, appends: bool) -> Iterator[Finding]:
+    """find -exec CMD {} ;, fd -x CMD: fd appends the path when CMD has no ``{}`` (``appends``)."""
     index = 0
     while index < len(rest):
         word = rest[index]
@@ -491,7 +511,11 @@ def _find(rest: tuple[Word, ...], depth: int) -> Iterator[Finding]:
             end = index + 1
             while end < len(rest) and rest[end] not in {";", "+", "\\;"}:
                 end += 1
-            command = tuple(Opaque("{}") if w == "{}" else w for w in rest[index + 1 : end])
+            # find passes paths that start with its start path; fd may pass a file named -rf
+            paths = Opaque("<the paths fd finds>") if appends else Opaque("{}")
+            command = tuple(paths if w == "{}" else w for w in rest[index + 1 : end])
+            if appends and command and paths not in command:
+                command += (paths,)
             if command:
                 yield from unwrap(command, None, depth + 1)
             index = end

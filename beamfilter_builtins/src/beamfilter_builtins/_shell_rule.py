@@ -12,12 +12,14 @@ from __future__ import annotations
 import contextlib
 import re
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import attrs
 
+from ._shell_effects import Directories, builtin_denials, is_device, places, working_directories
 from ._shell_programs import (
     Call,
+    Chdir,
     Code,
     EnvAssignment,
     StdinScript,
@@ -33,19 +35,10 @@ MAX_DEPTH = 8  # bash -c "bash -c '…'": nesting deeper than this is refused
 CACHE_SIZE = 256  # verdicts remembered per rule
 CACHED_LENGTH = 4096  # longer commands are not remembered (bounds the cache's memory)
 
-_DESTRUCTIVE = frozenset(
-    {"mkfs", "mkswap", "mkdosfs", "mkntfs", "shutdown", "reboot", "halt", "poweroff", "init", "telinit"}
-    | {"fdisk", "sfdisk", "cfdisk", "gdisk", "sgdisk", "parted", "wipefs", "shred", "blkdiscard"}
-)
-_RECURSIVE_PROGRAMS = frozenset({"rm", "chmod", "chown", "chgrp"})
-_COPIERS = frozenset({"cp", "install", "mv"})  # they write their target
-_SIZERS = frozenset({"truncate", "fallocate"})  # they write every file they name
-_DEVICE = re.compile(r"/dev/(sd|hd|nvme|xvd|vd|disk|mmcblk|dm-|md|loop|nbd|sr|zram|mapper/|mem$|kmem$|port$)")
-_GLOB = re.compile(r"[*?\[]")
 # Environment variables that load code into whatever runs next.
 _LOADS_CODE = re.compile(r"LD_[A-Z_]+|BASH_ENV|ENV|BASH_FUNC_.*|PROMPT_COMMAND|PS4")
 # Shell variables that change how later words are split, globbed or run.
-_CHANGES_PARSING = re.compile(r"IFS|SHELLOPTS|BASHOPTS|GLOBIGNORE")
+_CHANGES_PARSING = re.compile(r"IFS|SHELLOPTS|BASHOPTS|GLOBIGNORE|CDPATH")
 # Environment variables whose value is a command line that programs run.
 _CODE_VARIABLES = re.compile(
     r".+_COMMAND|GIT_SSH|GIT_EDITOR|GIT_PAGER|GIT_EXTERNAL_DIFF|GIT_ASKPASS|SSH_ASKPASS|EDITOR|VISUAL|PAGER|MANPAGER"
@@ -53,6 +46,10 @@ _CODE_VARIABLES = re.compile(
 )
 # Redirection targets that are not files a policy needs to check.
 _HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/fd/1", "/dev/fd/2"})
+_GLOB = re.compile(r"[*?\[]|[@!+]\(")
+# Builtins that set the variables they name: read NAME, printf -v NAME, mapfile NAME, getopts OPTS NAME.
+_SETTERS = frozenset({"read", "printf", "mapfile", "readarray", "getopts"})
+_DECLARES = frozenset({"declare", "typeset", "local", "export", "readonly"})
 
 
 @attrs.frozen
@@ -138,13 +135,19 @@ class ShellRule:
         if script.error is not None:
             return ShellVerdict(script.error)
         found = _Findings()
-        self._collect(script, found, 0)
+        self._collect(script, found, 0, None)
+        cwds = working_directories(found.directories) if found.directories else ()
+        if cwds:  # cd /dev && cat x > sda: decide again with every directory a cd may lead to
+            found = _Findings(cwds=cwds)
+            self._collect(script, found, 0, None)
         if found.error is not None:
             return ShellVerdict(found.error)
         normalised = " ; ".join(" ".join(str(w) for w in argv) for argv in found.argvs)
         for pattern in self.deny:
             if pattern.search(command) or pattern.search(normalised):
                 return ShellVerdict(f"the command matches the deny pattern {pattern.pattern!r}")
+        if _calls_itself(found.calls):
+            found.denied.append(_FORK_BOMB)
         if self.builtin and found.denied:
             return ShellVerdict(found.denied[0])
         if found.not_allowed:
@@ -153,28 +156,33 @@ class ShellRule:
             return ShellVerdict(found.opaque[0] + " (allow_opaque is off)")
         return ShellVerdict(None, tuple(found.redirects))
 
-    def _collect(self, script: Script, found: _Findings, depth: int) -> None:
+    def _collect(self, script: Script, found: _Findings, depth: int, caller: str | None) -> None:
+        """Check every command of ``script``; ``caller`` is the function the script runs in (eval in f)."""
+        found.functions |= script.functions
         for command in script.commands:
-            if command.function is not None and command.argv and command.argv[0] == command.function:
-                found.denied.append("the command is a fork bomb (a function that calls itself)")
+            function = command.function or caller
+            if function is not None and command.argv and command.argv[0] == function:
+                found.denied.append(_FORK_BOMB)
             self._assignments(command, found, depth)
             for redirect in command.redirects:
                 self._redirect(redirect, found)
             for finding in unwrap(command.argv, command.stdin):
                 if isinstance(finding, Call):
                     found.argvs.append(finding.argv)
-                    self._call(finding, found, script)
+                    self._call(finding, found, depth, function)
                 elif isinstance(finding, Code):
-                    self._code(finding, found, depth)
+                    self._code(finding, found, depth, function)
                 elif isinstance(finding, EnvAssignment):
                     self._assign(finding.name, finding.value, found, depth)
                 elif isinstance(finding, StdinScript):
                     if finding.stdin is not None:
                         found.denied.append(f"the command pipes data into the interpreter {finding.program!r}")
+                elif isinstance(finding, Chdir):
+                    found.directories.append(finding.directory)
                 else:
                     found.opaque.append(finding.reason)
 
-    def _code(self, code: Code, found: _Findings, depth: int) -> None:
+    def _code(self, code: Code, found: _Findings, depth: int, caller: str | None = None) -> None:
         text = code.text
         if isinstance(text, Opaque):
             if _is_substitution(text):
@@ -193,34 +201,62 @@ class ShellRule:
             nested = attrs.evolve(
                 nested, commands=tuple(attrs.evolve(c, stdin=c.stdin or code.stdin) for c in nested.commands)
             )
-        self._collect(nested, found, depth + 1)
+        self._collect(nested, found, depth + 1, caller)
 
     def _assignments(self, command: SimpleCommand, found: _Findings, depth: int) -> None:
         for name, value in command.assignments:
             self._assign(name, value, found, depth)
+        if command.argv and command.argv[0] in _DECLARES:
+            options = [w for w in command.argv[1:] if isinstance(w, str) and w.startswith(("-", "+"))]
+            for word in command.argv[1:]:
+                if isinstance(word, str) and _NAME.fullmatch(word):
+                    self._named(word, found)  # export LD_PRELOAD: set by read or ${X:=} before
+            if any("n" in option for option in options):  # declare -n ref=IFS: ref names IFS
+                for _, target in command.assignments:
+                    if isinstance(target, str):
+                        self._named(target, found)
 
-    def _assign(self, name: str, value: Word, found: _Findings, depth: int) -> None:
+    def _named(self, name: str, found: _Findings) -> bool:
+        """Deny setting a variable that loads code or changes parsing; whether it did."""
         if _LOADS_CODE.fullmatch(name):
             found.denied.append(f"the command sets {name}, which loads code into the programs it runs")
+        elif name == "CDPATH":
+            found.denied.append("the command sets CDPATH, which changes the directory cd goes to")
         elif _CHANGES_PARSING.fullmatch(name):
             found.denied.append(f"the command sets {name}, which changes how the shell reads later commands")
-        elif _CODE_VARIABLES.fullmatch(name):
+        else:
+            return False
+        return True
+
+    def _assign(self, name: str, value: Word, found: _Findings, depth: int) -> None:
+        if not self._named(name, found) and _CODE_VARIABLES.fullmatch(name):
             self._code(Code(value, None, f"the variable {name}"), found, depth)
         if self.allow_env is not None and name not in self.allow_env:
             listed = ", ".join(sorted(self.allow_env)) or "none"
             found.not_allowed.append(f"the command assigns the variable {name!r}, which is not in allow_env ({listed})")
 
     def _redirect(self, redirect: Redirect, found: _Findings) -> None:
-        target = redirect.target
+        target, operator = redirect.target, redirect.operator
         if isinstance(target, Opaque):
-            found.opaque.append(f"the redirection {redirect.operator} {target} goes to a file only known at run time")
+            found.opaque.append(f"the redirection {operator} {target} goes to a file only known at run time")
             return
-        if redirect.writes and _DEVICE.match(normalise_path(target)):
-            found.denied.append("the command writes a raw device")
-        if target not in _HARMLESS_TARGETS:
-            found.redirects.append(redirect)
+        if _GLOB.search(target):  # bash expands a glob that matches one file: > /srv/work/lin* follows a link
+            found.opaque.append(f"the redirection {operator} {target} goes to a file a glob chooses at run time")
+            return
+        for place in places(target, found.cwds):
+            if place is None:
+                found.opaque.append(
+                    f"the redirection {operator} {target} goes to a file in a directory only known at run time"
+                )
+                continue
+            if redirect.writes and is_device(place):
+                found.denied.append("the command writes a raw device")
+            elif redirect.writes and normalise_path(place) == "/proc/sysrq-trigger":
+                found.denied.append("the command writes /proc/sysrq-trigger, which can reboot or halt the machine")
+            if place not in _HARMLESS_TARGETS:
+                found.redirects.append(redirect if place == target else Redirect(operator, place))
 
-    def _call(self, call: Call, found: _Findings, script: Script) -> None:
+    def _call(self, call: Call, found: _Findings, depth: int, function: str | None) -> None:
         program = call.argv[0]
         if isinstance(program, Opaque):
             found.opaque.append(f"the program {program} is only known at run time")
@@ -228,7 +264,15 @@ class ShellRule:
         if self.allow_commands is not None and _program_key(program) not in self.allow_commands:
             allowed = ", ".join(sorted(self.allow_commands))
             found.not_allowed.append(f"the program {program!r} is not in the allowed commands ({allowed})")
-        for denial in _builtin(program_name(program), call.argv[1:]):
+        name = program_name(program)
+        args = call.argv[1:]
+        found.calls.append((function, program))
+        if name in {"cd", "pushd"}:
+            found.directories.append(_directory(args))
+        elif name in _SETTERS:
+            for variable in _set_names(name, args):
+                self._assign(variable, Opaque(f"<what {name} reads>"), found, depth)
+        for denial in builtin_denials(name, args, found.cwds):
             (found.opaque if denial.startswith("?") else found.denied).append(denial.lstrip("?"))
 
 
@@ -240,6 +284,78 @@ class _Findings:
     redirects: list[Redirect] = attrs.Factory(list)
     argvs: list[tuple[Word, ...]] = attrs.Factory(list)
     error: str | None = None
+    cwds: Directories = ()  # the directories a cd in the command may lead to (second pass)
+    directories: list[Word] = attrs.Factory(list)  # the targets of cd, pushd, env -C, sudo -D
+    functions: frozenset[str] = frozenset()  # the functions the command (or code it runs) defines
+    calls: list[tuple[str | None, str]] = attrs.Factory(list)  # (the function calling, the program)
+
+
+_FORK_BOMB = "the command is a fork bomb (a function that calls itself)"
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _calls_itself(calls: list[tuple[str | None, str]]) -> bool:
+    """Whether functions call each other in a cycle (a(){ b|b& }; b(){ a|a& }); a direct
+    self-call is reported where it is found."""
+    edges: dict[str, set[str]] = {}
+    for caller, program in calls:
+        if caller is not None and caller != program:
+            edges.setdefault(caller, set()).add(program)
+    for start in edges:
+        seen: set[str] = set()
+        stack = list(edges[start])
+        while stack:
+            current = stack.pop()
+            if current == start:
+                return True
+            if current not in seen:
+                seen.add(current)
+                stack.extend(edges.get(current, ()))
+    return False
+
+
+def _directory(args: tuple[Word, ...]) -> Word:
+    """Where ``cd``/``pushd`` ``args`` go: ``~`` without an operand, None-like Opaque for ``+N``/``-N``."""
+    operands = [a for a in args if not (isinstance(a, str) and a.startswith("-") and a != "-")]
+    if not operands:
+        return "~"
+    target = operands[0]
+    if isinstance(target, str) and target[:1] == "+":  # pushd +2: a directory of the stack
+        return Opaque(target)
+    return target
+
+
+# options of read and mapfile that take a value (read -p PROMPT NAME); -a NAME names an array
+_SETTER_VALUES = {"read": "dinNptu", "mapfile": "dnOsuCc", "readarray": "dnOsuCc"}
+
+
+def _set_names(name: str, args: tuple[Word, ...]) -> list[str]:
+    """The variables ``read``, ``printf -v``, ``mapfile`` and ``getopts`` set."""
+    words = [str(a) for a in args]
+    if name == "getopts":
+        return words[1:2]
+    if name == "printf":
+        for index, word in enumerate(words):
+            if word.startswith("-v"):
+                return [word[2:] or (words[index + 1] if index + 1 < len(words) else "")]
+        return []
+    values = _SETTER_VALUES[name]
+    names: list[str] = []
+    index = 0
+    while index < len(words):
+        word = words[index]
+        index += 1
+        if word.startswith("-") and len(word) > 1:
+            for position, letter in enumerate(word[1:], 1):
+                if letter in values or letter == "a":
+                    joined = word[position + 1 :]
+                    if letter == "a":
+                        names.append(joined or (words[index] if index < len(words) else ""))
+                    index += 0 if joined else 1
+                    break
+            continue
+        names.append(word)
+    return [n for n in names if _NAME.fullmatch(n)]
 
 
 def _program_key(program: str) -> str:
@@ -252,138 +368,3 @@ def _program_key(program: str) -> str:
 
 def _is_substitution(word: Opaque) -> bool:
     return any(mark in word.source for mark in ("$(", "`", "<(", ">("))
-
-
-def _builtin(name: str, args: tuple[Word, ...]) -> Iterator[str]:
-    """The built-in denials of one program call; a leading ``?`` marks an opaque finding."""
-    if name in _DESTRUCTIVE:
-        yield f"the program {name!r} is destructive"
-    elif name in _RECURSIVE_PROGRAMS:
-        yield from _recursive_change(name, args)
-    elif name == "find":
-        yield from _find(args)
-    elif name == "dd":
-        for arg in args:
-            if isinstance(arg, Opaque):
-                yield f"?dd has the operand {arg}, which is only known at run time"
-            elif arg.startswith("of=") and _DEVICE.match(normalise_path(arg[3:])):
-                yield "the command writes a raw device with dd"
-    elif name == "tee" and any(isinstance(a, str) and _DEVICE.match(normalise_path(a)) for a in args):
-        yield "the command writes a raw device"
-    elif name in _COPIERS | _SIZERS and _writes_a_device(name, args):
-        yield f"the command writes a raw device with {name}"
-
-
-def _is_device(path: str) -> bool:
-    return _DEVICE.match(normalise_path(path)) is not None
-
-
-def _writes_a_device(name: str, args: tuple[Word, ...]) -> bool:
-    """Whether a copier or sizer writes a device. truncate and fallocate write every file
-    they name. cp, install and mv write their target (the last operand, ``-t DIR``,
-    ``-tDIR``, ``--target-directory=DIR``), mv also its sources (moving a device node away
-    is no read); only the source of a plain copy is read (cp /dev/sda x.img). With ``-t``
-    a device operand is not told apart from the target: it is refused."""
-    if name in _SIZERS:
-        return any(isinstance(a, str) and not a.startswith("-") and _is_device(a) for a in args)
-    operands: list[Word] = []
-    targeted = options_done = False
-    for arg in args:
-        if isinstance(arg, str) and not options_done and arg.startswith("-") and arg != "-":
-            if arg == "--":
-                options_done = True
-                continue
-            long = arg.startswith("--")
-            targeted = targeted or arg.startswith("--target-directory") or (not long and "t" in arg[1:])
-            # a value joined to its option: --target-directory=/dev/sda, -vt/dev/sda
-            value = arg.partition("=")[2] if long else arg[arg.find("/") :] if "/" in arg else ""
-            if value and _is_device(value):
-                return True
-            continue
-        operands.append(arg)
-    written = operands if targeted or name == "mv" else operands[1:]
-    return any(isinstance(word, str) and _is_device(word) for word in written)
-
-
-def _recursive_change(name: str, args: tuple[Word, ...]) -> Iterator[str]:
-    recursive = False
-    maybe_recursive = False  # rm "$OPT" /: the option may be -r
-    operands: list[Word] = []
-    options = True
-    for arg in args:
-        if isinstance(arg, Opaque):
-            maybe_recursive = maybe_recursive or options
-            operands.append(arg)
-        elif options and arg == "--":
-            options = False
-        elif options and arg.startswith("-") and arg != "-":
-            long = arg.startswith("--")
-            recursive = recursive or arg == "--recursive" or (not long and ("r" in arg or "R" in arg))
-        else:
-            operands.append(arg)
-    for target in operands:
-        if isinstance(target, Opaque):
-            # unquoted, $X may split into "-rf /"; quoted, it is one word: harmful only with -r
-            if recursive or not _one_word(target):
-                yield f"?{name}{' -r' if recursive else ''} runs on {target}, which is only known at run time"
-        elif _sweeping(target):
-            if recursive:
-                yield f"the command runs {name} recursively from / or the home directory"
-            elif maybe_recursive:
-                yield f"?{name} runs on {target} with options only known at run time"
-
-
-def _one_word(word: Opaque) -> bool:
-    return word.source.startswith('"') and word.source.endswith('"')  # "$x": never a lone quote
-
-
-# a name made of wildcards alone (``*``, ``.*``, ``.[!.]*``): it matches every entry, or every hidden one
-_WILDCARD = re.compile(r"(?:[.*?]|\[[^]/]*\])*\*(?:[.*?]|\[[^]/]*\])*")
-
-
-def _sweeping(target: str, cwd: bool = True) -> bool:
-    """Whether ``target`` is ``/``, a home directory or (with ``cwd``) the current directory
-    as a whole (after ``//``, ``.`` and ``..`` are resolved), or a glob over one (``/**``)."""
-    root = target.startswith("/")
-    if not cwd and not root and not target.startswith("~"):
-        return False
-    rest = target.partition("/")[2] if target.startswith("~") else target
-    stack: list[str] = []
-    for part in rest.split("/"):
-        if part in {"", "."}:
-            continue
-        if _GLOB.search(part):
-            # any glob directly under / is a disaster (/b*); under home or . only a bare wildcard
-            return not stack and (root or _WILDCARD.fullmatch(part) is not None)
-        if part == "..":
-            if not stack:
-                return True  # above the starting directory
-            stack.pop()
-        else:
-            stack.append(part)
-    return not stack
-
-
-_FIND_ACTIONS = frozenset({"-delete", "-exec", "-execdir", "-ok", "-okdir"})
-
-
-def _find(args: tuple[Word, ...]) -> Iterator[str]:
-    index = 0
-    while (
-        index < len(args)
-        and isinstance(args[index], str)
-        and str(args[index]).startswith(("-H", "-L", "-P", "-O", "-D"))
-    ):
-        index += 2 if args[index] == "-D" else 1
-    starts: list[Word] = []
-    for arg in args[index:]:
-        if isinstance(arg, str) and arg.startswith(("-", "(", "!", ",")) and arg != "-":
-            break
-        starts.append(arg)
-    if not any(a in _FIND_ACTIONS for a in args if isinstance(a, str)):
-        return
-    for start in starts or ["."]:
-        if isinstance(start, Opaque):
-            yield f"?find deletes or runs commands from {start}, which is only known at run time"
-        elif _sweeping(start, cwd=False):  # find . -name '*.pyc' -delete is everyday work
-            yield "the command deletes or runs commands on every file from / or the home directory"

@@ -180,7 +180,6 @@ _CONTAINERS = frozenset(
         "elif_clause",
         "else_clause",
         "while_statement",
-        "for_statement",
         "case_statement",
         "case_item",
         "negated_command",
@@ -249,6 +248,15 @@ class _Walker:
             inner = "a pipe" if _text(node).startswith(">(") else None
             for child in node.named_children:
                 self.walk(child, inner, function)
+        elif kind == "for_statement":  # for NAME in WORDS (or select): NAME is assigned each word
+            variable = node.child_by_field_name("variable")
+            if variable is not None:
+                values = node.children_by_field_name("value")
+                words = [w for v in values for w in expand(v)] if values else [Opaque('"$@"')]
+                assignments = tuple((_text(variable), word) for word in words)
+                self.commands.append(SimpleCommand((), assignments, (), stdin, function))
+            for child in node.named_children:
+                self.walk(child, stdin, function)
         elif kind == "c_style_for_statement":  # for ((i=0; ...)): arithmetic, not commands
             for child in node.named_children:
                 if child.type == "variable_assignment":
