@@ -373,7 +373,7 @@ def _nest(line: str, shape: int) -> str:
         f"( {line} )",
         f"{{ {line}; }}",
         f"echo $( {line} )",
-        f"echo `{line}`",
+        f"echo `{line}`" if "`" not in line else f"echo $({line})",  # backticks nest only when escaped
         f"cat <( {line} )",
         f"ls; {line}",
         f"true && {line}",
@@ -403,6 +403,7 @@ def spellings(draw: st.DrawFn) -> tuple[str, str]:
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spellings())
 @example(("sudo -- r'm' -r\\f /", RM_ROOT))
+@example(("echo $(echo `rm -rf /`)", RM_ROOT))
 @example(("bash -c 'timeout 5 $'\\''\\x72m'\\'' --recur /'", RM_ROOT))
 def test_every_spelling_of_a_destructive_command_is_denied_as_the_plain_one(spelled: tuple[str, str]) -> None:
     command, reason = spelled
