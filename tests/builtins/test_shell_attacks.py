@@ -36,6 +36,14 @@ def device(program: str) -> str:
     return f"{RAW_DEVICE} with {program}"
 
 
+def kernel(path: str) -> str:
+    return f"the command writes {path}, which changes the kernel or a running process"
+
+
+def vital(path: str) -> str:
+    return f"the command writes {path}, which the whole system depends on"
+
+
 def opaque(text: str) -> str:
     return f"{text} (allow_opaque is off)"
 
@@ -114,7 +122,7 @@ DEVICES = [
     ("tar -c -f/dev/sda .", device("tar")),
     ("find . -fprint /dev/sda", device("find")),
     ("find . -fprintf /dev/sda %p", device("find")),
-    ("echo b > /proc/sysrq-trigger", "the command writes /proc/sysrq-trigger, which can reboot or halt the machine"),
+    ("echo b > /proc/sysrq-trigger", kernel("/proc/sysrq-trigger")),  # b: reboot now
     ("echo x | tee $DEV", opaque("tee writes $DEV, a file only known at run time")),
     ("cp x.img $DEV", opaque("cp writes $DEV, a file only known at run time")),
     ("mv x.img $DEV", opaque("mv writes $DEV, a file only known at run time")),
@@ -123,6 +131,52 @@ DEVICES = [
     ("cd $D && dd of=sda", opaque("dd writes sda in a directory only known at run time")),
     ('cd "$D" && echo x > sda', opaque("the redirection > sda goes to a file in a directory only known at run time")),
     ("echo x > /srv/work/lin*", opaque("the redirection > /srv/work/lin* goes to a file a glob chooses at run time")),
+]
+# where the climb of .. lands, and what the kernel and the system cannot lose
+WRITES = [
+    ("cat x > ~/../../dev/sda", RAW_DEVICE),  # from /root, ~/../.. is /
+    ("cat x > ../../../../../../dev/sda", RAW_DEVICE),  # enough .. reach / from anywhere
+    ("cp x ../../../../dev/sda", device("cp")),
+    ("awk '{print > \"/dev/sda\"}' f", device("awk")),
+    ("sed -n 'w /dev/sda' f", device("sed")),
+    ("sed 's/x/y/w /dev/sda' f", device("sed")),
+    ("echo 1 > /proc/sys/kernel/panic", kernel("/proc/sys/kernel/panic")),
+    ("echo x > /proc/self/mem", kernel("/proc/self/mem")),  # patches the running shell
+    ("echo 1 | tee /sys/block/sda/device/delete", kernel("/sys/block/sda/device/delete")),
+    ("echo /tmp/e.so > /etc/ld.so.preload", vital("/etc/ld.so.preload")),
+    ("truncate -s0 /etc/passwd", vital("/etc/passwd")),
+    ("cp shadow /etc/", vital("/etc/shadow")),
+    ("sed -i s/x/y/ /etc/shadow", vital("/etc/shadow")),
+    ("sed -i -e s/x/y/ /etc/sudoers", vital("/etc/sudoers")),
+    ("dd if=x.img of=/boot/vmlinuz", vital("/boot/vmlinuz")),
+]
+# programs that run another program, or read commands
+RUNNERS = [
+    ("pkexec rm -rf /", RM_ROOT),
+    ("run0 -D / rm -rf usr", system("rm", "/usr")),
+    ("sg root -c 'rm -rf /'", RM_ROOT),
+    ("unshare -r rm -rf /", RM_ROOT),
+    ("nsenter -t 1 -m rm -rf /", RM_ROOT),
+    ("firejail rm -rf /", RM_ROOT),
+    ("fakeroot rm -rf /", RM_ROOT),
+    (
+        "firejail --noprofile rm -rf /",
+        opaque("'firejail' has the option '--noprofile', so which program it runs is unknown"),
+    ),
+    ("echo 'rm -rf /' | at now", "the command pipes data into the interpreter 'at'"),
+    ("batch <<< 'rm -rf /'", "the command pipes data into the interpreter 'batch'"),
+    ("echo 'BEGIN{system(\"id\")}' | awk -f /dev/stdin", "the command pipes data into the interpreter 'awk'"),
+    (
+        "gawk --source='BEGIN{system(\"id\")}'",
+        opaque("the gawk program runs commands (system() or a pipe), which the policy does not read"),
+    ),
+    (
+        "awk -e 'BEGIN{system(\"id\")}'",
+        opaque("the awk program runs commands (system() or a pipe), which the policy does not read"),
+    ),
+    ("perl -pe 'system(\"id\")' f", opaque("perl -e runs code that the policy cannot read")),
+    ("python3 -Bc 'import os'", opaque("python -c runs code that the policy cannot read")),
+    ("ruby -ne 'system(1)' f", opaque("ruby -e runs code that the policy cannot read")),
 ]
 PROGRAMS = [
     ("mkreiserfs /dev/sda", "the program 'mkreiserfs' is destructive"),
@@ -167,7 +221,9 @@ VARIABLES = [
 ]
 
 
-@pytest.mark.parametrize(("command", "reason"), DELETE + PERMISSIONS + DEVICES + PROGRAMS + FORK_BOMBS + VARIABLES)
+@pytest.mark.parametrize(
+    ("command", "reason"), DELETE + PERMISSIONS + DEVICES + WRITES + RUNNERS + PROGRAMS + FORK_BOMBS + VARIABLES
+)
 def test_attacks_are_denied_with_the_exact_reason(command: str, reason: str) -> None:
     assert RULE.check(command) == reason
 
@@ -204,6 +260,17 @@ ORDINARY = [
     "f(){ g; }; g(){ ls; }; f",
     "export PATH",
     "dd if=/dev/zero of=disk.img bs=1M count=10",
+    "echo x > ../out.txt",
+    "cp notes.txt ../backup/",
+    "sed -i s/x/y/ notes.txt",
+    "sed -n '/warn/p' log.txt",
+    "awk '{print > \"out.txt\"}' f",
+    "echo 'date' | at now -f job.sh",
+    "cat /proc/cpuinfo /sys/class/net/eth0/address",
+    "echo x > /proc/self/fd/2",
+    "echo '127.0.0.1 x' | sudo tee -a /etc/hosts",
+    "perl script.pl",
+    "python3 -B script.py",
 ]
 
 
@@ -217,8 +284,8 @@ def test_the_path_rule_follows_cd(tmp_path: Path) -> None:
     (root / "sub").mkdir(parents=True)
     policy = ToolPolicy([{"tool": "shell", "kind": "shell"}, {"tool": "shell", "kind": "path", "roots": [str(root)]}])
     redirection = "rules[1] path (redirection > in rules[0] shell 'command')"
-    assert policy.check("shell", {"command": "cd /etc && echo x > passwd"}) == Denial(
-        redirection, f"the path resolves to '/etc/passwd', outside the allowed roots ({root})"
+    assert policy.check("shell", {"command": "cd /etc && echo x > motd"}) == Denial(
+        redirection, f"the path resolves to '/etc/motd', outside the allowed roots ({root})"
     )
     assert policy.check("shell", {"command": "cd .. && echo x > out.txt"}) == Denial(
         redirection, f"the path resolves to '{tmp_path / 'out.txt'}', outside the allowed roots ({root})"

@@ -337,7 +337,7 @@ ALLOW_LIST_MISSES = [
     ("f(){ ls; }; f", not_listed("f")),
     ("find . -exec rm {} +", not_listed("find")),
     ("cat x > ~/.bashrc", unchecked_write("'~/.bashrc' with >")),
-    ("ls >> /etc/passwd", unchecked_write("'/etc/passwd' with >>")),
+    ("ls >> /etc/hosts", unchecked_write("'/etc/hosts' with >>")),
     ("echo x &> out.txt", unchecked_write("'out.txt' with &>")),
 ]
 

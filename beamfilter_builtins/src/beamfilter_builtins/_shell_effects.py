@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from ._shell_programs import normalise_path
 from ._shell_syntax import Opaque, Word
 
-__all__ = ["Directories", "builtin_denials", "is_device", "places", "working_directories"]
+__all__ = ["Directories", "builtin_denials", "is_device", "places", "working_directories", "write_denial"]
 
 #: Directories a command may run in besides the one it starts in (``/dev``, ``sub``, ``~``);
 #: None: a directory only known at run time (``cd "$D"``, ``cd -``).
@@ -66,6 +66,38 @@ def is_device(path: str) -> bool:
     """Whether writing ``path`` writes a disk, memory or port (anything under /dev but the harmless)."""
     normal = normalise_path(path)
     return (normal == "/dev" or normal.startswith("/dev/")) and _NOT_A_DISK.fullmatch(normal) is None
+
+
+# files the system needs to start or to let anyone log in, and the one that preloads code into every program
+_CRITICAL = frozenset(
+    {"/etc/passwd", "/etc/shadow", "/etc/group", "/etc/gshadow", "/etc/sudoers", "/etc/fstab", "/etc/ld.so.preload"}
+)
+_PROCESS_FD = re.compile(r"/proc/(self|thread-self)/fd/\d+")  # like /dev/fd/N
+
+
+def write_denial(path: str, program: str = "") -> str | None:
+    """Why writing ``path`` is denied (a device, kernel or process state, a file the system
+    needs), or None. ``program`` names what writes it, for the device message."""
+    for normal in _anchored(path):
+        if is_device(normal):
+            return "the command writes a raw device" + (f" with {program}" if program else "")
+        if normal.startswith(("/proc/", "/sys/")) and _PROCESS_FD.fullmatch(normal) is None:
+            return f"the command writes {normal}, which changes the kernel or a running process"
+        if normal in _CRITICAL or normal == "/boot" or normal.startswith("/boot/"):
+            return f"the command writes {normal}, which the whole system depends on"
+    return None
+
+
+def _anchored(path: str) -> list[str]:
+    """``path`` normalised, and, when its ``..`` climb above where it starts (``../../dev/sda``,
+    ``~/../../dev/sda``), the absolute path it reaches from a directory near ``/``."""
+    normal = normalise_path(path)
+    rest = normalise_path(path.partition("/")[2] or ".") if path.startswith("~") else normal
+    if rest != ".." and not rest.startswith("../"):
+        return [normal]
+    while rest.startswith("../"):
+        rest = rest[3:]
+    return [normal, "/" + rest.removeprefix("..")]
 
 
 def working_directories(targets: Sequence[Word]) -> Directories:
@@ -121,7 +153,7 @@ def builtin_denials(name: str, args: tuple[Word, ...], cwds: Directories) -> Ite
     elif name == "tee":
         for arg in args:
             if isinstance(arg, Opaque) or not arg.startswith("-"):
-                yield from _written(name, arg, cwds, "the command writes a raw device")
+                yield from _written(name, arg, cwds, named=False)
     elif name in _SIZERS:
         previous: Word = ""
         for arg in args:
@@ -132,14 +164,21 @@ def builtin_denials(name: str, args: tuple[Word, ...], cwds: Directories) -> Ite
             previous = arg
     elif name in _COPIERS:
         yield from _copy(name, args, cwds)
+    elif name == "sed":
+        yield from _sed(args, cwds)
+    elif name in {"awk", "gawk", "mawk", "nawk"}:  # print > "/dev/sda"
+        for arg in args:
+            for path in _AWK_FILE.findall(arg) if isinstance(arg, str) else ():
+                yield from _written(name, path, cwds)
     elif name == "tar":
         archive = _tar_archive(args)
         if archive is not None:
             yield from _written(name, archive, cwds)
 
 
-def _written(name: str, target: Word, cwds: Directories, reason: str = "") -> Iterator[str]:
-    """A file ``name`` writes: denied (with ``reason``) if a device, opaque if it may be one."""
+def _written(name: str, target: Word, cwds: Directories, named: bool = True) -> Iterator[str]:
+    """A file ``name`` writes: denied if :func:`write_denial` says so, opaque if it may be
+    such a file; ``named``: the device message names the program."""
     if isinstance(target, Opaque):
         yield f"?{name} writes {target}, a file only known at run time"
         return
@@ -147,8 +186,9 @@ def _written(name: str, target: Word, cwds: Directories, reason: str = "") -> It
         if place is None:
             yield f"?{name} writes {target} in a directory only known at run time"
             return
-        if is_device(place):
-            yield reason or f"the command writes a raw device with {name}"
+        denial = write_denial(place, name if named else "")
+        if denial is not None:
+            yield denial
             return
 
 
@@ -172,18 +212,47 @@ def _copy(name: str, args: tuple[Word, ...], cwds: Directories) -> Iterator[str]
                 targeted = targeted or ("target-directory".startswith(option[2:]) if long else "t" in arg[1:])
                 if not long:  # a value joined to its option: -vt/dev/sda
                     value = arg[arg.find("/") :] if "/" in arg else ""
-            if value and any(place is not None and is_device(place) for place in places(value, cwds)):
+            if value and any(place is not None and write_denial(place) for place in places(value, cwds)):
                 yield f"the command writes a raw device with {name}"
                 return
             continue
         operands.append(arg)
     written = operands if targeted or name == "mv" else operands[1:] if name != "rsync" else operands[-1:]
+    if len(operands) > 1 and isinstance(operands[-1], str) and not targeted:  # cp sda /dev/: the copy is /dev/sda
+        written += [posixpath.join(operands[-1], posixpath.basename(s)) for s in operands[:-1] if isinstance(s, str)]
     for word in written:
         yield from _written(name, word, cwds)
     if deletes and name == "rsync" and written:
         for denial in _recursive_change("rsync --delete", ("-r", written[-1]), cwds):
             yield denial
             return
+
+
+_AWK_FILE = re.compile(r'"(/[^"]*)"')
+_SED_WRITE = re.compile(r"(?<![\w\\])w\s*(/\S+)")  # the w command and the w flag of s: w /dev/sda
+
+
+def _sed(args: tuple[Word, ...], cwds: Directories) -> Iterator[str]:
+    """sed writes the files of its ``w`` commands, and with ``-i`` the files it edits."""
+    in_place = False
+    scripted = False  # -e or -f gave the script: every operand is a file
+    operands: list[str] = []
+    for arg in args:
+        if not isinstance(arg, str):
+            continue
+        for path in _SED_WRITE.findall(arg):
+            yield from _written("sed", path, cwds)
+        if arg.startswith("--"):
+            in_place = in_place or arg.startswith("--in-place")
+            scripted = scripted or arg.startswith(("--expression", "--file"))
+        elif arg.startswith("-") and len(arg) > 1:
+            in_place = in_place or "i" in arg
+            scripted = scripted or "e" in arg or "f" in arg
+        else:
+            operands.append(arg)
+    if in_place:
+        for path in operands if scripted else operands[1:]:
+            yield from _written("sed", path, cwds)
 
 
 def _tar_archive(args: tuple[Word, ...]) -> Word | None:

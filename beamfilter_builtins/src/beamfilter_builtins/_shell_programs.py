@@ -19,6 +19,7 @@ from collections.abc import Iterator
 import attrs
 
 from ._shell_syntax import Opaque, Word
+from ._shell_wrappers import WRAPPERS
 
 __all__ = [
     "INTERPRETERS",
@@ -115,140 +116,6 @@ class Unknown:
 Finding = Call | Chdir | Code | EnvAssignment | StdinScript | Unknown
 
 
-@attrs.frozen
-class _Wrapper:
-    """How a program that runs another one reads its options (GNU style)."""
-
-    short_values: str = ""  # short options that take a value (-u root, -uroot)
-    short_flags: str = ""
-    long_values: frozenset[str] = frozenset()
-    long_flags: frozenset[str] = frozenset()
-    positionals: int = 0  # words between the options and the command (timeout's duration)
-    numeric: bool = False  # nice -5
-    code: str = ""  # short options whose value is shell code (su -c)
-    no_command: str = ""  # flags after which the wrapper runs nothing (sudo -l)
-    shell: str = ""  # flags that make it run the rest through a shell (sudo -s, watch without -x)
-    chdir: str = ""  # short options whose value is the directory the program runs in (env -C)
-
-
-def _w(**kwargs: object) -> _Wrapper:
-    for key in ("long_values", "long_flags"):
-        if key in kwargs:
-            kwargs[key] = frozenset(str(kwargs[key]).split())
-    return _Wrapper(**kwargs)  # type: ignore[arg-type]  # kwargs are the fields above
-
-
-_WRAPPERS: dict[str, _Wrapper] = {
-    "sudo": _w(
-        short_values="ugpCDrtUThR",
-        short_flags="AbEHnPSsiKkVlve",
-        long_values="user group prompt close-from chdir role type other-user host chroot command-timeout",
-        long_flags="askpass background preserve-env set-home non-interactive preserve-groups stdin shell login "
-        "reset-timestamp remove-timestamp list validate edit",
-        no_command="KkVlve",
-        shell="si",
-        chdir="D",
-    ),
-    "doas": _w(short_values="uC", short_flags="ns", shell="s"),
-    "env": _w(
-        short_values="uCS",
-        short_flags="i0v",
-        long_values="unset chdir split-string",
-        long_flags="ignore-environment null debug",
-        chdir="C",
-    ),
-    "nohup": _w(),
-    "time": _w(
-        short_values="fo",
-        short_flags="pavq",
-        long_values="format output",
-        long_flags="portability append verbose quiet",
-    ),
-    "command": _w(short_flags="pvV", no_command="vV"),
-    "builtin": _w(),
-    "exec": _w(short_values="a", short_flags="cl"),
-    "coproc": _w(),
-    "nice": _w(short_values="n", long_values="adjustment", numeric=True),
-    "ionice": _w(
-        short_values="cnp", short_flags="t", long_values="class classdata pid", long_flags="ignore", no_command="p"
-    ),
-    "timeout": _w(
-        short_values="sk",
-        short_flags="v",
-        long_values="signal kill-after",
-        long_flags="preserve-status foreground verbose",
-        positionals=1,
-    ),
-    "xargs": _w(
-        short_values="adEILnPs",
-        short_flags="0oprtx",
-        long_values="arg-file delimiter eof replace max-lines max-args max-procs max-chars process-slot-var",
-        long_flags="null open-tty interactive no-run-if-empty verbose exit show-limits",
-    ),
-    "strace": _w(
-        short_values="eopsuEaIbOSPXU",
-        short_flags="fFcCdDhiqrtTvVwxyzZkn",
-        long_values="expr output attach string-limit user env columns",
-        long_flags="follow-forks summary-only summary-wall-clock decode-fds",
-    ),
-    "ltrace": _w(short_values="aeEFlnopsuAD", short_flags="bcCfhiLrStTV"),
-    "watch": _w(
-        short_values="nq",
-        short_flags="bcdegptwrx",
-        long_values="interval equexit",
-        long_flags="beep color differences errexit chgexit precise no-title no-wrap exec no-rerun",
-        shell="",
-    ),
-    "setsid": _w(short_flags="cfw", long_flags="ctty fork wait"),
-    "chroot": _w(long_values="userspec groups", long_flags="skip-chdir", positionals=1),
-    "stdbuf": _w(short_values="ioe", long_values="input output error"),
-    "unbuffer": _w(short_flags="p"),
-    "torsocks": _w(short_values="uapP", short_flags="idq"),
-    "proxychains": _w(short_values="f", short_flags="q"),
-    "proxychains4": _w(short_values="f", short_flags="q"),
-    "flock": _w(
-        short_values="wEc",
-        short_flags="sxunoF",
-        long_values="timeout conflict-exit-code command",
-        long_flags="shared exclusive unlock nonblock close no-fork verbose",
-        positionals=1,
-        code="c",
-    ),
-    "su": _w(
-        short_values="cgGsw",
-        short_flags="lmpfP",
-        long_values="command group supp-group shell whitelist-environment",
-        long_flags="login preserve-environment pty",
-        code="c",
-    ),
-    "runuser": _w(
-        short_values="cgGsuw",
-        short_flags="lmpfP",
-        long_values="command group supp-group shell user",
-        long_flags="login preserve-environment pty",
-        code="c",
-    ),
-    "script": _w(
-        short_values="cEtTIOBm",
-        short_flags="aefqr",
-        long_values="command echo timing log-in log-out log-io logging-format",
-        long_flags="append return flush quiet",
-        code="c",
-    ),
-    "taskset": _w(short_flags="ac", long_flags="all-tasks cpu-list", positionals=1, no_command="p"),
-    "chrt": _w(
-        short_flags="abdfiormRv", long_values="sched-runtime sched-deadline sched-period", positionals=1, no_command="p"
-    ),
-    "caffeinate": _w(short_values="tw", short_flags="dimsu"),
-    "systemd-run": _w(
-        short_values="pEuHMd",
-        short_flags="qtPG",
-        long_values="unit property description slice uid gid nice working-directory setenv",
-        long_flags="user system scope pty pipe wait quiet collect same-dir",
-    ),
-}
-
-
 def program_name(word: str) -> str:
     """The family a program belongs to for the built-in rules (``/usr/bin/python3.12`` → ``python``)."""
     name = posixpath.basename(word)
@@ -279,12 +146,14 @@ def unwrap(argv: tuple[Word, ...], stdin: str | None, depth: int = 0) -> Iterato
         return
     name = program_name(program)
     rest = argv[1:]
-    if name in _WRAPPERS:
+    if name in WRAPPERS:
         yield from _wrapped(name, rest, stdin, depth)
     elif name in {"busybox", "toybox"} and rest:
         yield from unwrap(rest, stdin, depth + 1)
     elif name in SHELLS:
         yield from _shell(name, rest, stdin)
+    elif name in {"at", "batch"} and "-f" not in rest:  # they run the commands they read
+        yield StdinScript(name, stdin)
     elif name in INTERPRETERS:
         yield from _interpreter(name, rest, stdin)
     elif name == "eval":
@@ -315,7 +184,7 @@ def unwrap(argv: tuple[Word, ...], stdin: str | None, depth: int = 0) -> Iterato
     elif name == "trap" and rest and rest[0] not in {"-p", "-l", "--"}:
         yield Code(rest[0], None, "trap")
     elif name in _AWK:
-        yield from _awk(name, rest)
+        yield from _awk(name, rest, stdin)
 
 
 def _joined(words: tuple[Word, ...]) -> Word:
@@ -324,7 +193,7 @@ def _joined(words: tuple[Word, ...]) -> Word:
 
 
 def _wrapped(name: str, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
-    spec = _WRAPPERS[name]
+    spec = WRAPPERS[name]
     flags: set[str] = set()
     index = 0
     while index < len(rest):
@@ -618,12 +487,19 @@ def _option_code(rest: tuple[Word, ...], short: tuple[str, ...], long: tuple[str
             yield Code(value[5:], None, f"{via} --checkpoint-action")
 
 
-def _awk(name: str, rest: tuple[Word, ...]) -> Iterator[Finding]:
+def _awk(name: str, rest: tuple[Word, ...], stdin: str | None) -> Iterator[Finding]:
     index = 0
     while index < len(rest):
         word = rest[index]
         if word in {"-f", "--file"}:
+            if index + 1 < len(rest) and rest[index + 1] in STDIN_PATHS:
+                yield StdinScript(name, stdin)  # -f /dev/stdin: the program is read from the input
             return  # the program is in a file
+        if isinstance(word, str) and (word in {"-e", "--source"} or word.startswith("--source=")):
+            following = rest[index + 1] if index + 1 < len(rest) else ""
+            yield from _awk_program(name, word.partition("=")[2] if "=" in word else following)
+            index += 1 if "=" in word else 2
+            continue
         if word in {"-v", "-F", "--assign", "--field-separator"}:
             index += 2
             continue
@@ -632,11 +508,14 @@ def _awk(name: str, rest: tuple[Word, ...]) -> Iterator[Finding]:
             continue
         break
     if index < len(rest):
-        program = rest[index]
-        if isinstance(program, Opaque):
-            yield Unknown(f"the {name} program {program} is only known at run time")
-        elif "system" in program or "|" in program:
-            yield Unknown(f"the {name} program runs commands (system() or a pipe), which the policy does not read")
+        yield from _awk_program(name, rest[index])
+
+
+def _awk_program(name: str, program: Word) -> Iterator[Finding]:
+    if isinstance(program, Opaque):
+        yield Unknown(f"the {name} program {program} is only known at run time")
+    elif "system" in program or "|" in program:
+        yield Unknown(f"the {name} program runs commands (system() or a pipe), which the policy does not read")
 
 
 def interpreter_code(name: str, rest: tuple[Word, ...]) -> tuple[str, Word] | None:
@@ -648,13 +527,9 @@ def interpreter_code(name: str, rest: tuple[Word, ...]) -> tuple[str, Word] | No
         for option in options:
             if word == option:
                 return option, rest[index + 1] if index + 1 < len(rest) else ""
-            if (
-                option.startswith("-")
-                and not option.startswith("--")
-                and len(option) == 2
-                and word.startswith(option)
-                and len(word) > 2
-                and not word.startswith("--")
-            ):
-                return option, word[2:]
+            if option.startswith("-") and len(option) == 2 and word[:1] == "-" and word[1:2] != "-":
+                letters = word[1:]
+                if option[1] in letters:  # -e'code', or bundled: perl -pe CODE, python -Bc CODE
+                    joined = letters[letters.index(option[1]) + 1 :]
+                    return option, joined or (rest[index + 1] if index + 1 < len(rest) else "")
     return None

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from ._shell_effects import Directories, builtin_denials, is_device, places, working_directories
+from ._shell_effects import Directories, builtin_denials, places, working_directories, write_denial
 from ._shell_programs import (
     Call,
     Chdir,
@@ -249,10 +249,9 @@ class ShellRule:
                     f"the redirection {operator} {target} goes to a file in a directory only known at run time"
                 )
                 continue
-            if redirect.writes and is_device(place):
-                found.denied.append("the command writes a raw device")
-            elif redirect.writes and normalise_path(place) == "/proc/sysrq-trigger":
-                found.denied.append("the command writes /proc/sysrq-trigger, which can reboot or halt the machine")
+            denial = write_denial(place) if redirect.writes else None
+            if denial is not None:
+                found.denied.append(denial)
             if place not in _HARMLESS_TARGETS:
                 found.redirects.append(redirect if place == target else Redirect(operator, place))
 
