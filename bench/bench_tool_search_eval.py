@@ -94,7 +94,13 @@ def backends(cache_dir: Path) -> dict[str, Callable[[], ToolIndex]]:
         print(f"(embedding backends skipped: {exc})", file=sys.stderr)
         return found
     found["embedding"] = lambda: EmbeddingToolIndex(cache_dir=cache_dir, progress=None)
+    found["embedding (multilingual)"] = lambda: EmbeddingToolIndex(
+        model="multilingual", cache_dir=cache_dir, progress=None
+    )
     found["hybrid"] = lambda: HybridToolIndex(cache_dir=cache_dir, progress=None)
+    found["hybrid (English model only)"] = lambda: HybridToolIndex(
+        multilingual=False, cache_dir=cache_dir, progress=None
+    )
     found["hybrid (interleave)"] = lambda: HybridToolIndex(fusion="interleave", cache_dir=cache_dir, progress=None)
     return found
 

