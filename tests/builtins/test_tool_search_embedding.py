@@ -25,6 +25,7 @@ import numpy as np  # noqa: E402
 
 from beamfilter_builtins import EmbeddingToolIndex, HybridToolIndex, tool_search_filter  # noqa: E402
 from beamfilter_builtins._minilm import MiniLMEncoder, default_model_dir  # noqa: E402
+from beamfilter_builtins._multilingual import MultilingualEncoder  # noqa: E402
 from beamfilter_builtins._tool_embedding import EmbeddingCache, embedding_text, shared_encoder  # noqa: E402
 from beamfilter_core import ChatResponse, Kernel, ScriptedModel, Tool, ToolCall, tool  # noqa: E402
 from beamfilter_core.errors import ConfigError  # noqa: E402
@@ -345,7 +346,7 @@ async def test_backend_hybrid_from_config_searches_then_calls(tmp_path: Path) ->
     assert [t.name for t in model.requests[0].tools] == ["tool_search"]
     assert [t.name for t in model.requests[1].tools] == ["maps_elevation", "tool_search"]
     assert json.loads(model.requests[1].messages[-1].text) == ["maps_elevation"]
-    assert len(list(tmp_path.glob("*.npy"))) == 2  # noqa: ASYNC240  (a test reading its own folder)
+    assert len(list(tmp_path.glob("*.npy"))) == 4  # noqa: ASYNC240  (two tools x two models; a test reading its own folder)
 
 
 def test_backend_names_and_cache_dir_option() -> None:
@@ -377,3 +378,74 @@ def test_query_vectors_are_remembered_and_the_steps_are_encoded_in_one_batch() -
 def test_embedding_text_is_the_name_words_and_the_description() -> None:
     assert embedding_text(small_tools()[2]) == "git reset: Unstages all staged changes"
     assert embedding_text(Tool.declaration("notion__API-get-user", "", {})) == "API get user:"
+
+
+def multilingual_catalog() -> list[Tool]:
+    described = {
+        "time__get_current_time": "Get current time in a specific timezone",
+        "slack__slack_post_message": "Post a new message to a Slack channel",
+        "filesystem__read_file": "Read the complete contents of a file from the file system",
+        "maps__maps_directions": "Get directions between two points",
+        "filesystem__create_directory": "Create a new directory or ensure a directory exists",
+        "github__get_issue": "Get details of a specific issue",
+        "git__git_show": "Shows the contents of a commit",
+    }
+    return [Tool.declaration(name, text, {"type": "object"}) for name, text in described.items()]
+
+
+def test_the_multilingual_encoder_maps_a_translation_next_to_its_original() -> None:
+    encoder = MultilingualEncoder()
+    assert encoder.model_id.startswith("use-multilingual-v3:")
+    assert MultilingualEncoder().model_id == encoder.model_id
+    assert encoder.model_id != shared_encoder().model_id  # the two models' cached vectors never mix
+    seen: list[tuple[int, int]] = []
+    texts = ["Send a message to a Slack channel", "Sende eine Nachricht an einen Slack-Kanal", "Get the current time"]
+    vectors = encoder.encode(texts * 12, lambda done, total: seen.append((done, total)))
+    assert vectors.shape == (36, 512)
+    assert vectors.dtype == np.float32
+    assert seen == [(32, 36), (36, 36)]
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    english, german, other = vectors[:3]
+    assert float(english @ german) > float(english @ other) + 0.2
+    assert encoder.encode([]).shape == (0, 512)
+
+
+def test_hybrid_embeds_other_languages_with_the_multilingual_model() -> None:
+    catalog = multilingual_catalog()
+    hybrid = HybridToolIndex(cache_dir=None, progress=None)
+    english_only = HybridToolIndex(cache_dir=None, progress=None, multilingual=False)
+    hybrid.build(catalog)
+    english_only.build(catalog)
+    assert english_only.multilingual is None
+    assert hybrid.multilingual is not None
+    for query, wanted in [
+        ("Wegbeschreibung nach München", "maps__maps_directions"),
+        ("Wie spät ist es in Tokio?", "time__get_current_time"),
+    ]:
+        assert hybrid.search(query, 1) == [wanted]
+        assert english_only.search(query, 1) != [wanted]
+        assert hybrid.semantic([query]) == [hybrid.multilingual.ranking(query, hybrid.depth)]
+    # English keeps the English model; a multi-step request routes each step on its own
+    assert hybrid.semantic(["what time is it in Tokyo?"]) == [hybrid.embedding.ranking("what time is it in Tokyo?", 20)]
+    mixed = hybrid.semantic(["what time is it in Tokyo?", "Wegbeschreibung nach München"])
+    assert mixed == [
+        hybrid.embedding.ranking("what time is it in Tokyo?", 20),
+        hybrid.multilingual.ranking("Wegbeschreibung nach München", 20),
+    ]
+    found = hybrid.search("Wegbeschreibung nach München, dann schicke eine Nachricht an das Team", 2)
+    assert found == ["maps__maps_directions", "slack__slack_post_message"]
+    with pytest.raises(ConfigError, match=r"english_share=1\.5\): give a share from 0 to 1"):
+        HybridToolIndex(cache_dir=None, progress=None, english_share=1.5)
+    with pytest.raises(ConfigError, match=r"model='bert'\): give 'minilm' or 'multilingual'"):
+        EmbeddingToolIndex(cache_dir=None, progress=None, model="bert")  # type: ignore[arg-type]
+
+
+def test_multilingual_vectors_are_cached_apart_from_minilm_ones(tmp_path: Path) -> None:
+    catalog = multilingual_catalog()
+    first = HybridToolIndex(cache_dir=tmp_path, progress=None)
+    first.build(catalog)
+    assert len(list(tmp_path.glob("*.npy"))) == 2 * len(catalog)  # one per tool and model
+    again = EmbeddingToolIndex(model="multilingual", cache_dir=tmp_path, progress=None)
+    spy = counted(again)
+    again.build(catalog)
+    assert spy.texts == []  # every vector read back

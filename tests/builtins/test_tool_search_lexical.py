@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beamfilter_builtins import BM25ToolIndex
-from beamfilter_builtins._fusion import interleave, reciprocal_rank_fusion, split_steps
+from beamfilter_builtins._fusion import carry_names, interleave, reciprocal_rank_fusion, split_steps
 from beamfilter_builtins._tool_lexical import split_server, tool_text_fields
+from beamfilter_builtins._tool_synonyms import SOFTWARE_SYNONYMS, QueryExpander
 from beamfilter_builtins._typos import TypoCorrector, trigrams
 from beamfilter_core import Tool
 from beamfilter_core.text import analyze, words
@@ -61,7 +62,7 @@ def test_typo_corrector_trigram_pass_for_longer_words() -> None:
 def test_split_steps_and_fusion() -> None:
     assert split_steps("clone the repo, then open an issue") == ["clone the repo", "open an issue"]
     assert split_steps("stage it and then commit; afterwards push") == ["stage it", "commit", "push"]
-    assert split_steps("Lies die Datei und dann lösche sie") == ["Lies die Datei und", "lösche sie"]
+    assert split_steps("Lies die Datei und dann lösche sie") == ["Lies die Datei", "lösche sie"]
     assert split_steps("what time is it") == ["what time is it"]
     # commas and "and" cut only between clauses of two content words or more
     assert split_steps("open the login page, fill in the username and click sign in") == [
@@ -214,3 +215,88 @@ def test_any_text_is_a_valid_query(query: str) -> None:
     assert len(found) <= 5
     assert len(set(found)) == len(found)
     assert isinstance(_SMALL.corrected(query), str)
+
+
+def declared(name: str, description: str) -> Tool:
+    return Tool.declaration(name, description, {"type": "object"})
+
+
+def test_numbered_first_then_and_other_languages_split_into_steps() -> None:
+    assert split_steps("1. clone the repo 2. open an issue") == ["clone the repo", "open an issue"]
+    assert split_steps("1) read config.yaml\n2) post it to slack") == ["read config.yaml", "post it to slack"]
+    assert split_steps("First, clone the repo, then open an issue") == ["clone the repo", "open an issue"]
+    assert split_steps("scale the deployment to 3. Done") == ["scale the deployment to 3. Done"]  # not numbered
+    assert split_steps("1. only one step") == ["1. only one step"]
+    assert split_steps("Leggi il file e poi invialo su Slack") == ["Leggi il file", "invialo su Slack"]
+    assert split_steps("Leia o arquivo e depois envie para o Slack") == ["Leia o arquivo", "envie para o Slack"]
+    assert split_steps("Lees het bestand en dan stuur het naar Slack") == ["Lees het bestand", "stuur het naar Slack"]
+    assert split_steps("Lis le fichier et puis envoie-le") == ["Lis le fichier", "envoie-le"]
+    assert split_steps("ファイルを読んで、それからSlackに送って") == ["ファイルを読んで", "Slackに送って"]
+
+
+def test_a_step_naming_no_server_carries_the_servers_the_request_names() -> None:
+    servers = frozenset({"redis", "github"})
+    assert carry_names(["get the key from redis", "update it to v2"], servers) == [
+        "get the key from redis",
+        "update it to v2 (redis)",
+    ]
+    both_named = ["open the redis key", "file a github issue"]
+    assert carry_names(both_named, servers) == both_named
+    assert carry_names(["read it", "then post it"], servers) == ["read it", "then post it"]
+    catalog = [
+        declared("redis__get", "Get the value of a key"),
+        declared("redis__set", "Set or update the value of a key"),
+        declared("github__update_issue", "Update an existing issue in a GitHub repository"),
+        declared("notion__update_page", "Update the properties of a page"),
+    ]
+    query = "read the key theme from redis, then update it to dark"
+    carried, alone = BM25ToolIndex(), BM25ToolIndex(carry=False)
+    carried.build(catalog)
+    alone.build(catalog)
+    assert carried.servers == frozenset({"redis", "github", "notion"})
+    assert carried.search(query, 2) == ["redis__get", "redis__set"]
+    assert alone.search(query, 2) == ["redis__get", "notion__update_page"]
+
+
+def test_listed_abbreviations_are_expanded_whole_and_any_case() -> None:
+    expander = QueryExpander()
+    assert expander.expansions("what changed in PR 12 of the repo?") == ["pull request", "repository"]
+    assert expander.expansions("list the k8s pods; the K8S pods") == ["kubernetes"]
+    assert expander.expansions("PR-12 and pr 13") == ["pull request"]  # each expansion once
+    assert expander.expansions("print the prs of repos") == ["pull requests", "repositories"]
+    assert expander.expansions("prepare a directory") == []  # inside words: nothing
+    assert QueryExpander({}).expansions("PR") == []
+    assert QueryExpander({**SOFTWARE_SYNONYMS, "ticket": "issue"}).expansions("close ticket 4 of the PR") == [
+        "issue",
+        "pull request",
+    ]
+    assert SOFTWARE_SYNONYMS["pr"] == "pull request"
+    assert SOFTWARE_SYNONYMS["repo"] == "repository"
+    assert SOFTWARE_SYNONYMS["dir"] == "directory"
+
+
+def test_pr_finds_the_pull_request_tool_lexically() -> None:
+    catalog = [
+        declared("github__get_pull_request", "Get details of a specific pull request"),
+        declared("github__get_issue", "Get details of a specific issue"),
+        declared("git__git_show", "Shows the contents of a commit"),
+    ]
+    index, plain = BM25ToolIndex(), BM25ToolIndex(synonyms={})
+    index.build(catalog)
+    plain.build(catalog)
+    assert index.search("show PR 12", 2) == ["github__get_pull_request", "git__git_show"]
+    assert plain.search("show PR 12", 2) == ["git__git_show"]
+    # the abbreviation is a word, not a typo: kept as it is, its expansion added
+    assert index.query_terms("show PR 12") == [("show", 1.0), ("pr", 1.0), ("12", 1.0), ("pull", 1.0), ("request", 1.0)]
+    assert index.corrected("show PR 12") == "show PR 12"
+    weighted = BM25ToolIndex(synonym_weight=0.5)
+    weighted.build(catalog)
+    assert weighted.query_terms("PR")[1:] == [("pull", 0.5), ("request", 0.5)]
+
+
+def test_known_share_tells_other_languages_from_english(mcp_index: BM25ToolIndex) -> None:
+    assert mcp_index.known_share("create an issue in the repository") == 1.0
+    assert mcp_index.known_share("Wegbeschreibung von Berlin nach München") == 0.0
+    assert mcp_index.known_share("東京の今の時間を教えて") == 0.0
+    assert mcp_index.known_share("45 * 12") == 1.0  # no words: nothing says another language
+    assert mcp_index.known_share("") == 1.0

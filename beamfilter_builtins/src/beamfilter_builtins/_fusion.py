@@ -12,17 +12,25 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from beamfilter_core.text import analyze
+from beamfilter_core.text import analyze, words
 
-__all__ = ["interleave", "reciprocal_rank_fusion", "split_steps"]
+__all__ = ["carry_names", "interleave", "reciprocal_rank_fusion", "split_steps"]
 
-# "then", "and then", "after that", "afterwards", "finally", ";" and their French,
-# German and Spanish counterparts chain steps of a request.
+# "then", "and then", "after that", "afterwards", "finally", ";", numbered steps ("1. ...
+# 2. ...", "2) ...") and the counterparts in French, German, Spanish, Italian, Portuguese,
+# Dutch and Japanese chain steps of a request.
 _STEP_BREAK = re.compile(
-    r"\s*(?:[;\n]|,?\s*\b(?:and\s+then|then|after\s+that|afterwards|finally|and\s+finally"
-    r"|puis|ensuite|dann|danach|luego|después)\b)\s*",
+    r"\s*(?:[;\n]|,?\s*\b(?:and\s+then|then|after\s+that|afterwards|and\s+finally|finally"
+    r"|et\s+puis|puis|ensuite|und\s+dann|dann|danach|anschließend|y\s+luego|luego|después"
+    r"|e\s+poi|poi|quindi|e\s+depois|depois|em\s+seguida|en\s+dan|daarna|vervolgens)\b"
+    r"|それから|その後|次に)\s*",
     re.IGNORECASE,
 )
+# A request that starts "1." or "1)" numbers its steps: "1. clone the repo 2. open an issue".
+_NUMBERED = re.compile(r"^\s*1[.)]\s")
+_NUMBER = re.compile(r"(?:^|\s)\d{1,2}[.)]\s+")
+# "First, ..." opens a list of steps; the word itself says nothing about a tool.
+_FIRST = re.compile(r"^\s*(?:first(?:ly)?|zuerst|d'abord|primero|prima|primeiro|eerst)\b[,:]?\s*", re.IGNORECASE)
 # A comma or "and" joins clauses ("open the login page, fill in the name and click sign
 # in") but also words of one clause ("issues and pull requests"): cut only when every
 # piece keeps two content words or more.
@@ -47,14 +55,28 @@ def split_steps(query: str) -> list[str]:
         split_steps("clone the repo, then open an issue") == ["clone the repo", "open an issue"]
         split_steps("open the login page and click sign in") == ["open the login page", "click sign in"]
         split_steps("search for cats and dogs") == ["search for cats and dogs"]
+        split_steps("1. clone the repo 2. open an issue") == ["clone the repo", "open an issue"]
     """
-    steps = [part.strip(" ,.") for part in _STEP_BREAK.split(query)]
+    parts = _NUMBER.split(query) if _NUMBERED.match(query) else [_FIRST.sub("", query)]
+    steps = [step.strip(" ,.、。") for part in parts for step in _STEP_BREAK.split(part)]
     steps = [clause for step in steps if step for clause in _clauses(step)]
     if len(steps) <= 1:
         return [query]
     if len(steps) > _MAX_STEPS:
         steps = [*steps[: _MAX_STEPS - 1], " ".join(steps[_MAX_STEPS - 1 :])]
     return steps
+
+
+def carry_names(steps: Sequence[str], names: frozenset[str]) -> list[str]:
+    """The steps, each that names none of ``names`` (lower-case words) followed by those the
+    whole request names: "get the key config from redis, then update it to v2" searches
+    its second step as "update it to v2 (redis)".
+    """
+    named = [word for step in steps for word in words(step) if word in names]
+    if not named:
+        return list(steps)
+    context = " ".join(dict.fromkeys(named))
+    return [step if any(word in names for word in words(step)) else f"{step} ({context})" for step in steps]
 
 
 def interleave(rankings: Sequence[Sequence[str]], limit: int) -> list[str]:

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from beamfilter_core import Tool
 from beamfilter_core.errors import ConfigError
 
-from ._fusion import interleave, reciprocal_rank_fusion, split_steps
+from ._fusion import carry_names, interleave, reciprocal_rank_fusion, split_steps
 from ._minilm import MiniLMEncoder
 from ._multilingual import MultilingualEncoder
 from ._tool_lexical import BM25ToolIndex, split_server
@@ -324,4 +324,6 @@ class HybridToolIndex:
         steps = split_steps(query)
         if len(steps) == 1:
             return self.ranking(query, limit)
+        if self.lexical.carry:
+            steps = carry_names(steps, self.lexical.servers)
         return interleave(self.rankings(steps, limit), limit)

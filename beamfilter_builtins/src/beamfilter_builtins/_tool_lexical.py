@@ -19,7 +19,7 @@ from typing import Any
 from beamfilter_core import Tool
 from beamfilter_core.text import STOP_WORDS, BM25Index, analyze, stem, words
 
-from ._fusion import interleave, split_steps
+from ._fusion import carry_names, interleave, split_steps
 from ._tool_synonyms import QueryExpander
 from ._typos import TypoCorrector
 
@@ -82,6 +82,8 @@ class BM25ToolIndex:
         synonyms: abbreviations and short words searched with the words they stand for
             ("PR" -> "pull request"; default :data:`SOFTWARE_SYNONYMS`, ``{}`` for none).
         synonym_weight: the weight of those added words (default 1).
+        carry: a step that names no server gets the servers the whole request names
+            ("get the key from redis, then update it"; default True).
     """
 
     def __init__(
@@ -97,6 +99,7 @@ class BM25ToolIndex:
         steps: bool = True,
         synonyms: Mapping[str, str] | None = None,
         synonym_weight: float = 1.0,
+        carry: bool = True,
     ) -> None:
         self.k1, self.b = k1, b
         self.weights = {
@@ -109,6 +112,8 @@ class BM25ToolIndex:
         self.typos, self.steps = typos, steps
         self.expander = QueryExpander(synonyms)
         self.synonym_weight = synonym_weight
+        self.carry = carry
+        self.servers: frozenset[str] = frozenset()
         # A listed abbreviation is a word, not a typo: it is never "corrected".
         self._listed = frozenset(term for word in self.expander.synonyms for term in analyze(word))
         self._index = BM25Index((), k1=k1, b=b, analyzer=analyze)
@@ -121,6 +126,8 @@ class BM25ToolIndex:
             fields = tool_text_fields(item)
             documents.append((item.name, [(fields[field], weight) for field, weight in self.weights.items() if weight]))
         self._index = BM25Index(documents, k1=self.k1, b=self.b, analyzer=analyze)
+        #: The words of the server prefixes (``github``, ``redis``): the systems a request can name.
+        self.servers = frozenset(word for item in tools for word in words(split_server(item.name)[0]))
         vocabulary = self._index.vocabulary
         self._corrector = TypoCorrector({term: self._index.document_frequency(term) for term in vocabulary})
         # The catalog's commonest spelling of each stem, to write a corrected query in words.
@@ -192,5 +199,7 @@ class BM25ToolIndex:
         steps = split_steps(query) if self.steps else [query]
         if len(steps) == 1:
             return [name for name, _ in self.scores(query)[:limit]]
+        if self.carry:
+            steps = carry_names(steps, self.servers)
         per_step = [[name for name, _ in self.scores(step)[:limit]] for step in steps]
         return interleave(per_step, limit)

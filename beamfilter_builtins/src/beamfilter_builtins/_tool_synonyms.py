@@ -73,7 +73,7 @@ class QueryExpander:
         self.synonyms = {word.casefold(): expansion for word, expansion in table.items() if word.strip()}
         # One alternation, longest first, built once: a query costs one regex pass.
         alternatives = "|".join(re.escape(word) for word in sorted(self.synonyms, key=len, reverse=True))
-        self._pattern = re.compile(rf"(?<![\w-])(?:{alternatives})(?![\w-])", re.IGNORECASE) if alternatives else None
+        self._pattern = re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)", re.IGNORECASE) if alternatives else None
 
     def expansions(self, query: str) -> list[str]:
         """The expansion of each listed word in ``query``, in order, each once."""
