@@ -278,7 +278,7 @@ class HybridToolIndex:
         self.embedding_weight, self.english_share = embedding_weight, english_share
         self.lexical = lexical if lexical is not None else BM25ToolIndex(steps=False)
         self.embedding = EmbeddingToolIndex(steps=False, **embedding)
-        others = {key: value for key, value in embedding.items() if key != "model_dir"}
+        others = {key: value for key, value in embedding.items() if key not in ("model_dir", "model")}
         self.multilingual = EmbeddingToolIndex(steps=False, model="multilingual", **others) if multilingual else None
 
     def build(self, tools: Sequence[Tool]) -> None:
