@@ -215,6 +215,8 @@ def test_any_text_is_a_valid_query(query: str) -> None:
     assert len(found) <= 5
     assert len(set(found)) == len(found)
     assert isinstance(_SMALL.corrected(query), str)
+    assert 0.0 <= _SMALL.known_share(query) <= 1.0
+    assert all(isinstance(expansion, str) for expansion in _SMALL.expander.expansions(query))
 
 
 def declared(name: str, description: str) -> Tool:
@@ -266,6 +268,10 @@ def test_listed_abbreviations_are_expanded_whole_and_any_case() -> None:
     assert expander.expansions("print the prs of repos") == ["pull requests", "repositories"]
     assert expander.expansions("prepare a directory") == []  # inside words: nothing
     assert QueryExpander({}).expansions("PR") == []
+    # keys are literal text, not patterns; blank keys are dropped
+    odd = QueryExpander({"C++": "cpp", "node.js": "javascript runtime", " ": "nothing"})
+    assert odd.expansions("build the c++ and Node.js code") == ["cpp", "javascript runtime"]
+    assert odd.expansions("nodexjs c+") == []
     assert QueryExpander({**SOFTWARE_SYNONYMS, "ticket": "issue"}).expansions("close ticket 4 of the PR") == [
         "issue",
         "pull request",
