@@ -436,3 +436,41 @@ def test_a_secret_group_at_the_start_or_left_out_of_the_match() -> None:
     assert at_start.redact("1234-x") == "[REDACTED]-x"
     optional = Redactor([SecretRule("n", "custom", r"a(?P<secret>\d{2})?b{2}")])
     assert optional.redact("abb a12bb") == "[REDACTED] a[REDACTED]bb"  # no secret part: the whole match
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text", "expected"),
+    [
+        (r"(?a)\W\d{3}", "id é123 ok", "id # ok"),  # "é" is not an ASCII word character
+        (r"(?a)\S{2}!", "a\u00a0x! y", "a# y"),  # nor is U+00A0 an ASCII space
+        (r"(?a)\D{2}\d", "x\u0663\u06631 y", "x# y"),  # nor U+0663 (ARABIC-INDIC THREE) an ASCII digit
+    ],
+)
+def test_a_rule_with_the_ascii_flag_reads_its_classes_as_ascii(pattern: str, text: str, expected: str) -> None:
+    # The joined pattern carries the flag in a group, (?a:...); re's search skips ahead with
+    # a set of first characters read under the pattern's own flags, not the group's.
+    assert re.sub(pattern, "#", text) == expected
+    flt = redact_filter([pattern], replacement="#", default_rules=False)
+    assert flt.extras["redactor"].redact(text) == expected
+    for chunks in every_split(text):
+        assert streamed(flt, chunks) == expected, chunks
+
+
+@pytest.mark.parametrize("pattern", [r"(?i)K\d", r"(?i)k\d", "(?i)\u212a\\d", r"(?i:K)\d"])
+def test_a_case_insensitive_rule_starts_with_any_case_partner(pattern: str) -> None:
+    text = "K1 k2 \u212a3 x4"
+    assert re.sub(pattern, "#", text) == "# # # x4"
+    flt = redact_filter([pattern], replacement="#", default_rules=False)
+    for chunks in every_split(text):
+        assert streamed(flt, chunks) == "# # # x4", chunks
+
+
+@pytest.mark.parametrize("pattern", [r"(?i)a{1,3}Abc", r"(?i:a{1,3}Abc)", r"(?i:a){1,3}Abc"])
+def test_a_case_insensitive_run_may_give_back_a_character_to_what_follows(pattern: str) -> None:
+    # "aaA" is a run of three "a" read without case, but "aaAb" is a prefix of a match
+    # only if the run gives its "A" back: a stream cut after "aaAb" must hold all of it.
+    text = "xaaAbc aAbd aaaAbc"
+    assert re.sub(pattern, "#", text) == "x# aAbd #"
+    flt = redact_filter([pattern], replacement="#", default_rules=False)
+    for chunks in every_split(text):
+        assert streamed(flt, chunks) == "x# aAbd #", chunks

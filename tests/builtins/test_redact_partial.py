@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import tracemalloc
 
 import pytest
 
@@ -247,3 +248,67 @@ def test_a_group_that_turns_a_flag_off_keeps_it_off_in_every_source() -> None:
     assert fast_source(pattern) == "(?i:(?-i:ab)c)"
     assert full_source(pattern) == "(?i:(?-i:ab)c)"
     assert prefix_source(pattern) == "(?i:(?:(?-i:(?:(?:a)?+|a(?:b)?+))|(?-i:ab)(?:c)?+))"
+
+
+def test_a_lead_that_cannot_be_analysed_may_be_any_character() -> None:
+    # The back reference is reached because the group before it may be empty.
+    pattern = re.compile(r"(a)?\1x")
+    assert first_source(pattern) == r"(?:[\s\S])"
+    assert first_chars(pattern) is None
+
+
+def test_a_huge_range_is_refused_without_listing_its_characters() -> None:
+    # Listing the 1,114,112 characters of the range before noticing that they are too many
+    # would take 120 MB and a noticeable pause for each rule built.
+    tracemalloc.start()
+    try:
+        assert first_chars(re.compile("[\x00-\U0010ffff]y")) is None
+        _current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8_000_000
+
+
+@pytest.mark.parametrize(
+    ("pattern", "source"),
+    [
+        # the run's last character "c" is not "d": nothing to give back
+        ("[a-c]{1,3}d", "(?:(?:(?:[a-c]){0,3}+|(?:[a-c]){1,3}+(?:d)?+))"),
+        ("[b-c]{1,3}a", "(?:(?:(?:[b-c]){0,3}+|(?:[b-c]){1,3}+(?:a)?+))"),
+        ("[a-c]{1,3}c", "(?:(?:(?:[a-c]){0,3}+|(?:[a-c]){1,3}(?:c)?+))"),  # "c" may be given back
+    ],
+)
+def test_a_run_of_a_range_gives_back_exactly_the_characters_of_the_range(pattern: str, source: str) -> None:
+    assert prefix_source(re.compile(pattern)) == source
+
+
+@pytest.mark.parametrize(
+    ("pattern", "chars"),
+    [
+        ("(?i)K", "Kk\u212a"),
+        ("(?i)k", "Kk\u212a"),
+        ("(?i)\u212a", "Kk\u212a"),
+        ("(?i)[j-l]", "JjKkLl\u212a"),
+        ("(?i)1", "1"),  # a digit has no other case
+        ("(?i)\u4e00", "\u4e00"),  # nor has a CJK ideograph
+        ("(?i)\u00df", "\u00df\u1e9e"),  # sharp s: its capital is U+1E9E, its upper() "SS"
+        ("k", "k"),  # without the flag: the pattern's own characters only
+    ],
+)
+def test_case_insensitive_lead_sets_hold_every_case_partner(pattern: str, chars: str) -> None:
+    assert first_chars(re.compile(pattern)) == frozenset(chars)
+
+
+def test_an_ascii_pattern_starts_with_an_empty_lookahead_in_every_source() -> None:
+    # re's search reads the first-character set of (?a:\W) as Unicode \W and skips "é":
+    # the empty lookahead first turns that skip off; the lead set is still listed.
+    pattern = re.compile(r"(?a)\Wb")
+    assert full_source(pattern) == r"(?a:(?=)[\W]b)"
+    assert fast_source(pattern) == r"(?a:(?=)[\W]b)"
+    assert first_source(pattern) == r"(?a:(?=)[\W])"
+    assert prefix_source(pattern) == r"(?a:(?=)(?:(?:[\W])?+|[\W](?:b)?+))"
+    assert hold_source(pattern, 1) == r"(?:(?a:(?=)(?:(?:[\W])?+|[\W](?:b)?+))|(?a:(?=)[\W]b)[\s\S]{1,1})"
+    assert re.search(full_source(pattern), "xéb")
+    assert re.search(first_source(pattern), "é")
+    assert first_chars(re.compile(r"(?ai)ab|c")) == frozenset("aAcC")
+    assert first_chars(re.compile(r"(?ai)k")) == frozenset("kK")  # under ASCII "k" has no Kelvin sign

@@ -45,6 +45,7 @@ _AT = {
 _FLAG_LETTERS = ((re.IGNORECASE, "i"), (re.MULTILINE, "m"), (re.DOTALL, "s"), (re.ASCII, "a"))
 _ANYTHING = r"[\s\S]*"
 _SINGLE = (C.LITERAL, C.NOT_LITERAL, C.ANY, C.IN)
+_NO_SKIP = "(?=)"
 
 
 class _Unsupported(Exception):
@@ -217,6 +218,11 @@ def _parse_source(source: str, flags: int) -> Any:
 
 def _scoped(flags: int, body: str) -> str:
     letters = _flag_letters(flags)
+    if flags & re.ASCII:
+        # re's search skips ahead to a possible first character with a set read under the
+        # whole pattern's flags, not the group's: (?a:\W) would skip "é". An empty
+        # lookahead first turns that skip off.
+        body = _NO_SKIP + body
     return f"(?{letters}:{body})" if letters else f"(?:{body})"
 
 
@@ -369,6 +375,8 @@ def first_chars(pattern: re.Pattern[str], limit: int = 256) -> frozenset[str] | 
                 stack.extend(branch)
         elif op is C.SUBPATTERN:
             stack.extend(av[3])
+        elif op is C.ASSERT and not av[1]:
+            continue  # the _NO_SKIP of an ASCII pattern
         else:
             return None
         if len(chars) > limit:
