@@ -375,9 +375,7 @@ def first_chars(pattern: re.Pattern[str], limit: int = 256) -> frozenset[str] | 
                 stack.extend(branch)
         elif op is C.SUBPATTERN:
             stack.extend(av[3])
-        elif op is C.ASSERT and not av[1]:
-            continue  # the _NO_SKIP of an ASCII pattern
-        else:
+        elif op is not C.ASSERT or av[1]:  # an empty lookahead is the _NO_SKIP of an ASCII pattern
             return None
         if len(chars) > limit:
             return None
