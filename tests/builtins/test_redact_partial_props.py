@@ -92,7 +92,7 @@ def _check(sources: list[str], text: str, cuts: list[int]) -> None:
     assert _stream(flt, list(text)) == expected
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     sources=st.lists(PATTERNS, min_size=1, max_size=3),
     text=st.text(alphabet=ALPHABET, max_size=24),
