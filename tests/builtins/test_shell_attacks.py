@@ -178,6 +178,16 @@ RUNNERS = [
     ("python3 -Bc 'import os'", opaque("python -c runs code that the policy cannot read")),
     ("ruby -ne 'system(1)' f", opaque("ruby -e runs code that the policy cannot read")),
 ]
+# a backslash that starts a line: tree-sitter-bash glued the newline into the word
+LINES = [
+    ("ls\n\\rm -rf /", RM_ROOT),
+    ("ls\n\\r\\m --recur /*", RM_ROOT),  # found by the spelling test below
+    ("echo x\n  \\rm -rf /", RM_ROOT),
+    ("ls > f\n\\rm -rf /", RM_ROOT),  # the words went into the redirection, unread
+    ("A=1\n\\rm -rf ~", RM_ROOT),
+    ("if true; then\n\\rm -rf /; fi", RM_ROOT),
+    ("ls\n\\dd of=/dev/sda", device("dd")),
+]
 PROGRAMS = [
     ("mkreiserfs /dev/sda", "the program 'mkreiserfs' is destructive"),
     ("mkexfatfs /dev/sda", "the program 'mkexfatfs' is destructive"),
@@ -222,7 +232,7 @@ VARIABLES = [
 
 
 @pytest.mark.parametrize(
-    ("command", "reason"), DELETE + PERMISSIONS + DEVICES + WRITES + RUNNERS + PROGRAMS + FORK_BOMBS + VARIABLES
+    ("command", "reason"), DELETE + PERMISSIONS + DEVICES + WRITES + RUNNERS + LINES + PROGRAMS + FORK_BOMBS + VARIABLES
 )
 def test_attacks_are_denied_with_the_exact_reason(command: str, reason: str) -> None:
     assert RULE.check(command) == reason
@@ -271,6 +281,8 @@ ORDINARY = [
     "echo '127.0.0.1 x' | sudo tee -a /etc/hosts",
     "perl script.pl",
     "python3 -B script.py",
+    "ls \\\n\\rm",  # a line continuation: ls with the argument rm
+    'echo "a\n\\b"',
 ]
 
 
@@ -471,6 +483,7 @@ def spellings(draw: st.DrawFn) -> tuple[str, str]:
 @given(spellings())
 @example(("sudo -- r'm' -r\\f /", RM_ROOT))
 @example(("echo $(echo `rm -rf /`)", RM_ROOT))
+@example(("ls\n\\r\\m --recur /*", RM_ROOT))
 @example(("bash -c 'timeout 5 $'\\''\\x72m'\\'' --recur /'", RM_ROOT))
 def test_every_spelling_of_a_destructive_command_is_denied_as_the_plain_one(spelled: tuple[str, str]) -> None:
     command, reason = spelled

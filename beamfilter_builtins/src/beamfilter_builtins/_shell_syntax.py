@@ -105,6 +105,29 @@ def _ascii_shadow(source: bytes) -> bytes:
 
 
 _NON_ASCII = re.compile(rb"[\x80-\xff]+")
+# a backslash that starts a line (after an unescaped newline): tree-sitter-bash glues the
+# newline into the word (ls<newline>\rm -rf / became one command, ls with three arguments)
+_LINE_START_ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\n[ \t]*\\(.)", re.S)
+
+
+def _line_start_escapes(shadow: bytes) -> bytes:
+    """``shadow`` with each backslash that starts a line made harmless for the parser, same length.
+
+    Before a word character the backslash becomes ``a`` (``\\rm`` parses as a word; its text is
+    read from the real source); before anything else the newline becomes ``;`` (``ls;\\rm``
+    parses right; where bash forbids a ``;``, after ``then`` or ``|``, the command is refused
+    as unparseable).
+    """
+    if b"\n" not in shadow or b"\\" not in shadow:
+        return shadow
+    out = bytearray(shadow)
+    for found in _LINE_START_ESCAPE.finditer(shadow):
+        slash = found.start(1) - 1
+        if found.group(1).isalnum() or found.group(1) == b"_":
+            out[slash] = ord("a")
+        else:
+            out[shadow.rindex(b"\n", 0, slash)] = ord(";")
+    return bytes(out)
 
 
 def parse_script(command: str) -> Script:
@@ -112,7 +135,7 @@ def parse_script(command: str) -> Script:
     if len(command) > MAX_LENGTH:
         return Script((), error=f"the command is longer than {MAX_LENGTH} characters")
     source = command.encode("utf-8", "replace")  # a lone surrogate becomes "?" (the rule refuses them first)
-    shadow = _ascii_shadow(source)
+    shadow = _line_start_escapes(_ascii_shadow(source))
     root = _parser().parse(shadow).root_node
     if root.has_error and b"{" in shadow:
         # tree-sitter-bash reads a word that starts with "{" ({rm,-rf,/}) as a group and
