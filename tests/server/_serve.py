@@ -47,6 +47,20 @@ def refund(order: int, amount: int) -> str:
     return f"refunded {amount} on order {order}"
 '''
 
+#: A client tool of the tests: the gateway hands its calls back to the client.
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "unit": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+
 KEY_ENV = {"BF_TEST_API_KEY": API_KEY, "BF_TEST_OTHER_KEY": OTHER_KEY, "BF_TEST_REVIEWER_KEY": REVIEWER_KEY}
 
 

@@ -14,18 +14,10 @@ import httpx
 import openai
 import pytest
 from peers._peer import Peer
-from server._serve import API_KEY, Gateway, refunds, reviewer, scenario
+from server._serve import API_KEY, WEATHER, Gateway, refunds, reviewer, scenario
 
 pytestmark = [pytest.mark.peers, pytest.mark.packages]
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The weather in a city.",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-    },
-}
 DELETE = {
     "type": "function",
     "function": {

@@ -12,24 +12,11 @@ import openai
 import pytest
 from _support import require
 from peers._peer import AIMOCK_KEY, Peer
-from server._serve import start
+from server._serve import WEATHER, start
 
 from beamfilter_core import LocalModel
 
 pytestmark = [pytest.mark.peers, pytest.mark.packages]
-
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The weather in a city.",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}, "unit": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
 
 
 def test_aimock_upstream_tool_calls_and_failures(aimock: Peer, tmp_path: Path) -> None:
