@@ -40,17 +40,12 @@ import httpx
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import llmock_upstream  # noqa: E402  # after the path set-up
+
 LITELLM_VENV = BENCH / ".venv-litellm"
 KEY = "sk-bench-gateway-key-0123456789"
 PROMPT = {"role": "user", "content": "Say something with forbidden-word in it."}
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_until_up(url: str, process: subprocess.Popen[bytes], what: str, timeout: float = 240) -> None:
@@ -67,38 +62,27 @@ def wait_until_up(url: str, process: subprocess.Popen[bytes], what: str, timeout
     raise SystemExit(f"{what} did not start within {timeout} s")
 
 
-def start_llmock(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    argv = [sys.executable, "-c", "import sys; from llmock.cli import app; sys.exit(app())", "serve"]
-    argv += ["-h", "127.0.0.1", "-p", str(port), "--log-level", "warning"]
-    env = {**os.environ, "NO_COLOR": "1", "LLMOCK_RESPONSE_STYLE": "static"}
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=(folder / "llmock.log").open("wb"), env=env)
-    url = f"http://127.0.0.1:{port}"
-    wait_until_up(url + "/_llmock/scenario", process, "llmock")
-    return process, url
+def start_llmock(folder: Path) -> tuple[subprocess.Popen[str], str]:
+    # static: every request gets the scenario's one answer, so each target streams the same text
+    mock = llmock_upstream.start(folder / "llmock.log", env={"LLMOCK_RESPONSE_STYLE": "static"})
+    return mock.process, mock.url
 
 
 def start_beamfilter(folder: Path, upstream: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
+    port = llmock_upstream.free_port()
     config = folder / "beamfilter.toml"
     config.write_text(
-        textwrap.dedent(
-            f"""
-            [model]
-            use = "openai"
-            model = "gpt-4o-mini"
-            base_url = "{upstream}/v1"
-            api_key = "llmock-key"
-            max_retries = 0
-
+        llmock_upstream.model_table(upstream)
+        + textwrap.dedent(
+            """
             [server]
-            api_keys = [{{ "$env" = "BENCH_GATEWAY_KEY" }}]
+            api_keys = [{ "$env" = "BENCH_GATEWAY_KEY" }]
             model_name = "assistant"
 
             [[filters]]
             use = "redact"
             default_rules = false
-            patterns = {{ keyword = "(?i)\\\\bforbidden-word\\\\b" }}
+            patterns = { keyword = "(?i)\\\\bforbidden-word\\\\b" }
             """
         )
     )
@@ -131,7 +115,7 @@ def litellm_python() -> Path:
 
 def start_litellm(folder: Path, upstream: str) -> tuple[subprocess.Popen[bytes], str]:
     python = litellm_python()
-    port = free_port()
+    port = llmock_upstream.free_port()
     (folder / "litellm_guardrail.py").write_text((BENCH / "serve" / "litellm_guardrail.py").read_text())
     config = folder / "litellm.yaml"
     config.write_text(
@@ -277,7 +261,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.clients, args.seconds, args.rounds, args.no_litellm = 20, 5.0, 20, True
-    processes: list[subprocess.Popen[bytes]] = []
+    processes: list[subprocess.Popen[Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         try:

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
+import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
+import llmock_upstream
 import pytest
 from _support import free_port
 
@@ -78,43 +77,16 @@ def _stop(process: subprocess.Popen[str]) -> None:
         process.stdout.close()
 
 
-def _says(process: subprocess.Popen[str], output: list[str], text: str, seconds: float) -> bool:
-    """Whether ``process`` printed a line holding ``text`` before it exited or ``seconds`` passed."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if any(text in line for line in list(output)):
-            return True
-        if process.poll() is not None:
-            time.sleep(0.2)  # the last lines may still be on their way to ``output``
-            return any(text in line for line in list(output))
-        time.sleep(0.05)
-    return False
-
-
 @contextmanager
-def llmock_running(attempts: int = 3) -> Iterator[Peer]:
-    """llmock (PyPI) on a free port, scripted per test through ``/_llmock/scenario``.
-
-    Its CLI cannot listen on an ephemeral port, so the port is chosen first: one that another
-    process takes before llmock binds it (test sessions run side by side) is retried on a new
-    one. It is up when it says so itself (uvicorn's "running on" line), never because
-    something else answered on the port.
-    """
-    code = "import sys; from llmock.cli import app; sys.exit(app())"
-    for _ in range(attempts):
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        argv = [sys.executable, "-c", code, "serve", "-h", "127.0.0.1", "-p", str(port), "--log-level", "info"]
-        process, output = _start("llmock", argv, {**os.environ, "NO_COLOR": "1"})
-        # generous: a loaded machine starts it slowly
-        if _says(process, output, f"Uvicorn running on {url}", 120) and process.poll() is None:
-            break
-        _stop(process)
-        if not any("address already in use" in line.lower() for line in output):
-            pytest.fail("llmock did not start:\n" + "\n".join(output))
-    else:
-        pytest.fail(f"llmock did not start: the port it was given was taken {attempts} times")
-    try:
-        yield Peer("llmock", process, url, output, {})
-    finally:
-        _stop(process)
+def llmock_running() -> Iterator[Peer]:
+    """llmock (PyPI) on a free port, scripted per test through ``/_llmock/scenario``; started
+    by ``tools/llmock_upstream.py`` (a port another process takes first is retried on a new one)."""
+    with tempfile.TemporaryDirectory(prefix="llmock-") as folder:
+        try:
+            mock = llmock_upstream.start(Path(folder) / "llmock.log", choose_port=free_port)
+        except llmock_upstream.LLMockDidNotStart as error:
+            pytest.fail(str(error))
+        try:
+            yield Peer("llmock", mock.process, mock.url, mock.output, {})
+        finally:
+            mock.stop()

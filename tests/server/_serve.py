@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 from _support import free_port, require
+from llmock_upstream import model_table
 from peers._peer import Peer
 
 #: The API key of the test gateways (given through $env, as a deployment would).
@@ -64,20 +65,6 @@ WEATHER = {
 KEY_ENV = {"BF_TEST_API_KEY": API_KEY, "BF_TEST_OTHER_KEY": OTHER_KEY, "BF_TEST_REVIEWER_KEY": REVIEWER_KEY}
 
 
-def upstream(llmock_url: str) -> str:
-    """The [model] table of a config whose model is llmock."""
-    return textwrap.dedent(
-        f"""
-        [model]
-        use = "openai"
-        model = "gpt-4o-mini"
-        base_url = "{llmock_url}/v1"
-        api_key = "llmock-key"
-        max_retries = 0
-        """
-    )
-
-
 #: The [kernel] and [server] tables of the keyed test gateways: every key from $env.
 KEYED = """
 [kernel]
@@ -95,7 +82,7 @@ def shop_config(folder: Path, llmock_url: str, rest: str) -> Path:
     then ``rest`` (more [server] options, then tools and filters)."""
     (folder / "shop.py").write_text(SHOP)
     config = folder / "beamfilter.toml"
-    config.write_text(upstream(llmock_url) + KEYED + textwrap.dedent(rest))
+    config.write_text(model_table(llmock_url) + KEYED + textwrap.dedent(rest))
     return config
 
 

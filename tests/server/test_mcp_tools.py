@@ -11,8 +11,9 @@ from typing import Any
 
 import openai
 import pytest
+from llmock_upstream import model_table
 from peers._peer import Peer
-from server._serve import API_KEY, FILESYSTEM, Gateway, mcp_root, scenario, start, upstream
+from server._serve import API_KEY, FILESYSTEM, Gateway, mcp_root, scenario, start
 
 pytestmark = [pytest.mark.peers, pytest.mark.packages]
 
@@ -22,7 +23,7 @@ def mcp_gateway(llmock: Peer, tmp_path: Path) -> Iterator[tuple[Gateway, Path]]:
     root = mcp_root(tmp_path, {"note.txt": "the meeting moved to Thursday", "secret.txt": "do not read"})
     config = tmp_path / "beamfilter.toml"
     config.write_text(
-        upstream(llmock.url)
+        model_table(llmock.url)
         + textwrap.dedent(
             f"""
             [server]

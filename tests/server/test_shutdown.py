@@ -14,9 +14,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from llmock_upstream import model_table
 from peers._peer import Peer
 from peers.test_mcp import _children
-from server._serve import API_KEY, FILESYSTEM, mcp_root, scenario, start, upstream
+from server._serve import API_KEY, FILESYSTEM, mcp_root, scenario, start
 
 pytestmark = [pytest.mark.peers, pytest.mark.packages]
 
@@ -24,7 +25,7 @@ pytestmark = [pytest.mark.peers, pytest.mark.packages]
 def test_sigterm_lets_a_running_stream_finish_then_closes(llmock: Peer, tmp_path: Path) -> None:
     config = tmp_path / "beamfilter.toml"
     config.write_text(
-        upstream(llmock.url)
+        model_table(llmock.url)
         + textwrap.dedent(
             f"""
             [server]
@@ -86,7 +87,7 @@ def test_sigterm_cuts_streams_past_the_grace_and_stops_the_mcp_server(llmock: Pe
     root = mcp_root(tmp_path, {"note.txt": "hello"})
     config = tmp_path / "beamfilter.toml"
     config.write_text(
-        upstream(llmock.url)
+        model_table(llmock.url)
         + textwrap.dedent(
             f"""
             [server]
