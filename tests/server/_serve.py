@@ -77,6 +77,22 @@ model_name = "assistant"
 """
 
 
+#: The [server] table of the open test gateways (no keys): the model name clients ask for.
+OPEN = """
+[server]
+model_name = "assistant"
+"""
+
+
+def open_config(folder: Path, model: str, rest: str = "") -> Path:
+    """``folder/beamfilter.toml`` of a gateway without keys: the ``[model]`` table ``model``
+    (``llmock_upstream.model_table(url)`` for llmock), :data:`OPEN`, then ``rest`` (more
+    [server] options, then tools and filters)."""
+    config = folder / "beamfilter.toml"
+    config.write_text(textwrap.dedent(model) + OPEN + textwrap.dedent(rest))
+    return config
+
+
 def shop_config(folder: Path, llmock_url: str, rest: str) -> Path:
     """``folder/beamfilter.toml`` next to ``shop.py``: llmock as the model, :data:`KEYED`,
     then ``rest`` (more [server] options, then tools and filters)."""

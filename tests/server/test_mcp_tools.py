@@ -4,7 +4,6 @@ result, and tool_policy decides on the MCP call as on any other."""
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ import openai
 import pytest
 from llmock_upstream import model_table
 from peers._peer import Peer
-from server._serve import API_KEY, FILESYSTEM, Gateway, mcp_root, scenario, start
+from server._serve import API_KEY, FILESYSTEM, Gateway, mcp_root, open_config, scenario, start
 
 pytestmark = [pytest.mark.peers, pytest.mark.packages]
 
@@ -21,25 +20,20 @@ pytestmark = [pytest.mark.peers, pytest.mark.packages]
 @pytest.fixture
 def mcp_gateway(llmock: Peer, tmp_path: Path) -> Iterator[tuple[Gateway, Path]]:
     root = mcp_root(tmp_path, {"note.txt": "the meeting moved to Thursday", "secret.txt": "do not read"})
-    config = tmp_path / "beamfilter.toml"
-    config.write_text(
-        model_table(llmock.url)
-        + textwrap.dedent(
-            f"""
-            [server]
-            model_name = "assistant"
+    config = open_config(
+        tmp_path,
+        model_table(llmock.url),
+        f"""
+        [[tools]]
+        use = "mcp"
+        command = ["{FILESYSTEM}", "{root}"]
+        include = ["read_text_file"]
+        prefix = "fs_"
 
-            [[tools]]
-            use = "mcp"
-            command = ["{FILESYSTEM}", "{root}"]
-            include = ["read_text_file"]
-            prefix = "fs_"
-
-            [[filters]]
-            use = "tool_policy"
-            rules = [{{ tool = "fs_*", kind = "path", roots = ["{root}"], deny_paths = ["*secret*"] }}]
-            """
-        )
+        [[filters]]
+        use = "tool_policy"
+        rules = [{{ tool = "fs_*", kind = "path", roots = ["{root}"], deny_paths = ["*secret*"] }}]
+        """,
     )
     gateway = start(config)
     yield gateway, root

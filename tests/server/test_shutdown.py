@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
-import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,28 +16,19 @@ import pytest
 from llmock_upstream import model_table
 from peers._peer import Peer
 from peers.test_mcp import _children
-from server._serve import API_KEY, FILESYSTEM, mcp_root, scenario, start
+from server._serve import API_KEY, FILESYSTEM, Gateway, mcp_root, open_config, scenario, start
 
 pytestmark = [pytest.mark.peers, pytest.mark.packages]
 
 
-def test_sigterm_lets_a_running_stream_finish_then_closes(llmock: Peer, tmp_path: Path) -> None:
-    config = tmp_path / "beamfilter.toml"
-    config.write_text(
-        model_table(llmock.url)
-        + textwrap.dedent(
-            f"""
-            [server]
-            model_name = "assistant"
-            shutdown_grace = 20
+def _gateway(llmock: Peer, folder: Path, shutdown_grace: int, rest: str) -> Gateway:
+    """A keyless gateway on llmock with this ``shutdown_grace`` and ``rest`` (tools, filters)."""
+    return start(open_config(folder, model_table(llmock.url), f"shutdown_grace = {shutdown_grace}\n" + rest))
 
-            [[filters]]
-            use = "memory"
-            store = "sqlite:///{tmp_path / "chats.db"}"
-            """
-        )
-    )
-    gateway = start(config)
+
+def test_sigterm_lets_a_running_stream_finish_then_closes(llmock: Peer, tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'chats.db'}"
+    gateway = _gateway(llmock, tmp_path, 20, f'[[filters]]\nuse = "memory"\nstore = "{store}"\n')
     scenario(
         llmock,
         {"type": "stream_fault", "kind": "stall", "after_chunks": 2, "stall_seconds": 2},
@@ -85,23 +75,8 @@ def _read_until(lines: Iterator[str], events: list[str], text: str) -> None:
 
 def test_sigterm_cuts_streams_past_the_grace_and_stops_the_mcp_server(llmock: Peer, tmp_path: Path) -> None:
     root = mcp_root(tmp_path, {"note.txt": "hello"})
-    config = tmp_path / "beamfilter.toml"
-    config.write_text(
-        model_table(llmock.url)
-        + textwrap.dedent(
-            f"""
-            [server]
-            model_name = "assistant"
-            shutdown_grace = 4
-
-            [[tools]]
-            use = "mcp"
-            command = ["{FILESYSTEM}", "{root}"]
-            include = ["read_*"]
-            """
-        )
-    )
-    gateway = start(config)
+    mcp = f'[[tools]]\nuse = "mcp"\ncommand = ["{FILESYSTEM}", "{root}"]\ninclude = ["read_*"]\n'
+    gateway = _gateway(llmock, tmp_path, 4, mcp)
     assert len(_children(str(root))) >= 1  # the MCP server was started with the gateway
     scenario(
         llmock,

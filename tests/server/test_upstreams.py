@@ -5,14 +5,14 @@ embedded local model (llama.cpp), streamed through the gateway."""
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import openai
 import pytest
 from _support import require
+from llmock_upstream import model_table
 from peers._peer import AIMOCK_KEY, Peer
-from server._serve import WEATHER, start
+from server._serve import WEATHER, open_config, start
 
 from beamfilter_core import LocalModel
 
@@ -20,22 +20,7 @@ pytestmark = [pytest.mark.peers, pytest.mark.packages]
 
 
 def test_aimock_upstream_tool_calls_and_failures(aimock: Peer, tmp_path: Path) -> None:
-    config = tmp_path / "beamfilter.toml"
-    config.write_text(
-        textwrap.dedent(
-            f"""
-            [model]
-            use = "openai"
-            model = "gpt-4o-mini"
-            base_url = "{aimock.base_url}"
-            api_key = "{AIMOCK_KEY}"
-            max_retries = 0
-
-            [server]
-            model_name = "assistant"
-            """
-        )
-    )
+    config = open_config(tmp_path, model_table(aimock.url, AIMOCK_KEY))
     gateway = start(config)
     try:
         client = openai.OpenAI(base_url=gateway.url + "/v1", api_key="open-gateway", max_retries=0, timeout=60)
@@ -77,19 +62,14 @@ def test_aimock_upstream_tool_calls_and_failures(aimock: Peer, tmp_path: Path) -
 @pytest.mark.local_model
 def test_the_local_model_streams_through_the_gateway(tmp_path: Path) -> None:
     require(LocalModel.missing() is None, f"local model unavailable: {LocalModel.missing()}")
-    config = tmp_path / "beamfilter.toml"
-    config.write_text(
-        textwrap.dedent(
-            """
-            [model]
-            use = "local"
-            progress = false
-            options = { max_tokens = 24, temperature = 0, seed = 1 }
-
-            [server]
-            model_name = "assistant"
-            """
-        )
+    config = open_config(
+        tmp_path,
+        """
+        [model]
+        use = "local"
+        progress = false
+        options = { max_tokens = 24, temperature = 0, seed = 1 }
+        """,
     )
     gateway = start(config)
     try:
