@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
@@ -9,8 +10,12 @@ import sys
 import venv
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from beamfilter_core import Tool
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -59,3 +64,20 @@ def fresh_venv(root: Path, packages: Sequence[Path]) -> Path:
     )  # fmt: skip
     require(installed.returncode == 0, f"pip install into the fresh venv failed: {installed.stderr[-500:]}")
     return env_dir
+
+
+def slow_tool() -> tuple[Tool, asyncio.Event]:
+    """A tool named ``slow`` and the event it sets when it starts: it then waits 10 s (long
+    enough for a test to cancel the run first) and answers ``"late"``."""
+    from beamfilter_core import tool  # here: the other helpers serve suites that do not import it
+
+    started = asyncio.Event()
+
+    @tool
+    async def slow() -> str:
+        """Slow."""
+        started.set()
+        await asyncio.sleep(10)
+        return "late"
+
+    return slow, started

@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from _support import slow_tool
 
 from beamfilter_core import (
     CancelToken,
@@ -183,14 +184,7 @@ async def test_stream_and_run_share_chains() -> None:
 
 @pytest.mark.anyio
 async def test_cancel_token_ends_the_run_cancelled_without_dangling_calls() -> None:
-    started = asyncio.Event()
-
-    @tool
-    async def slow() -> str:
-        """Slow."""
-        started.set()
-        await asyncio.sleep(10)
-        return "late"
+    slow, started = slow_tool()
 
     token = CancelToken()
     kernel = Kernel(ScriptedModel([ChatResponse.tool_calls(ToolCall("slow", {}, "c1")), "never"]), tools=[slow])

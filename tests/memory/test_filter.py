@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from _support import slow_tool
 
 from beamfilter_core import (
     CancelToken,
@@ -187,14 +188,7 @@ async def test_a_failing_turn_leaves_the_store_as_it_was(store: ChatStore) -> No
 
 
 async def test_a_cancelled_turn_leaves_the_store_as_it_was(store: ChatStore) -> None:
-    started = asyncio.Event()
-
-    @tool
-    async def slow() -> str:
-        """Slow."""
-        started.set()
-        await asyncio.sleep(10)
-        return "late"
+    slow, started = slow_tool()
 
     model = ScriptedModel(["first", _calls(("slow", {}, "call_s")), _calls(("slow", {}, "call_s2"))])
     kernel = Kernel(model, tools=[slow], filters=[memory_filter(store)])

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import slow_tool
 
 from beamfilter_core import (
     BuildContext,
@@ -274,14 +275,7 @@ async def test_paused_cancelled_and_failed_turns_extract_nothing_and_a_resume_on
     assert model.requests[1].messages[0] == _note(PARIS)  # the resumed turn is told the facts
     assert await store.load_facts("ada") == [Fact("home", PARIS)]  # a decision is no user text
 
-    started = asyncio.Event()
-
-    @tool
-    async def slow() -> str:
-        """Slow."""
-        started.set()
-        await asyncio.sleep(10)
-        return "late"
+    slow, started = slow_tool()
 
     slow_kernel = Kernel(
         ScriptedModel([ChatResponse.tool_calls(ToolCall("slow", {}, "call_s"))]), tools=[slow], filters=filters
