@@ -81,3 +81,17 @@ def slow_tool() -> tuple[Tool, asyncio.Event]:
         return "late"
 
     return slow, started
+
+
+def record_retry_waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Make the OpenAI-compatible model's retry waits instant; returns the list of the waits
+    it asked for, in order."""
+    from beamfilter_core._models import _openai
+
+    waits: list[float] = []
+
+    async def record(seconds: float) -> None:
+        waits.append(seconds)
+
+    monkeypatch.setattr(_openai, "_sleep", record)
+    return waits

@@ -15,12 +15,12 @@ import json
 from typing import Any
 
 import pytest
+from _support import record_retry_waits
 from core.models._mock import STREAM, Server, response, sse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from beamfilter_core import ChatRequest, Message
-from beamfilter_core._models import _openai
 from beamfilter_core._models._wire import StreamAccumulator, parse_completion
 from beamfilter_core.errors import ProviderResponseError
 
@@ -33,13 +33,7 @@ DEEP = "[" * 100_000 + "]" * 100_000  # JSON nested 100,000 deep
 
 @pytest.fixture
 def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    delays: list[float] = []
-
-    async def record(seconds: float) -> None:
-        delays.append(seconds)
-
-    monkeypatch.setattr(_openai, "_sleep", record)
-    return delays
+    return record_retry_waits(monkeypatch)
 
 
 def _completion(message: Any = None, **choice: Any) -> dict[str, Any]:

@@ -17,12 +17,12 @@ from typing import Any
 
 import httpx
 import pytest
+from _support import record_retry_waits
 from core.models._mock import STREAM, delta, response, sse
 from faults._faults import CID, Transport, kernel, peer_model, run_turn, scenario, sqlite_store
 from peers._peer import Peer
 
 from beamfilter_core import Message
-from beamfilter_core._models import _openai
 from beamfilter_core.errors import (
     AuthenticationError,
     BadRequestError,
@@ -44,13 +44,7 @@ URL = "http://mock.test/v1/chat/completions"
 @pytest.fixture
 def slept(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """The retry waits the model asked for (recorded, not slept)."""
-    delays: list[float] = []
-
-    async def record(seconds: float) -> None:
-        delays.append(seconds)
-
-    monkeypatch.setattr(_openai, "_sleep", record)
-    return delays
+    return record_retry_waits(monkeypatch)
 
 
 def error(status: int, message: str, **headers: str) -> httpx.Response:

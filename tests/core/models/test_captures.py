@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from _support import record_retry_waits
 from core.models._mock import CAPTURES, Server, load_capture, response
 
 from beamfilter_core import ChatRequest, ChatResponse, Message, ToolCall, Usage
-from beamfilter_core._models import _openai
 from beamfilter_core.errors import BadRequestError, RateLimitError
 
 pytestmark = pytest.mark.anyio
@@ -108,12 +108,7 @@ async def test_llama_cpp_context_overflow_is_a_bad_request_with_an_integer_code(
 
 
 async def test_aimock_429_retries_after_the_servers_delay(monkeypatch: pytest.MonkeyPatch) -> None:
-    waits: list[float] = []
-
-    async def no_sleep(seconds: float) -> None:
-        waits.append(seconds)
-
-    monkeypatch.setattr(_openai, "_sleep", no_sleep)
+    waits = record_retry_waits(monkeypatch)
     status, headers, body = load_capture("aimock_429.http")
     server = Server([lambda _: response(status, body, headers=headers)])
     async with server.model(max_retries=2) as model:

@@ -7,10 +7,10 @@ import json
 
 import httpx
 import pytest
+from _support import record_retry_waits
 from core.models._mock import STREAM, Server, delta, response, sse
 
 from beamfilter_core import ChatRequest, Kernel, Message, OpenAIChatModel
-from beamfilter_core._models import _openai
 from beamfilter_core.errors import (
     ConfigError,
     IncompleteStreamError,
@@ -28,13 +28,7 @@ OK = {"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "ass
 
 @pytest.fixture
 def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    recorded: list[float] = []
-
-    async def no_sleep(seconds: float) -> None:
-        recorded.append(seconds)
-
-    monkeypatch.setattr(_openai, "_sleep", no_sleep)
-    return recorded
+    return record_retry_waits(monkeypatch)
 
 
 def text_stream(*tokens: str, finish: bool = True) -> bytes:
