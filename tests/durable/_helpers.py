@@ -12,9 +12,7 @@ from typing import Any, TypeVar
 
 import attrs
 import pytest
-from _support import require
 from durable.durable_app import create_ledger
-from memory._servers import postgres_bindir, postgres_server
 
 from beamfilter_durable import DurableOptions, DurableRunner, shutdown
 
@@ -97,14 +95,3 @@ async def _end_tasks() -> None:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-
-
-@pytest.fixture(scope="session")
-def postgres_url() -> Iterator[str]:
-    """A fresh PostgreSQL cluster on a free port (the crash tests' system database and ledger)."""
-    require(
-        postgres_bindir() is not None,
-        "PostgreSQL is not installed (/usr/lib/postgresql/*/bin/postgres); apt-get install postgresql",
-    )
-    with postgres_server() as url:
-        yield url

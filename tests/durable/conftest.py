@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
-from durable._helpers import local, postgres_url
+from durable._helpers import local
+from memory._servers import postgres_url
 
 __all__ = ["local", "postgres_url"]

@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from _support import free_port
+import pytest
+from _support import free_port, require
 
 
 def postgres_bindir() -> Path | None:
@@ -167,3 +168,15 @@ def redis_server() -> Iterator[str]:
             _stop(proc)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A fresh PostgreSQL cluster on a free port, for the session; yields its URL (database
+    ``postgres``). The memory, durable, fault and gateway tests import this fixture."""
+    require(
+        postgres_bindir() is not None,
+        "PostgreSQL is not installed (/usr/lib/postgresql/*/bin/postgres); apt-get install postgresql",
+    )
+    with postgres_server() as url:
+        yield url

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from _support import require
-from memory._servers import postgres_bindir, postgres_server, redis_binary, redis_server
+from memory._servers import postgres_url, redis_binary, redis_server  # noqa: F401  # postgres_url: a fixture of these tests
 
 from beamfilter_core import Registry, StaticEntryPoint
 from beamfilter_memory import ChatStore, InMemoryStore, SQLiteStore, open_store
@@ -24,17 +24,6 @@ THIRD_PARTY = Registry(
 )
 
 STORE_KINDS = ("memory", "sqlite", "postgres", "redis", "files")
-
-
-@pytest.fixture(scope="session")
-def postgres_url() -> Iterator[str]:
-    """A fresh PostgreSQL cluster on a free port; yields its URL (database ``postgres``)."""
-    require(
-        postgres_bindir() is not None,
-        "PostgreSQL is not installed (/usr/lib/postgresql/*/bin/postgres); apt-get install postgresql",
-    )
-    with postgres_server() as url:
-        yield url
 
 
 @pytest.fixture(scope="session")
