@@ -60,6 +60,11 @@ DELETE = [
     ("rm -rf /etc/", system("rm", "/etc")),
     ("rm -rf /home", system("rm", "/home")),
     ("rm -rf /home/*", system("rm", "/home/*")),
+    ("rm -rf /home/eve", RM_ROOT),  # a home directory, as ~eve is
+    ("rm -rf /home//eve/./", RM_ROOT),
+    ("rm -rf /home/eve/*", RM_ROOT),
+    ("rm -rf /Users/eve/.[!.]*", RM_ROOT),
+    ("find /home/eve -delete", FIND_ROOT),
     ("rm -rf /root", system("rm", "/root")),
     ("rm -rf /usr/lib/..", system("rm", "/usr")),
     ("rm -rf /proc/self/root/", system("rm", "/proc/self/root")),  # /proc/self/root is /
@@ -244,6 +249,7 @@ ORDINARY = [
     "cd /tmp/work && rm -rf build && make > log.txt",
     "cd src && rm -rf dist",
     "rm -rf /srv/app/cache",
+    "rm -rf /home/eve/project/build",
     "rm -rf /usr/local/lib/python3.12/site-packages/foo",
     "rm -rf --force ./build",  # --force is no abbreviation of --recursive
     "find . -name '*.pyc' -delete",

@@ -324,9 +324,15 @@ def _one_word(word: Opaque) -> bool:
     return word.source == "{}" or (word.source.startswith('"') and word.source.endswith('"'))
 
 
+_HOME_PATH = re.compile(r"/(?:home|Users)/[^/*?\[]+(/.*)?")
+
+
 def _sweeping(target: str, cwd: bool = True) -> bool:
     """Whether ``target`` is ``/``, a home directory or (with ``cwd``) the current directory
     as a whole (after ``//``, ``.`` and ``..`` are resolved), or a glob over one (``/**``)."""
+    home = _HOME_PATH.fullmatch(normalise_path(target)) if target.startswith("/") else None
+    if home is not None:  # /home/eve is a home directory as much as ~eve
+        target = "~" + (home.group(1) or "")
     root = target.startswith("/")
     if not cwd and not root and not target.startswith("~"):
         return False
