@@ -474,3 +474,13 @@ def test_a_case_insensitive_run_may_give_back_a_character_to_what_follows(patter
     flt = redact_filter([pattern], replacement="#", default_rules=False)
     for chunks in every_split(text):
         assert streamed(flt, chunks) == "x# aAbd #", chunks
+
+
+@pytest.mark.parametrize(("pattern", "text"), [("[a-c]{1,3}ade", "xcade y"), ("[a-c]{1,3}bde", "xabde y")])
+def test_a_run_of_a_range_that_gives_a_character_back_holds_the_whole_tail(pattern: str, text: str) -> None:
+    # "xcad" ends with "cad", a prefix of a match only if the run [a-c]{1,3} gives its "a"
+    # back to what follows: the stream must hold it until the "e" arrives.
+    assert re.sub(pattern, "#", text) == "x# y"
+    flt = redact_filter([pattern], replacement="#", default_rules=False)
+    for chunks in every_split(text):
+        assert streamed(flt, chunks) == "x# y", chunks

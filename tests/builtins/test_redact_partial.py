@@ -276,6 +276,8 @@ def test_a_huge_range_is_refused_without_listing_its_characters() -> None:
         ("[a-c]{1,3}d", "(?:(?:(?:[a-c]){0,3}+|(?:[a-c]){1,3}+(?:d)?+))"),
         ("[b-c]{1,3}a", "(?:(?:(?:[b-c]){0,3}+|(?:[b-c]){1,3}+(?:a)?+))"),
         ("[a-c]{1,3}c", "(?:(?:(?:[a-c]){0,3}+|(?:[a-c]){1,3}(?:c)?+))"),  # "c" may be given back
+        ("[a-c]{1,3}b", "(?:(?:(?:[a-c]){0,3}+|(?:[a-c]){1,3}(?:b)?+))"),  # and "b", inside the range
+        ("[a-c]{1,3}a", "(?:(?:(?:[a-c]){0,3}+|(?:[a-c]){1,3}(?:a)?+))"),  # and "a", its first character
     ],
 )
 def test_a_run_of_a_range_gives_back_exactly_the_characters_of_the_range(pattern: str, source: str) -> None:
