@@ -163,6 +163,8 @@ def test_the_source_of_the_lead_characters(pattern: str, source: str) -> None:
         (r"a(?=b)c", "(?:a(?=b)c)", "(?:a(?=b)c)"),
         (r"a(?!b)c", "(?:a(?!b)c)", "(?:a(?!b)c)"),
         (r"(?=a)ab", "(?:(?=a)ab)", "(?:(?=a)ab)"),  # a lookahead first is not moved
+        (r"\bk", r"(?:k(?<!\wk))", r"(?:\bk)"),  # a look-back and one character: moved too
+        (r"(?<=a)b", "(?:b(?<=ab))", "(?:(?<=a)b)"),
     ],
 )
 def test_joined_sources_keep_every_match(pattern: str, fast: str, full: str) -> None:
