@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from beamfilter_builtins._shell_effects import is_device, places, working_directories
-from beamfilter_builtins._shell_rule import ShellRule
+from beamfilter_builtins._shell_effects import _tar_archive, is_device, places, working_directories, write_denial
+from beamfilter_builtins._shell_rule import ShellRule, _directory, _set_names
 from beamfilter_builtins._shell_syntax import Opaque
 from beamfilter_builtins._tool_policy import Denial, ToolPolicy
 
@@ -494,3 +494,94 @@ def spellings(draw: st.DrawFn) -> tuple[str, str]:
 def test_every_spelling_of_a_destructive_command_is_denied_as_the_plain_one(spelled: tuple[str, str]) -> None:
     command, reason = spelled
     assert RULE.check(command) == reason, command
+
+
+# -- the helpers, exactly ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        ("/dev/sda", RAW_DEVICE),
+        ("../../dev/sda", RAW_DEVICE),
+        ("..", None),
+        ("../x", None),
+        ("~/../../dev/sda", RAW_DEVICE),
+        ("~eve/../../dev/sda", RAW_DEVICE),
+        ("~/dev/sda", None),
+        ("dev/sda", None),
+        ("/proc/1/mem", kernel("/proc/1/mem")),
+        ("/proc/self/fd/1", None),
+        ("/proc/thread-self/fd/2", None),
+        ("/proc/self/fd/x", kernel("/proc/self/fd/x")),
+        ("/proc", None),
+        ("/sys/power/state", kernel("/sys/power/state")),
+        ("/etc/shadow", vital("/etc/shadow")),
+        ("//etc/./passwd", vital("/etc/passwd")),
+        ("/etc/hosts", None),
+        ("/boot", vital("/boot")),
+        ("/boot/grub/grub.cfg", vital("/boot/grub/grub.cfg")),
+        ("/bootstrap.sh", None),
+    ],
+)
+def test_what_a_write_may_not_reach(path: str, reason: str | None) -> None:
+    assert write_denial(path) == reason
+    if reason == RAW_DEVICE:
+        assert write_denial(path, "cp") == device("cp")
+
+
+@pytest.mark.parametrize(
+    ("command", "names"),
+    [
+        ("read a b", ["a", "b"]),
+        ("read -r -p 'Name: ' x", ["x"]),
+        ("read -rp prompt x", ["x"]),
+        ("read -a arr", ["arr"]),
+        ("read -aarr", ["arr"]),
+        ("read -t 5 -n 1 key", ["key"]),
+        ("read -d , -u 3 f", ["f"]),
+        ("printf -v out %s x", ["out"]),
+        ("printf -vout %s x", ["out"]),
+        ("printf %s x", []),
+        ("mapfile -t -n 5 lines", ["lines"]),
+        ("readarray -C cb -c 1 rows", ["rows"]),
+        ("getopts ab opt", ["opt"]),
+        ("getopts ab", []),
+    ],
+)
+def test_the_variables_builtins_set(command: str, names: list[str]) -> None:
+    program, *args = shlex.split(command)
+    assert _set_names(program, tuple(args)) == names
+
+
+@pytest.mark.parametrize(
+    ("command", "archive"),
+    [
+        ("tar -cf out.tar src", "out.tar"),
+        ("tar cf out.tar src", "out.tar"),
+        ("tar -czfout.tgz src", "out.tgz"),
+        ("tar -c -f out.tar src", "out.tar"),
+        ("tar --create --file=out.tar src", "out.tar"),
+        ("tar --create --file out.tar src", "out.tar"),
+        ("tar -r -f out.tar x", "out.tar"),
+        ("tar -uf out.tar x", "out.tar"),
+        ("tar -Af out.tar x.tar", "out.tar"),
+        ("tar --append --file=out.tar x", "out.tar"),
+        ("tar -xf in.tar", None),
+        ("tar -tf in.tar", None),
+        ("tar xf in.tar", None),
+        ("tar --extract --file=in.tar", None),
+        ("tar -cf", None),
+    ],
+)
+def test_the_archive_tar_writes(command: str, archive: str | None) -> None:
+    assert _tar_archive(tuple(shlex.split(command)[1:])) == archive
+
+
+def test_where_cd_and_pushd_go() -> None:
+    assert _directory(()) == "~"
+    assert _directory(("-P",)) == "~"
+    assert _directory(("-L", "/x")) == "/x"
+    assert _directory(("-",)) == "-"
+    assert _directory(("+1",)) == Opaque("+1")
+    assert _directory((Opaque("$D"),)) == Opaque("$D")
