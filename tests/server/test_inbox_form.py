@@ -1,0 +1,216 @@
+"""The inbox's decision form and a client waiting on its paused turn, on the gateway's ASGI
+app in-process: each refusal of the form, approval with edited arguments, rejection with a
+reason, and a non-streamed or streamed request answered once a reviewer decides."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("beamfilter_server")
+
+from starlette.testclient import TestClient
+
+from beamfilter_builtins import approval_filter
+from beamfilter_core import ChatRequest, ChatResponse, Kernel, ScriptedModel, ToolCall, tool
+from beamfilter_server import ServerOptions, create_app
+from beamfilter_server._page import form_token
+
+KEY = "sk-inbox-form-client-key-0123"
+REVIEWER = "inbox-form-reviewer-key-0123"
+CHAT = "/v1/chat/completions"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+#: A reviewer signing in to the inbox page: any name, the key as password.
+SIGNED_IN = {"Authorization": "Basic " + base64.b64encode(f"ana:{REVIEWER}".encode()).decode()}
+REFUND = ChatResponse.tool_calls(ToolCall("refund", {"order": 7, "amount": 30}, "call_1"))
+
+
+def _request(text: str) -> dict[str, Any]:
+    return {"model": "assistant", "messages": [{"role": "user", "content": text}]}
+
+
+def _after_tool(request: ChatRequest) -> str:
+    """The answer once the tool ran or was refused: what the tool said, or the refusal."""
+    return f"done: {request.messages[-1].content}"
+
+
+@pytest.fixture
+def refunds() -> list[tuple[int, int]]:
+    return []
+
+
+@pytest.fixture
+def http(refunds: list[tuple[int, int]]) -> Iterator[TestClient]:
+    @tool(sensitive=True)
+    def refund(order: int, amount: int) -> str:
+        """Refund an amount on an order."""
+        refunds.append((order, amount))
+        return f"refunded {amount} on order {order}"
+
+    model = ScriptedModel([REFUND, _after_tool], repeat=True)
+    kernel = Kernel(model, tools=[refund], filters=[approval_filter()], pause_key="inbox-form-pause-key-0123456789")
+    options = ServerOptions(api_keys=[KEY], inbox_keys=[REVIEWER], model_name="assistant", max_body_bytes=4000)
+    with TestClient(create_app(kernel, options)) as client:
+        yield client
+
+
+def _pause(http: TestClient) -> str:
+    answer = http.post(CHAT, json=_request("refund order 7"), headers=AUTH)
+    assert answer.status_code == 202
+    pause_id: str = answer.json()["beamfilter"]["pause_id"]
+    return pause_id
+
+
+def _submit(http: TestClient, pause_id: str, form: dict[str, str], **headers: str) -> Any:
+    fields = {"token": form_token(REVIEWER, pause_id), **form}
+    return http.post(f"/inbox/{pause_id}/decide", data=fields, headers={**SIGNED_IN, **headers}, follow_redirects=False)
+
+
+def _outcome(http: TestClient, pause_id: str) -> dict[str, Any]:
+    body: dict[str, Any] = http.get(f"/v1/pauses/{pause_id}?wait=20", headers=AUTH).json()
+    return body
+
+
+def test_the_inbox_lists_the_pause_and_its_version_changes_with_it(http: TestClient) -> None:
+    empty = http.get("/inbox/version?since=x", headers=SIGNED_IN).json()["version"]
+    pause_id = _pause(http)
+    page = http.get("/inbox", headers=SIGNED_IN)
+    assert page.status_code == 200
+    assert page.headers["x-frame-options"] == "DENY"
+    assert page.headers["cache-control"] == "no-store"
+    assert f"pause-{pause_id}" in page.text
+    assert form_token(REVIEWER, pause_id) in page.text
+    listed = http.get("/inbox/version?since=-1", headers=SIGNED_IN).json()["version"]
+    assert listed != empty
+    assert (
+        http.get("/inbox", headers={"Authorization": "Basic " + base64.b64encode(b"ana:wrong").decode()}).status_code
+        == 401
+    )
+
+
+def test_the_form_is_refused_from_another_site_stale_too_large_or_for_an_unknown_pause(
+    http: TestClient, refunds: list[tuple[int, int]]
+) -> None:
+    pause_id = _pause(http)
+    cross_site = _submit(http, pause_id, {}, origin="https://evil.example")
+    assert (cross_site.status_code, "The form came from another site." in cross_site.text) == (403, True)
+    stale = _submit(http, pause_id, {"token": form_token("another-reviewer-key-0123", pause_id)})
+    assert (stale.status_code, "The form is stale or not yours; reload the inbox." in stale.text) == (403, True)
+    large = _submit(http, pause_id, {"reason:call_1": "x" * 5000})
+    assert (large.status_code, "The form is too large." in large.text) == (413, True)
+    unknown = _submit(http, "p-unknown", {})
+    assert (unknown.status_code, "No pause p-unknown is known here." in unknown.text) == (404, True)
+    assert refunds == []
+    assert _submit(http, pause_id, {}, origin="http://testserver").status_code == 303  # its own page: accepted
+
+
+@pytest.mark.parametrize(
+    ("form", "text"),
+    [
+        ({"action:call_1": "maybe"}, "The action for call call_1 is &#x27;maybe&#x27;."),
+        ({"arguments:call_1": "{order: 7"}, "The arguments of call call_1 are not JSON; fix them and submit again."),
+        ({"arguments:call_1": "[7, 30]"}, "The arguments of call call_1 must be a JSON object."),
+    ],
+)
+def test_a_malformed_form_decision_is_400_and_the_pause_stays_pending(
+    http: TestClient, refunds: list[tuple[int, int]], form: dict[str, str], text: str
+) -> None:
+    pause_id = _pause(http)
+    refused = _submit(http, pause_id, form)
+    assert refused.status_code == 400
+    assert text in refused.text
+    assert [
+        p["pause_id"] for p in http.get("/v1/pauses", headers={"Authorization": f"Bearer {REVIEWER}"}).json()["data"]
+    ] == [pause_id]
+    assert refunds == []
+
+
+def test_approving_with_edited_arguments_runs_the_edited_call_once(
+    http: TestClient, refunds: list[tuple[int, int]]
+) -> None:
+    pause_id = _pause(http)
+    done = _submit(http, pause_id, {"action:call_1": "approve", "arguments:call_1": '{"order": 7, "amount": 20}'})
+    assert (done.status_code, done.headers["location"]) == (303, f"/inbox?done={pause_id}")
+    outcome = _outcome(http, pause_id)
+    assert (outcome["status"], outcome["decided_by"]) == ("completed", "ana")
+    assert outcome["completion"]["choices"][0]["message"]["content"] == "done: refunded 20 on order 7"
+    assert refunds == [(7, 20)]
+    again = _submit(http, pause_id, {})
+    assert again.status_code == 409
+    assert "Already decided" in again.text
+    flash = http.get(f"/inbox?done={pause_id}", headers=SIGNED_IN)
+    assert f"Pause {pause_id}: decision sent." in flash.text
+
+
+def test_unchanged_arguments_approve_the_call_as_asked(http: TestClient, refunds: list[tuple[int, int]]) -> None:
+    pause_id = _pause(http)
+    unchanged = json.dumps({"amount": 30, "order": 7})
+    assert _submit(http, pause_id, {"arguments:call_1": unchanged}).status_code == 303
+    assert _outcome(http, pause_id)["status"] == "completed"
+    assert refunds == [(7, 30)]
+
+
+def test_rejecting_every_call_with_a_reason_runs_nothing(http: TestClient, refunds: list[tuple[int, int]]) -> None:
+    pause_id = _pause(http)
+    assert _submit(http, pause_id, {"all": "reject", "reason:call_1": "  over the limit  "}).status_code == 303
+    outcome = _outcome(http, pause_id)
+    assert outcome["status"] == "completed"
+    assert "over the limit" in outcome["completion"]["choices"][0]["message"]["content"]
+    assert refunds == []
+
+
+def _decide_when_listed(http: TestClient, decisions: dict[str, Any]) -> threading.Thread:
+    """A reviewer who approves the first pause the listing shows, from another thread."""
+    reviewer = {"Authorization": f"Bearer {REVIEWER}"}
+
+    def decide() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            listed = http.get("/v1/pauses", headers=reviewer).json()["data"]
+            if listed:
+                http.post(f"/v1/pauses/{listed[0]['pause_id']}/decide", json={"decisions": decisions}, headers=reviewer)
+                return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=decide)
+    thread.start()
+    return thread
+
+
+def test_a_client_waiting_with_beamfilter_wait_gets_the_decided_answer(
+    http: TestClient, refunds: list[tuple[int, int]]
+) -> None:
+    reviewer = _decide_when_listed(http, {"call_1": "approve"})
+    answer = http.post(CHAT, json=_request("refund order 7"), headers={**AUTH, "Beamfilter-Wait": "30"})
+    reviewer.join()
+    assert answer.status_code == 200
+    assert answer.json()["choices"][0]["message"]["content"] == "done: refunded 30 on order 7"
+    assert answer.json()["choices"][0]["finish_reason"] == "stop"
+    assert refunds == [(7, 30)]
+
+
+def test_a_streamed_client_waiting_gets_a_comment_then_the_decided_answer(
+    http: TestClient, refunds: list[tuple[int, int]]
+) -> None:
+    reviewer = _decide_when_listed(http, {"call_1": {"kind": "approve", "arguments": {"order": 7, "amount": 5}}})
+    body = {**_request("refund order 7"), "stream": True, "stream_options": {"include_usage": True}}
+    answer = http.post(CHAT, json=body, headers={**AUTH, "Beamfilter-Wait": "30"})
+    reviewer.join()
+    events = [e for e in answer.text.split("\n\n") if e]
+    comments = [e for e in events if e.startswith(": ")]
+    assert len(comments) == 1
+    assert comments[0].startswith(": waiting up to 30 s for the decision on pause ")
+    chunks = [json.loads(e.removeprefix("data: ")) for e in events if e.startswith("data: {")]
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert text == "done: refunded 5 on order 7"
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "stop"
+    assert chunks[-1]["choices"] == []
+    assert chunks[-1]["usage"] is not None
+    assert events[-1] == "data: [DONE]"
+    assert refunds == [(7, 5)]
