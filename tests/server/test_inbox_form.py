@@ -22,6 +22,8 @@ from beamfilter_core import ChatRequest, ChatResponse, Kernel, ScriptedModel, To
 from beamfilter_server import ServerOptions, create_app
 from beamfilter_server._page import form_token
 
+pytestmark = pytest.mark.packages
+
 KEY = "sk-inbox-form-client-key-0123"
 REVIEWER = "inbox-form-reviewer-key-0123"
 CHAT = "/v1/chat/completions"

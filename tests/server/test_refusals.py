@@ -28,6 +28,8 @@ from beamfilter_core.errors import (
 from beamfilter_server import ServerOptions, create_app
 from beamfilter_server._gateway import error_for
 
+pytestmark = pytest.mark.packages
+
 KEY = "sk-refusals-client-key-0123"
 REVIEWER = "refusals-reviewer-key-0123"
 CHAT = "/v1/chat/completions"

@@ -1,0 +1,150 @@
+"""Two gateway apps in one process on one SQLite memory store, as two workers would be: a
+pause made on A is listed, polled and decided on B, A's waiting client gets B's answer
+through the store, and every second decision, on either app, is "already decided"."""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("beamfilter_server")
+pytest.importorskip("beamfilter_memory")
+
+from starlette.testclient import TestClient
+
+from beamfilter_builtins import approval_filter
+from beamfilter_core import ChatRequest, ChatResponse, Kernel, ScriptedModel, ToolCall, tool
+from beamfilter_memory import memory_filter
+from beamfilter_server import ServerOptions, client_id, create_app
+from beamfilter_server._page import form_token
+
+pytestmark = pytest.mark.packages
+
+KEY = "sk-shared-pauses-client-0123"
+OTHER = "sk-shared-pauses-other-0123"
+REVIEWER = "shared-pauses-reviewer-0123"
+CHAT = "/v1/chat/completions"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+REVIEW = {"Authorization": f"Bearer {REVIEWER}"}
+TICKET = {**AUTH, "Beamfilter-Conversation": "ticket-9"}
+ASK = {"model": "assistant", "messages": [{"role": "user", "content": "Refund 40 on order 9"}]}
+
+
+def _answer(request: ChatRequest) -> ChatResponse | str:
+    """Ask for the refund, then say what the tool answered."""
+    last = request.messages[-1]
+    if last.role == "tool":
+        return f"done: {last.content}"
+    return ChatResponse.tool_calls(ToolCall("refund", {"order": 9, "amount": 40}, "call_1"))
+
+
+@pytest.fixture
+def refunds() -> list[tuple[int, int]]:
+    return []
+
+
+@pytest.fixture
+def workers(tmp_path: Path, refunds: list[tuple[int, int]]) -> Iterator[tuple[TestClient, TestClient]]:
+    @tool(sensitive=True)
+    def refund(order: int, amount: int) -> str:
+        """Refund an amount on an order."""
+        refunds.append((order, amount))
+        return f"refunded {amount} on order {order}"
+
+    store = f"sqlite:///{tmp_path / 'shared.db'}"
+    options = ServerOptions(api_keys=[KEY, OTHER], inbox_keys=[REVIEWER], model_name="assistant")
+
+    def app() -> TestClient:
+        filters = [memory_filter(store), approval_filter()]
+        kernel = Kernel(
+            ScriptedModel([_answer], repeat=True),
+            tools=[refund],
+            filters=filters,
+            pause_key="shared-pause-key-0123456789",
+        )
+        return TestClient(create_app(kernel, options))
+
+    with app() as a, app() as b:
+        yield a, b
+
+
+def _listed(worker: TestClient) -> list[dict[str, Any]]:
+    data: list[dict[str, Any]] = worker.get("/v1/pauses", headers=REVIEW).json()["data"]
+    return data
+
+
+def test_a_pause_made_on_one_app_is_decided_once_on_the_other(
+    workers: tuple[TestClient, TestClient], refunds: list[tuple[int, int]]
+) -> None:
+    a, b = workers
+    paused = a.post(CHAT, json=ASK, headers=TICKET)
+    assert paused.status_code == 202
+    pause_id = paused.json()["beamfilter"]["pause_id"]
+    listed = _listed(b)
+    assert [(p["pause_id"], p["conversation_id"], p["client"]) for p in listed] == [
+        (pause_id, "ticket-9", client_id(KEY))
+    ]
+    assert _listed(a) == listed
+    signed_in = {"Authorization": "Basic " + base64.b64encode(f"ada:{REVIEWER}".encode()).decode()}
+    assert f"client {client_id(KEY)} · conversation ticket-9" in b.get("/inbox", headers=signed_in).text
+    assert isinstance(b.get("/inbox/version?since=0", headers=signed_in).json()["version"], int)
+    assert b.get(f"/v1/pauses/{pause_id}", headers=AUTH).json()["status"] == "pending"
+    other = {"Authorization": f"Bearer {OTHER}"}
+    assert b.get(f"/v1/pauses/{pause_id}", headers=other).status_code == 404  # another client's pause
+
+    decided = b.post(f"/v1/pauses/{pause_id}/decide", json={"decisions": {"call_1": "approve"}}, headers=REVIEW)
+    assert decided.json() == {"object": "beamfilter.pause", "id": pause_id, "status": "deciding"}
+    outcome = a.get(f"/v1/pauses/{pause_id}?wait=20", headers=AUTH).json()
+    assert (outcome["status"], outcome["decided_by"]) == ("completed", "api")
+    assert outcome["completion"]["choices"][0]["message"]["content"] == "done: refunded 40 on order 9"
+    assert a.get(f"/v1/pauses/{pause_id}", headers=other).status_code == 404
+
+    already = f"already decided by api: pause {pause_id} is no longer pending."
+    for worker in (a, b):
+        again = worker.post(f"/v1/pauses/{pause_id}/decide", json={"decisions": {"call_1": "approve"}}, headers=REVIEW)
+        assert (again.status_code, again.json()["error"]["message"]) == (409, already)
+    form = {"token": form_token(REVIEWER, pause_id)}
+    stale = a.post(f"/inbox/{pause_id}/decide", data=form, headers=signed_in, follow_redirects=False)
+    assert stale.status_code == 409
+    assert already in stale.text
+    assert _listed(a) == _listed(b) == []
+    assert refunds == [(9, 40)]
+
+
+def test_a_client_waiting_on_one_app_gets_the_answer_decided_on_the_other(
+    workers: tuple[TestClient, TestClient], refunds: list[tuple[int, int]]
+) -> None:
+    a, b = workers
+    got: list[Any] = []
+    waiting = threading.Thread(
+        target=lambda: got.append(a.post(CHAT, json=ASK, headers={**TICKET, "Beamfilter-Wait": "30"}))
+    )
+    waiting.start()
+    deadline = time.monotonic() + 30
+    while not (listed := _listed(b)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(listed) == 1
+    b.post(f"/v1/pauses/{listed[0]['pause_id']}/decide", json={"decisions": {"call_1": "approve"}}, headers=REVIEW)
+    waiting.join(30)
+    assert got[0].status_code == 200
+    assert got[0].json()["choices"][0]["message"]["content"] == "done: refunded 40 on order 9"
+    assert refunds == [(9, 40)]
+
+
+def test_a_conversation_request_ending_with_the_assistant_is_400(workers: tuple[TestClient, TestClient]) -> None:
+    a, _ = workers
+    body = {**ASK, "messages": [*ASK["messages"], {"role": "assistant", "content": "Which order?"}]}
+    answer = a.post(CHAT, json=body, headers=TICKET)
+    assert answer.status_code == 400
+    assert answer.json()["error"] == {
+        "message": "The request ends with an assistant message; send the next user message or tool results.",
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": None,
+    }
