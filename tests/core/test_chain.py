@@ -3,6 +3,8 @@ private state and assembly-time compilation (issue 2, contracts 1-5)."""
 
 from __future__ import annotations
 
+import gc
+import weakref
 from typing import Any
 
 import pytest
@@ -281,3 +283,48 @@ def test_a_bound_chain_checks_no_return_type_unless_asked_and_its_repr_shows_onl
     chain = CompiledChain.compile("chat", normalise_all([Filter("w", around_chat=wrong)]))
     assert asyncio.run(chain.bind([{}], terminal)("request")) == "not a ChatResponse"
     assert "inner_first" not in repr(chain)
+
+
+def test_a_finished_run_is_freed_by_reference_counting_alone() -> None:
+    class Probe:
+        pass
+
+    probes: list[weakref.ref[Probe]] = []
+
+    async def holds(request: Any, state: dict[str, Any], call_next: Any) -> Any:
+        probe = state.setdefault("probe", Probe())
+        probes.append(weakref.ref(probe))
+        return await call_next(request)
+
+    @tool
+    def lookup() -> str:
+        """Look up."""
+        return "found"
+
+    scopes = {f"around_{scope}": holds for scope in ("turn", "iteration", "chat", "tool", "gate")}
+    kernel = Kernel(
+        ScriptedModel([ChatResponse.tool_calls(ToolCall("lookup", {})), "done"]),
+        tools=[lookup],
+        filters=[Filter("a", **scopes), Filter("b", **scopes)],
+    )
+    gc.collect()
+    gc.disable()
+    try:
+        assert kernel.run_sync("go").text == "done"
+        assert len(probes) == 2 * (1 + 2 + 2 + 1 + 1)
+        assert [probe() for probe in probes] == [None] * len(probes)
+    finally:
+        gc.enable()
+
+
+def test_a_compiled_chains_repr_and_equality_are_its_scope_layers_and_names() -> None:
+    from beamfilter_core import CompiledChain
+    from beamfilter_core._filter import normalise_all
+
+    chain = CompiledChain.compile("chat", normalise_all([Filter("w", around_chat=_passthrough)]))
+    assert repr(chain) == f"CompiledChain(scope='chat', layers=((0, {_passthrough!r}),), names=('w',))"
+    assert chain == CompiledChain.compile("chat", normalise_all([Filter("w", around_chat=_passthrough)]))
+
+
+async def _passthrough(request: Any, state: dict[str, Any], call_next: Any) -> Any:
+    return await call_next(request)
