@@ -8,8 +8,8 @@ once). Instruction counts do not depend on the machine's load.
 
 - ``defaults``: one ``async def`` per layer and run, hook, state, inner call, name and
   return check as default values (the binding `_chain` uses);
-- ``kwonly``: the same with the defaults keyword-only (what closing ``call_next(request,
-  extra)`` that way would cost);
+- (keyword-only defaults, ``*,`` before ``hook`` in ``defaults``, were measured by editing
+  that one line: bench/RESULTS.md;)
 - ``plain``: a plain ``call_next`` returning the hook's coroutine, no attribution at all
   (a bound on what dropping the attribution wrapper could give);
 - ``link``: layer functions made once per kernel, bound per run as methods of one list
@@ -32,7 +32,9 @@ from itertools import repeat
 from types import MethodType
 from typing import Any
 
-RUNS = 2000
+from bench_instructions import TURNS as RUNS
+from bench_instructions import _floor
+
 LAYERS = 20
 Go = Callable[[], Coroutine[Any, Any, None]]
 
@@ -50,25 +52,10 @@ async def terminal(request: Any) -> Any:
 
 
 def floor(n: int) -> Go:
-    call: Any = terminal
-    for _ in range(n):
-
-        def wrap(inner: Any) -> Any:
-            async def layer(request: Any) -> Any:
-                return await inner(request)
-
-            return layer
-
-        call = wrap(call)
-
-    async def go() -> None:
-        for _ in range(RUNS):
-            await call(None)
-
-    return go
+    return lambda: _floor(n)  # bench_instructions' floor: RUNS passes through n closures
 
 
-def _with_defaults(n: int, keyword_only: bool) -> Go:
+def defaults(n: int) -> Go:
     hooks = [(i, passthrough, f"l{i}") for i in range(n)][::-1]
 
     async def go() -> None:
@@ -77,34 +64,19 @@ def _with_defaults(n: int, keyword_only: bool) -> Go:
             call: Any = terminal
             checked = None
             for index, hook, name in hooks:
-                if keyword_only:
 
-                    async def layer(
-                        request: Any, *, hook: Any = hook, state: Any = states[index], call_next: Any = call,
-                        name: str = name, checked: Any = checked,
-                    ) -> Any:  # fmt: skip
-                        try:
-                            result = await hook(request, state, call_next)
-                        except Exception as exc:
-                            own(exc, name)
-                            raise
-                        if checked is not None and type(result) is not checked.returns:
-                            raise TypeError(name)
-                        return result
-                else:
-
-                    async def layer(  # type: ignore[misc]
-                        request: Any, hook: Any = hook, state: Any = states[index], call_next: Any = call,
-                        name: str = name, checked: Any = checked,
-                    ) -> Any:  # fmt: skip
-                        try:
-                            result = await hook(request, state, call_next)
-                        except Exception as exc:
-                            own(exc, name)
-                            raise
-                        if checked is not None and type(result) is not checked.returns:
-                            raise TypeError(name)
-                        return result
+                async def layer(
+                    request: Any, hook: Any = hook, state: Any = states[index], call_next: Any = call,
+                    name: str = name, checked: Any = checked,
+                ) -> Any:  # fmt: skip
+                    try:
+                        result = await hook(request, state, call_next)
+                    except Exception as exc:
+                        own(exc, name)
+                        raise
+                    if checked is not None and type(result) is not checked.returns:
+                        raise TypeError(name)
+                    return result
 
                 call = layer
             await call(None)
@@ -164,8 +136,7 @@ def link(n: int) -> Go:
 
 DESIGNS: dict[str, Callable[[int], Go]] = {
     "floor": floor,
-    "defaults": lambda n: _with_defaults(n, keyword_only=False),
-    "kwonly": lambda n: _with_defaults(n, keyword_only=True),
+    "defaults": defaults,
     "plain": plain,
     "link": link,
 }
