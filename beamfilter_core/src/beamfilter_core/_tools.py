@@ -10,7 +10,7 @@ import re
 import threading
 import types
 import typing
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import attrs
@@ -97,10 +97,11 @@ def _schema_for(annotation: Any, where: str) -> dict[str, Any]:
         return {"enum": list(args)}
     if origin in (typing.Union, types.UnionType):
         return {"anyOf": [_schema_for(arg, where) for arg in args]}
-    if annotation in (list, tuple) or origin in (list, tuple, typing.Sequence):
+    # typing.Sequence[int] and Mapping[...] have the collections.abc classes as origin
+    if annotation in (list, tuple, Sequence) or origin in (list, tuple, Sequence):
         item = args[0] if args else Any
         return {"type": "array", "items": _schema_for(item, where)}
-    if annotation is dict or origin in (dict, typing.Mapping):
+    if annotation in (dict, Mapping) or origin in (dict, Mapping):
         return {"type": "object"}
     msg = (
         f"Cannot derive a JSON schema for {where} annotated {annotation!r}; "
