@@ -70,32 +70,6 @@ def test_each_supported_annotation_has_its_schema() -> None:
     assert (made.name, made.description) == ("shape", "Every kind of parameter.")
 
 
-def test_an_annotation_without_a_schema_is_refused_naming_the_parameter() -> None:
-    def when(at: complex) -> str:
-        """When."""
-        return ""
-
-    with pytest.raises(ToolDefinitionError) as refused:
-        tool(when)
-    assert str(refused.value) == (
-        "Cannot derive a JSON schema for parameter 'at' of tool 'when' annotated <class 'complex'>; "
-        "use str, int, float, bool, Literal, list, dict or a union of them, or pass parameters= explicitly."
-    )
-
-
-def test_a_string_annotation_that_does_not_resolve_is_refused() -> None:
-    def later(order: Order) -> str:  # type: ignore[name-defined]  # noqa: F821
-        """Later."""
-        return ""
-
-    with pytest.raises(ToolDefinitionError) as refused:
-        tool(later)
-    assert str(refused.value) == (
-        "Cannot resolve the annotation 'Order' of parameter 'order' of tool 'later': name 'Order' is not defined. "
-        "Import the type at module level."
-    )
-
-
 def test_a_string_annotation_resolves_in_the_functions_module() -> None:
     def typed(limit: typing.Optional[int]) -> str:  # noqa: UP045  # the typing spelling resolves too
         """Typed."""
@@ -104,7 +78,15 @@ def test_a_string_annotation_resolves_in_the_functions_module() -> None:
     assert tool(typed).parameters["properties"] == {"limit": {"anyOf": [{"type": "integer"}, {"type": "null"}]}}
 
 
-def test_star_parameters_a_bad_name_or_a_non_callable_are_refused() -> None:
+def test_each_function_a_tool_cannot_be_made_of_is_refused_with_its_reason() -> None:
+    def when(at: complex) -> str:
+        """When."""
+        return ""
+
+    def later(order: Order) -> str:  # type: ignore[name-defined]  # noqa: F821
+        """Later."""
+        return ""
+
     def spread(*orders: int) -> str:
         """Spread."""
         return ""
@@ -115,6 +97,8 @@ def test_star_parameters_a_bad_name_or_a_non_callable_are_refused() -> None:
 
     refusals = []
     for make in (
+        lambda: tool(when),
+        lambda: tool(later),
         lambda: tool(spread),
         lambda: tool(options),
         lambda: tool(name="look up")(spread),
@@ -124,6 +108,10 @@ def test_star_parameters_a_bad_name_or_a_non_callable_are_refused() -> None:
             make()
         refusals.append(str(refused.value))
     assert refusals == [
+        "Cannot derive a JSON schema for parameter 'at' of tool 'when' annotated <class 'complex'>; "
+        "use str, int, float, bool, Literal, list, dict or a union of them, or pass parameters= explicitly.",
+        "Cannot resolve the annotation 'Order' of parameter 'order' of tool 'later': name 'Order' is not defined. "
+        "Import the type at module level.",
         "Tool 'spread' takes *orders; tools need named parameters only.",
         "Tool 'options' takes *extra; tools need named parameters only.",
         "Tool name 'look up' is invalid; use 1-64 letters, digits, '_' or '-'.",
