@@ -45,6 +45,15 @@ def every_split(text: str) -> list[list[str]]:
     ]
 
 
+def assert_redacted_like_re_sub(pattern: str, text: str, expected: str) -> None:
+    """``re.sub`` of the rule gives ``expected``; so do the whole-text redaction and every stream of ``text``."""
+    assert re.sub(pattern, "#", text) == expected
+    flt = redact_filter([pattern], replacement="#", default_rules=False)
+    assert flt.extras["redactor"].redact(text) == expected
+    for chunks in every_split(text):
+        assert streamed(flt, chunks) == expected, chunks
+
+
 @pytest.mark.parametrize("address", ["jane@example.com", "7x@example.org", "Zed.Q+tag@mail.example.co.uk"])
 def test_emails_starting_with_any_letter_or_digit_are_hidden(address: str) -> None:
     flt = redact_filter(emails=True, default_rules=False)
@@ -70,10 +79,7 @@ def test_the_email_lead_set_holds_every_character_of_its_ranges() -> None:
     ],
 )
 def test_patterns_with_optional_branching_or_class_leads(pattern: str, text: str, expected: str) -> None:
-    assert re.sub(pattern, "#", text) == expected
-    flt = redact_filter([pattern], replacement="#", default_rules=False)
-    for chunks in every_split(text):
-        assert streamed(flt, chunks) == expected, chunks
+    assert_redacted_like_re_sub(pattern, text, expected)
 
 
 def test_a_branch_lead_set_and_prefixes() -> None:
@@ -449,38 +455,23 @@ def test_a_secret_group_at_the_start_or_left_out_of_the_match() -> None:
 def test_a_rule_with_the_ascii_flag_reads_its_classes_as_ascii(pattern: str, text: str, expected: str) -> None:
     # The joined pattern carries the flag in a group, (?a:...); re's search skips ahead with
     # a set of first characters read under the pattern's own flags, not the group's.
-    assert re.sub(pattern, "#", text) == expected
-    flt = redact_filter([pattern], replacement="#", default_rules=False)
-    assert flt.extras["redactor"].redact(text) == expected
-    for chunks in every_split(text):
-        assert streamed(flt, chunks) == expected, chunks
+    assert_redacted_like_re_sub(pattern, text, expected)
 
 
 @pytest.mark.parametrize("pattern", [r"(?i)K\d", r"(?i)k\d", "(?i)\u212a\\d", r"(?i:K)\d"])
 def test_a_case_insensitive_rule_starts_with_any_case_partner(pattern: str) -> None:
-    text = "K1 k2 \u212a3 x4"
-    assert re.sub(pattern, "#", text) == "# # # x4"
-    flt = redact_filter([pattern], replacement="#", default_rules=False)
-    for chunks in every_split(text):
-        assert streamed(flt, chunks) == "# # # x4", chunks
+    assert_redacted_like_re_sub(pattern, "K1 k2 \u212a3 x4", "# # # x4")
 
 
 @pytest.mark.parametrize("pattern", [r"(?i)a{1,3}Abc", r"(?i:a{1,3}Abc)", r"(?i:a){1,3}Abc"])
 def test_a_case_insensitive_run_may_give_back_a_character_to_what_follows(pattern: str) -> None:
     # "aaA" is a run of three "a" read without case, but "aaAb" is a prefix of a match
     # only if the run gives its "A" back: a stream cut after "aaAb" must hold all of it.
-    text = "xaaAbc aAbd aaaAbc"
-    assert re.sub(pattern, "#", text) == "x# aAbd #"
-    flt = redact_filter([pattern], replacement="#", default_rules=False)
-    for chunks in every_split(text):
-        assert streamed(flt, chunks) == "x# aAbd #", chunks
+    assert_redacted_like_re_sub(pattern, "xaaAbc aAbd aaaAbc", "x# aAbd #")
 
 
 @pytest.mark.parametrize(("pattern", "text"), [("[a-c]{1,3}ade", "xcade y"), ("[a-c]{1,3}bde", "xabde y")])
 def test_a_run_of_a_range_that_gives_a_character_back_holds_the_whole_tail(pattern: str, text: str) -> None:
     # "xcad" ends with "cad", a prefix of a match only if the run [a-c]{1,3} gives its "a"
     # back to what follows: the stream must hold it until the "e" arrives.
-    assert re.sub(pattern, "#", text) == "x# y"
-    flt = redact_filter([pattern], replacement="#", default_rules=False)
-    for chunks in every_split(text):
-        assert streamed(flt, chunks) == "x# y", chunks
+    assert_redacted_like_re_sub(pattern, text, "x# y")
