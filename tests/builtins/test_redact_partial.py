@@ -218,6 +218,7 @@ def test_what_a_stream_holds_back(pattern: str, reach: int, source: str) -> None
         (r"(?>ab)c", "(?:(?:(?:(?:(?:a)?+|a(?:b)?+))|(?>ab)(?:c)?+))"),
         (r"a{1,3}?b", "(?:(?:(?:a){0,3}+|(?:a){1,3}?(?:b)?+))"),  # only greedy runs are made possessive
         (r"a{1,3}x{0}", "(?:(?:a){0,3}+)"),
+        (r"a{1,3}(\b)", "(?:(?:(?:a){0,3}+|(?:a){1,3}(?:)))"),  # nothing follows that a character could start
         # only what follows the run decides, not what comes before it
         (r"aa{1,3}b", "(?:(?:(?:a)?+|a(?:(?:a){0,3}+|(?:a){1,3}+(?:b)?+)))"),
         (r"a{1,3}ba", "(?:(?:(?:a){0,3}+|(?:a){1,3}+(?:(?:b)?+|b(?:a)?+)))"),
