@@ -144,17 +144,25 @@ class Message:
 
 @attrs.frozen(slots=True)
 class Usage:
-    """Token counts reported by the provider for one or more LLM calls."""
+    """Token counts reported by the provider for one or more LLM calls.
+
+    ``cache_read_tokens`` and ``cache_write_tokens`` are the prompt tokens served from, and
+    written to, the provider's prompt cache, where its API reports them (0 otherwise).
+    """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
             self.total_tokens + other.total_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
         )
 
 
