@@ -57,13 +57,16 @@ class BuildContext:
 
     A factory receives it when its signature has a keyword parameter named ``build``.
     ``model`` is the kernel's chat model, ``models`` the other models named in the config,
-    ``registry`` the registry in use and ``config_dir`` the folder of the config file.
+    ``registry`` the registry in use, ``config_dir`` the folder of the config file (relative
+    paths in options are taken from it) and ``where`` the place of the entry being built.
     """
 
     model: Any = None
     models: Mapping[str, Any] = attrs.field(factory=dict)
     registry: Any = None
     config_dir: str | None = None
+    #: Where in the config the object being built is (``tools[0]``), for its messages.
+    where: str | None = None
 
 
 @attrs.frozen(slots=True)

@@ -69,6 +69,9 @@ class Tool:
     is_async: bool = attrs.field(default=False, repr=False)
     takes_context: bool = attrs.field(default=False, repr=False)
     validate: Callable[[Any], Any] | None = attrs.field(default=None, repr=False)
+    #: The folder where the tool resolves a relative path (an MCP server's working folder);
+    #: ``""`` when nobody here knows it (a remote server); None when the tool does not say.
+    workdir: str | None = None
 
     @classmethod
     def declaration(cls, name: str, description: str, parameters: Mapping[str, Any]) -> Tool:
