@@ -29,7 +29,7 @@ from ._hook_types import (
 )
 from ._imports import config_import
 from ._kernel import CancelToken, Kernel
-from ._messages import ContentPart, Message, ToolCall, Usage, utf8_safe
+from ._messages import ContentPart, Message, Reasoning, ToolCall, Usage, utf8_safe
 from ._models._base import ChatModel
 from ._models._scripted import ScriptedModel
 from ._records import (
@@ -104,6 +104,7 @@ __all__ = [
     "PersistHook",
     "PluginInfo",
     "PresetSpec",
+    "Reasoning",
     "Registered",
     "Registry",
     "RunFinished",

@@ -93,6 +93,21 @@ class ToolCall:
 
 
 @attrs.frozen(slots=True)
+class Reasoning:
+    """A piece of a model's reasoning, kept so that it can be sent back unchanged.
+
+    ``provider`` names the API that produced it (only that API is sent it again), ``text``
+    is its readable text (empty when the provider hides it) and ``data`` the native block
+    as the provider must receive it back, e.g. an Anthropic ``thinking`` block with its
+    ``signature``.
+    """
+
+    provider: str
+    text: str = ""
+    data: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(slots=True)
 class Message:
     """One chat message.
 
@@ -106,6 +121,9 @@ class Message:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None
+    #: The model's reasoning that came with this (assistant) message, sent back as it came
+    #: in the next call to the same provider (Anthropic thinking blocks and their signatures).
+    reasoning: tuple[Reasoning, ...] = ()
 
     @classmethod
     def system(cls, text: str) -> Message:

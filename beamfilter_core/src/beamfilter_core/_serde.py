@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from ._messages import ContentPart, Message, ToolCall
+from ._messages import ContentPart, Message, Reasoning, ToolCall
 from ._records import ChatRequest
 from ._tools import Tool
 
@@ -51,6 +51,10 @@ def _unstructure_message(message: Message) -> dict[str, Any]:
         data["tool_call_id"] = message.tool_call_id
     if message.name is not None:
         data["name"] = message.name
+    if message.reasoning:
+        data["reasoning"] = [
+            {"provider": item.provider, "text": item.text, "data": _plain(item.data)} for item in message.reasoning
+        ]
     return data
 
 
@@ -61,6 +65,9 @@ def _structure_message(data: Mapping[str, Any], _: Any) -> Message:
         tuple(converter.structure(call, ToolCall) for call in data.get("tool_calls", ())),
         data.get("tool_call_id"),
         data.get("name"),
+        tuple(
+            Reasoning(r["provider"], r.get("text", ""), dict(r.get("data") or {})) for r in data.get("reasoning", ())
+        ),
     )
 
 

@@ -1,0 +1,33 @@
+"""Message.reasoning: kept through replace() and through the JSON of messages and pause states."""
+
+from __future__ import annotations
+
+from beamfilter_core import Message, PauseState, Reasoning, ToolCall
+from beamfilter_core._serde import converter
+
+BLOCK = {"type": "thinking", "thinking": "Let me check.", "signature": "EqQB"}
+THINKING = Reasoning("anthropic", "Let me check.", BLOCK)
+
+
+def test_reasoning_survives_replace_and_defaults_to_empty() -> None:
+    message = Message("assistant", "x", reasoning=(THINKING,))
+    assert message.replace(content="y").reasoning == (THINKING,)
+    assert Message.assistant("x").reasoning == ()
+    assert Reasoning("gemini").data == {}
+
+
+def test_reasoning_round_trips_through_json_and_is_absent_when_empty() -> None:
+    call = ToolCall("get_weather", {"city": "Paris"}, "toolu_1")
+    message = Message("assistant", None, (call,), reasoning=(THINKING,))
+    data = converter.unstructure(message)
+    assert data["reasoning"] == [
+        {
+            "provider": "anthropic",
+            "text": "Let me check.",
+            "data": {"type": "thinking", "thinking": "Let me check.", "signature": "EqQB"},
+        }
+    ]
+    assert converter.structure(data, Message) == message
+    assert "reasoning" not in converter.unstructure(Message.assistant("x"))
+    state = PauseState((Message.user("hi"), message), (call,), ("toolu_1",))
+    assert PauseState.from_json(state.to_json()).messages[1].reasoning == (THINKING,)
