@@ -25,6 +25,7 @@ The tree::
         ProviderResponseError            the body broke the wire protocol
           IncompleteStreamError          a stream ended without finish_reason / [DONE]
           ResponseTooLargeError          a line, an answer or tool arguments over their cap
+        ContentBlockedError              the provider's safety system blocked the prompt or the answer
       ScriptExhaustedError               a ScriptedModel ran out of responses
       LimitError                         a run hit a hard limit
         MaxIterationsExceeded            more LLM calls than ``max_iterations``
@@ -61,6 +62,7 @@ __all__ = [
     "BeamfilterError",
     "ConfigError",
     "ConflictError",
+    "ContentBlockedError",
     "DurableError",
     "FilterError",
     "GatewayError",
@@ -239,6 +241,22 @@ class ProviderResponseError(ProviderError):
 
 class IncompleteStreamError(ProviderResponseError):
     """A stream ended without ``finish_reason``/``[DONE]``, or a 200 had an empty body."""
+
+
+class ContentBlockedError(ProviderError):
+    """The provider's safety system blocked the prompt or the answer; not retried.
+
+    Raised instead of returning an empty answer (Gemini ``finishReason`` ``SAFETY`` or a
+    ``promptFeedback.blockReason``, Anthropic ``stop_reason`` ``refusal``). ``reason`` is
+    the provider's own word for it, ``text`` what was streamed before the block and
+    ``details`` the provider's ratings or feedback as it sent them.
+    """
+
+    def __init__(self, message: str, *, reason: str, text: str = "", details: Any = None) -> None:
+        self.reason = reason
+        self.text = text
+        self.details = details
+        super().__init__(message)
 
 
 class ResponseTooLargeError(ProviderResponseError):
