@@ -5,6 +5,7 @@ The tree::
     BeamfilterError
       ConfigError (ValueError)           a kernel, filter, tool or config value is wrong
         ToolDefinitionError              a tool declaration cannot be used
+        SandboxError                     the OS sandbox cannot run (bubblewrap missing or refused)
       PluginError                        entry-point plugins
         PluginLoadError                  a plugin failed to import or register
         AmbiguousFilterError             an unqualified name has several providers
@@ -85,6 +86,7 @@ __all__ = [
     "ResponseTooLargeError",
     "ResumeError",
     "RunningLoopError",
+    "SandboxError",
     "ScriptExhaustedError",
     "StoreError",
     "ToolDefinitionError",
@@ -117,6 +119,11 @@ class ConfigError(BeamfilterError, ValueError):
 
 class ToolDefinitionError(ConfigError):
     """A tool declaration cannot be used (bad schema, timeout, duplicate name)."""
+
+
+class SandboxError(ConfigError):
+    """The OS sandbox asked for (``sandbox = "auto"``) cannot run: bubblewrap is missing,
+    or it cannot create its namespaces. Never answered by running unconfined instead."""
 
 
 class PluginError(BeamfilterError):
