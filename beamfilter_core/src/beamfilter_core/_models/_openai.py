@@ -13,9 +13,9 @@ import logging
 import math
 import os
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from httpx_sse import EventSource
@@ -35,6 +35,9 @@ from ..errors import (
 from ._base import TokenSink
 from ._retry import error_from_response, header_delay, retry_delay, status_retryable
 from ._wire import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, StreamAccumulator, loads, parse_completion, request_body
+
+if TYPE_CHECKING:
+    from ._responses_wire import ResponsesAccumulator
 
 __all__ = ["OpenAIChatModel"]
 
@@ -145,6 +148,8 @@ class OpenAIChatModel:
         max_argument_chars: the longest arguments of one tool call accepted.
         client: an ``httpx.AsyncClient`` you own (not closed by :meth:`aclose`).
         transport: an httpx transport for a client this model creates and owns.
+        api: ``"chat"`` (``/chat/completions``, the default) or ``"responses"``
+            (``/responses``, see :mod:`._responses_wire`).
 
     Example::
 
@@ -169,7 +174,11 @@ class OpenAIChatModel:
         max_argument_chars: int = MAX_ARGUMENT_CHARS,
         client: httpx.AsyncClient | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        api: str = "chat",
     ) -> None:
+        if api not in ("chat", "responses"):
+            msg = f"OpenAIChatModel(api={api!r}) must be 'chat' (/chat/completions) or 'responses' (/responses)."
+            raise ConfigError(msg)
         if not isinstance(model, str) or not model:
             msg = f"OpenAIChatModel(model={model!r}) needs a model name, e.g. 'gpt-4o-mini'."
             raise ConfigError(msg)
@@ -213,7 +222,18 @@ class OpenAIChatModel:
         self.max_event_chars = max_event_chars
         self.max_answer_chars = max_answer_chars
         self.max_argument_chars = max_argument_chars
+        self.api = api
         self._url = self.base_url + "/chat/completions"
+        self._body_of: Callable[..., dict[str, Any]] = request_body
+        self._parse: Callable[..., ChatResponse] = parse_completion
+        self._new_accumulator: Callable[..., StreamAccumulator | ResponsesAccumulator] = StreamAccumulator
+        if api == "responses":  # imported only when used: `import beamfilter_core` stays lean
+            from . import _responses_wire
+
+            self._url = self.base_url + "/responses"
+            self._body_of = _responses_wire.request_body
+            self._parse = _responses_wire.parse_response
+            self._new_accumulator = _responses_wire.ResponsesAccumulator
         # The URL as messages and logs show it: credentials in base_url become ***.
         self._shown_url = mask_credentials(self._url)
         key = api_key if api_key is not None else (os.environ.get(api_key_env) if api_key_env else None)
@@ -281,7 +301,7 @@ class OpenAIChatModel:
                 f"set {self._key_hint or 'OPENAI_API_KEY'} or pass api_key=."
             )
             raise ConfigError(msg)
-        text = json.dumps(request_body(request, self.model, self.options, stream=stream), ensure_ascii=False)
+        text = json.dumps(self._body_of(request, self.model, self.options, stream=stream), ensure_ascii=False)
         try:
             body = text.encode()
         except UnicodeEncodeError:  # lone surrogates (e.g. a file read with surrogateescape)
@@ -300,8 +320,8 @@ class OpenAIChatModel:
             )
             raise ProviderTimeoutError(msg) from None
 
-    def _accumulator(self, on_token: TokenSink | None) -> StreamAccumulator:
-        return StreamAccumulator(
+    def _accumulator(self, on_token: TokenSink | None) -> StreamAccumulator | ResponsesAccumulator:
+        return self._new_accumulator(
             on_token, max_answer_chars=self.max_answer_chars, max_argument_chars=self.max_argument_chars
         )
 
@@ -366,7 +386,7 @@ class OpenAIChatModel:
         """A non-streamed answer; every malformed shape is retried like a non-JSON body."""
         try:
             data = loads(body, problem)
-            result = parse_completion(
+            result = self._parse(
                 data, max_answer_chars=self.max_answer_chars, max_argument_chars=self.max_argument_chars
             )
         except ResponseTooLargeError:
@@ -387,7 +407,7 @@ class OpenAIChatModel:
             raise self._transport_failure(exc, None) from exc
         return self._parsed(data, f"{self._shown_url} answered {response.status_code} with a body that is not JSON")
 
-    async def _stream_once(self, body: bytes, accumulator: StreamAccumulator) -> ChatResponse:
+    async def _stream_once(self, body: bytes, accumulator: StreamAccumulator | ResponsesAccumulator) -> ChatResponse:
         chunks: int | None = None
         try:
             async with self._http().stream(
@@ -428,14 +448,17 @@ class OpenAIChatModel:
             raise _Failed(exc, True) from None
 
     async def _not_a_stream(
-        self, response: httpx.Response, content_type: str, accumulator: StreamAccumulator
+        self, response: httpx.Response, content_type: str, accumulator: StreamAccumulator | ResponsesAccumulator
     ) -> ChatResponse:
         body = await self._body(response)
         if content_type.startswith("application/json"):
             # Some servers ignore ``stream: true`` and answer in one piece.
             result = self._parsed(body, f"{self._shown_url} answered a stream request with invalid JSON")
             if result.text:
-                accumulator.feed(json.dumps({"choices": [{"index": 0, "delta": {"content": result.text}}]}))
+                chunk: Any = {"choices": [{"index": 0, "delta": {"content": result.text}}]}
+                if self.api == "responses":
+                    chunk = {"type": "response.output_text.delta", "delta": result.text}
+                accumulator.feed(json.dumps(chunk))
             return result
         if not body.strip():
             msg = f"{self._shown_url} answered 200 to a stream request with an empty body."
