@@ -54,8 +54,12 @@ def test_typo_corrector_trigram_pass_for_longer_words() -> None:
     ]
     assert corrector.corrections("repositoriez", limit=0) == []
     assert TypoCorrector(["repositori"], min_trigram_similarity=0.7).corrections("repositoriez") == []
-    assert corrector.overlapping("mkdir")[0][0] == "directori"
+    assert corrector.overlapping("mkdir") == [("directori", pytest.approx(1 / 13))]
     assert corrector.overlapping("qqqq") == []
+    # only a word's opening counts: "dir" opens "directori"; "ect" and "ori" only stand inside it
+    assert corrector.overlapping("lecture") == []
+    assert corrector.overlapping("memori") == []
+    assert TypoCorrector(["queri"]).overlapping("quantum") == []  # " qu" is shared, "que" is not in it
     assert trigrams("ab") == frozenset({" ab", "ab "})
 
 
@@ -174,6 +178,29 @@ def test_multi_step_request_returns_a_tool_per_step(mcp_index: BM25ToolIndex) ->
     whole.build(real_tools())
     assert whole.search(request, 5) == [name for name, _ in whole.scores(request)[:5]]
     assert whole.search(request, 5) != found
+
+
+def _five_tools() -> list[Tool]:
+    def declared(name: str, description: str) -> Tool:
+        return Tool.declaration(name, description, {"type": "object", "properties": {"query": {"type": "string"}}})
+
+    return [
+        declared("run_sql", "Run a SQL query against the database"),
+        declared("send_email", "Send an email to a recipient"),
+        declared("read_file", "Read a file from disk"),
+        declared("create_directory", "Create a new directory"),
+        declared("get_weather", "Get the weather forecast for a city"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "request_text", ["quantum tunnelling", "astrophysics lecture", "qwerty zxcv", "a sonnet about autumn"]
+)
+def test_a_request_sharing_nothing_with_the_catalog_finds_nothing(request_text: str) -> None:
+    index = BM25ToolIndex()
+    index.build(_five_tools())
+    assert index.search(request_text, 5) == []
+    assert index.search("mkdir", 5) == ["create_directory"]  # the fallback still finds an abbreviation
 
 
 def test_blank_and_unknown_queries_and_options(mcp_index: BM25ToolIndex) -> None:

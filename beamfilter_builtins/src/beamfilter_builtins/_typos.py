@@ -101,12 +101,15 @@ class TypoCorrector:
         return ranked[:limit]
 
     def overlapping(self, term: str, limit: int = 3) -> list[tuple[str, float]]:
-        """Known terms sharing any trigram with ``term`` (the last resort for a query that
-        found nothing: ``mkdir`` -> ``directori``), by Jaccard similarity."""
-        grams = trigrams(term) - {f" {term[:1]}", f"{term[-1:]} "}
+        """Known terms whose first three letters stand inside ``term`` (the last resort for
+        a query that found nothing: ``mkdir`` holds the start of ``directori``), by Jaccard
+        similarity of their trigrams.
+
+        A trigram shared anywhere was too loose: ``quantum`` met ``queri`` on ``qu`` and a
+        request about physics found a SQL tool. A word's opening is what an abbreviation or
+        a compound keeps (``mkdir``, ``gitlog``, ``nodeinfo``)."""
         scored: dict[str, float] = {}
         for candidate in self._vocabulary:
-            common = grams & trigrams(candidate)
-            if common:
-                scored[candidate] = len(common) / len(trigrams(term) | trigrams(candidate))
+            if len(candidate) >= 3 and candidate[:3] in term:
+                scored[candidate] = len(trigrams(term) & trigrams(candidate)) / len(trigrams(term) | trigrams(candidate))
         return self._ranked(scored, limit)
