@@ -108,8 +108,9 @@ class TypoCorrector:
         A trigram shared anywhere was too loose: ``quantum`` met ``queri`` on ``qu`` and a
         request about physics found a SQL tool. A word's opening is what an abbreviation or
         a compound keeps (``mkdir``, ``gitlog``, ``nodeinfo``)."""
+        grams = trigrams(term)
         scored: dict[str, float] = {}
         for candidate in self._vocabulary:
             if len(candidate) >= 3 and candidate[:3] in term:
-                scored[candidate] = len(trigrams(term) & trigrams(candidate)) / len(trigrams(term) | trigrams(candidate))
+                scored[candidate] = len(grams & trigrams(candidate)) / len(grams | trigrams(candidate))
         return self._ranked(scored, limit)
