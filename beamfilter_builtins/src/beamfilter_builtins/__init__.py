@@ -18,6 +18,7 @@ from ._rag import Document, InMemoryRetriever, Retriever, rag_filter
 from ._re_reading import re_reading_filter
 from ._redact import redact_filter
 from ._safeguard import safeguard_filter
+from ._sandbox import SandboxResult, run_sandboxed
 from ._schema_validation import schema_validation_filter, schema_validator
 from ._skills import BM25SkillRouter, Skill, SkillRouter, load_skills, parse_skill, skills_filter
 from ._title import ChatStoreTitles, InMemoryTitleStore, TitleStore, heuristic_title, title_filter
@@ -45,6 +46,7 @@ __all__ = [
     "InMemoryTitleStore",
     "RegexToolIndex",
     "Retriever",
+    "SandboxResult",
     "Skill",
     "SkillRouter",
     "TitleStore",
@@ -70,6 +72,7 @@ __all__ = [
     "read_trajectory",
     "redact_filter",
     "responses_of",
+    "run_sandboxed",
     "safeguard_filter",
     "schema_validation_filter",
     "schema_validator",

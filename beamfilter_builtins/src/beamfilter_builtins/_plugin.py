@@ -86,7 +86,9 @@ def beamfilter_register_presets() -> list[PresetSpec]:
 
 @hookimpl
 def beamfilter_register_tools() -> list[ToolsetSpec]:
-    """Return the built-in toolsets (``mcp``; its SDK is imported only when one is built)."""
+    """Return the built-in toolsets (``mcp``, whose SDK is imported only when one is built;
+    ``shell``, the sandboxed shell)."""
     from ._mcp import SPEC
+    from ._sandboxed_shell import SPEC as SHELL
 
-    return [SPEC]
+    return [SPEC, SHELL]
