@@ -758,15 +758,15 @@ def test_path_rule_defaults(tmp_path: object) -> None:
     base = Path(str(tmp_path))
     (base / "a").mkdir()
     (base / "b").mkdir()
-    insensitive = PathRule([], ["*.PEM"], None)  # no roots, no base: relative to the working directory
+    insensitive = PathRule([], ["*.PEM"], ".")  # no roots, base ".": relative to the working directory
     assert (
         insensitive.check("key.pem")
         == f"the path {str(Path('key.pem').resolve())!r} matches the denied pattern '*.pem'"
     )
     assert insensitive.check("notes.txt") is None
     two_roots = PathRule([str(base / "a"), str(base / "b")], [], None)
-    assert two_roots.resolve("x") == str((base / "a" / "x").resolve())  # the first root is the base
-    sensitive = PathRule([], ["*.PEM"], None, case_sensitive=True)
+    assert two_roots.resolve("x") is None  # no base: a relative path is not judged from a guessed folder
+    sensitive = PathRule([], ["*.PEM"], ".", case_sensitive=True)
     assert sensitive.check("key.pem") is None
     assert (
         sensitive.check("KEY.PEM") == f"the path {str(Path('KEY.PEM').resolve())!r} matches the denied pattern '*.PEM'"
