@@ -7,12 +7,15 @@ and a paused turn waits in the database for its decision. See docs/durable.md.
 
 from __future__ import annotations
 
-from ._backend import DurableBackend, StepSlot, TurnInfo
-from ._kernels import config_reference, durable_kernel, kernel_from_reference
-from ._options import DEFAULT_DATABASE, DurableOptions, QueueOptions
-from ._runner import DurableRunner
-from ._runtime import shutdown
-from ._steps import IDEMPOTENCY_KEY, STEPS_FILTER, durable_steps, idempotency_key
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._backend import DurableBackend, StepSlot, TurnInfo
+    from ._kernels import config_reference, durable_kernel, kernel_from_reference
+    from ._options import DEFAULT_DATABASE, DurableOptions, QueueOptions
+    from ._runner import DurableRunner
+    from ._runtime import shutdown
+    from ._steps import IDEMPOTENCY_KEY, STEPS_FILTER, durable_steps, idempotency_key
 
 __version__ = "0.1.0"
 
@@ -34,3 +37,35 @@ __all__ = [
     "kernel_from_reference",
     "shutdown",
 ]
+
+# Imported on first use: `beamfilter --help` and `beamfilter plugins` load this package's
+# entry point, and should not pay for what only a command or a config section needs.
+_LAZY = {
+    "DurableBackend": "._backend",
+    "StepSlot": "._backend",
+    "TurnInfo": "._backend",
+    "config_reference": "._kernels",
+    "durable_kernel": "._kernels",
+    "kernel_from_reference": "._kernels",
+    "DEFAULT_DATABASE": "._options",
+    "DurableOptions": "._options",
+    "QueueOptions": "._options",
+    "DurableRunner": "._runner",
+    "shutdown": "._runtime",
+    "IDEMPOTENCY_KEY": "._steps",
+    "STEPS_FILTER": "._steps",
+    "durable_steps": "._steps",
+    "idempotency_key": "._steps",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
+    from importlib import import_module
+
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value

@@ -12,7 +12,7 @@ import json
 import signal
 import sys
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 
@@ -20,8 +20,11 @@ from beamfilter_core import Decision, converter
 from beamfilter_core.errors import ConfigError, DurableError
 
 from ._options import DurableOptions
-from ._runner import DurableRunner
-from ._runtime import shutdown
+
+if TYPE_CHECKING:
+    # DBOS and SQLAlchemy load with the runner: `beamfilter --help` lists this command
+    # through configure() and must not pay for them (docs/performance.md, cold start)
+    from ._runner import DurableRunner
 
 __all__ = ["configure", "run"]
 
@@ -94,6 +97,8 @@ def _runner(config: str, executor_id: str | None = None, *, worker: bool = True)
     options: DurableOptions = section.options
     if executor_id is not None:
         options = attrs.evolve(options, executor_id=executor_id)
+    from ._runner import DurableRunner
+
     return DurableRunner(built.source, options, worker=worker)
 
 
@@ -104,6 +109,8 @@ def _when(value: float | None) -> str:
 
 
 def _run_async(work: Callable[[], Awaitable[T]]) -> T:
+    from ._runtime import shutdown
+
     try:
         return asyncio.run(work())  # type: ignore[arg-type]
     finally:

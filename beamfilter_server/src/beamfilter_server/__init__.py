@@ -4,11 +4,14 @@ config's onion, with an approvals inbox in the browser. See docs/serve.md.
 
 from __future__ import annotations
 
-from ._app import create_app
-from ._auth import client_id
-from ._client_tools import CLIENT_TOOLS_FILTER
-from ._gateway import CONVERSATION_HEADER, WAIT_HEADER, Gateway
-from ._options import SERVER_OPTIONS, ServerOptions
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._app import create_app
+    from ._auth import client_id
+    from ._client_tools import CLIENT_TOOLS_FILTER
+    from ._gateway import CONVERSATION_HEADER, WAIT_HEADER, Gateway
+    from ._options import SERVER_OPTIONS, ServerOptions
 
 __version__ = "0.1.0"
 
@@ -23,3 +26,28 @@ __all__ = [
     "client_id",
     "create_app",
 ]
+
+# Imported on first use: `beamfilter --help` and `beamfilter plugins` load this package's
+# entry point, and should not pay for what only a command or a config section needs.
+_LAZY = {
+    "create_app": "._app",
+    "client_id": "._auth",
+    "CLIENT_TOOLS_FILTER": "._client_tools",
+    "CONVERSATION_HEADER": "._gateway",
+    "WAIT_HEADER": "._gateway",
+    "Gateway": "._gateway",
+    "SERVER_OPTIONS": "._options",
+    "ServerOptions": "._options",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
+    from importlib import import_module
+
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
