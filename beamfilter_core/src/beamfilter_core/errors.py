@@ -34,6 +34,7 @@ The tree::
       ResumeError (ValueError)           a pause state or its decisions cannot resume
         PauseSignatureError              a pause state is unsigned, changed or signed with another key
         AlreadyResumedError              the pause was resumed already (or a newer turn answered it)
+      ConversationBusyError              a new turn while a resume of the conversation is in flight
       StoreError                         a memory store failed
       DurableError                       a durable turn cannot be started, decided or found
       RunningLoopError (RuntimeError)    a *_sync method was called inside a running event loop
@@ -63,6 +64,7 @@ __all__ = [
     "BeamfilterError",
     "ConfigError",
     "ConflictError",
+    "ConversationBusyError",
     "ContentBlockedError",
     "DurableError",
     "FilterError",
@@ -313,6 +315,11 @@ class PauseSignatureError(ResumeError):
 
 class AlreadyResumedError(ResumeError):
     """The pause was resumed already (or a newer turn answered its calls); nothing ran."""
+
+
+class ConversationBusyError(BeamfilterError):
+    """A new turn was refused: a resume of the conversation's pause is in flight (its calls
+    have no results yet and no pause is stored). Nothing ran; send the turn again after it."""
 
 
 class StoreError(BeamfilterError):
