@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from _secret_samples import CONTEXTS, SAMPLES, build
 
 from beamfilter_builtins import redact_filter
-from beamfilter_builtins._secret_rules import DEFAULT_RULES
+from beamfilter_core.secrets import DEFAULT_RULES
 
 # detect-secrets 1.5 plugins -> the beamfilter rule that covers the format (None: not covered, why).
 DETECT_SECRETS: dict[str, str | None] = {

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from beamfilter_builtins import redact_filter
 from beamfilter_builtins._partial import first_chars, prefix_source
 from beamfilter_builtins._redactor import Redactor, _look_back_probes
-from beamfilter_builtins._secret_rules import SecretRule
 from beamfilter_core import Filter, Kernel, RunFinished, ScriptedModel
 from beamfilter_core.errors import ConfigError
+from beamfilter_core.secrets import SecretRule
 from beamfilter_core.testing import collect_stream
 
 pytestmark = pytest.mark.anyio

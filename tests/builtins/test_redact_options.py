@@ -8,9 +8,9 @@ import pytest
 
 from beamfilter_builtins import redact_filter
 from beamfilter_builtins._redact import user_rules
-from beamfilter_builtins._secret_rules import SecretRule
 from beamfilter_core import Kernel
 from beamfilter_core.errors import ConfigError
+from beamfilter_core.secrets import SecretRule
 
 
 def test_no_patterns_give_no_rules() -> None:

@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beamfilter_builtins import redact_filter
-from beamfilter_builtins._secret_rules import CATEGORIES, DEFAULT_RULES, SecretRule, select_rules
 from beamfilter_core import Filter, Kernel, RunFinished, ScriptedModel
 from beamfilter_core.errors import ConfigError
+from beamfilter_core.secrets import CATEGORIES, DEFAULT_RULES, SecretRule, select_rules
 from beamfilter_core.testing import collect_stream
 
 pytestmark = pytest.mark.anyio

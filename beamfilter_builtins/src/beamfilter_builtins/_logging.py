@@ -14,9 +14,9 @@ from typing import Any
 
 from beamfilter_core import ChatResponse, Filter, FilterSpec, IterationResult, ToolResult, TurnResult, options_schema
 from beamfilter_core.errors import ConfigError
+from beamfilter_core.secrets import select_rules
 
 from ._redactor import Redactor
-from ._secret_rules import select_rules
 from ._text import joined_text
 from ._text import preview as _preview
 

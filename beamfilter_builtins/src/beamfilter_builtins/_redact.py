@@ -1,6 +1,6 @@
 """``redact``: replace secrets in the answer, even when a secret is split across tokens.
 
-The rules are the shared secret rule set (:mod:`._secret_rules`: API keys of AI, cloud,
+The rules are the shared secret rule set (:mod:`beamfilter_core.secrets`: API keys of AI, cloud,
 VCS, chat, payment and SaaS providers, private keys, JWTs, auth headers, credentials in
 URLs and secret-like assignments), optionally extended with your own patterns. The
 engine (:mod:`._redactor`) holds back only the shortest tail of the stream that more
@@ -16,9 +16,9 @@ from typing import Any, Literal
 
 from beamfilter_core import Filter, FilterSpec, TokenTransform, options_schema
 from beamfilter_core.errors import ConfigError
+from beamfilter_core.secrets import DEFAULT_RULES, EMAIL_RULE, SecretRule, select_rules
 
 from ._redactor import Redactor
-from ._secret_rules import DEFAULT_RULES, EMAIL_RULE, SecretRule, select_rules
 
 __all__ = ["DEFAULT_PATTERNS", "EMAIL_PATTERN", "SPEC", "redact_filter", "user_rules"]
 

@@ -19,9 +19,9 @@ from re import _parser  # type: ignore[attr-defined]  # widths of a pattern
 from typing import NamedTuple
 
 from beamfilter_core.errors import ConfigError
+from beamfilter_core.secrets import SecretRule
 
 from ._partial import context_width, fast_source, first_chars, first_source, hold_source, trailing_reach
-from ._secret_rules import SecretRule
 
 __all__ = ["Redactor", "compile_rule"]
 

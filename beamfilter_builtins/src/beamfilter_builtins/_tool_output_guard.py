@@ -3,7 +3,7 @@
 Three steps, in this order, on every tool result (failures too):
 
 1. **Secrets** found in the output are masked with the rule set ``redact`` uses
-   (:mod:`._secret_rules`: provider tokens, private keys, credentials in URLs and
+   (:mod:`beamfilter_core.secrets`: provider tokens, private keys, credentials in URLs and
    assignments; e-mails optional), extended by ``secret_patterns``.
 2. **Prompt injection**: text that looks like instructions to the model ("ignore all
    previous instructions", chat-template tokens, "do not tell the user", ...) is
@@ -26,11 +26,11 @@ from typing import Any
 
 from beamfilter_core import Filter, FilterSpec, ToolFailure, ToolRequest, ToolResult, options_schema
 from beamfilter_core.errors import ConfigError
+from beamfilter_core.secrets import select_rules
 
 from ._options import TOOL_NAMES
 from ._redact import user_rules
 from ._redactor import Redactor
-from ._secret_rules import select_rules
 
 __all__ = [
     "DEFAULT_BLOCK",

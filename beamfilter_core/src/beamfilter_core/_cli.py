@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
-from ._secrets import mask_credentials
+from ._masking import mask_secrets
 from .errors import BeamfilterError, ConfigError, PluginError
 
 T = TypeVar("T")
@@ -190,8 +190,8 @@ def main(argv: Sequence[str] | None = None, *, registry: Any = None) -> int:
         code = USAGE_ERROR if usage else RUN_ERROR
         if debug:
             traceback.print_exc()
-        # error texts may quote a store URL or a base_url: credentials are shown as ***
-        text = mask_credentials(str(exc))
+        # error texts may quote a store URL, a base_url or a refused key: secrets are shown as ***
+        text = mask_secrets(str(exc))
         if getattr(args, "json", False) and args.command == "run":
             error = {"type": type(exc).__name__, "message": text, "exit_code": code}
             print(json.dumps({"error": error}, indent=2, ensure_ascii=False))
@@ -315,6 +315,8 @@ def _cmd_chain(args: argparse.Namespace) -> int:
         f"{built.source}: model {built.model or type(kernel.model).__name__}, {plural(len(names), 'filter')}{tools}",
         file=out,
     )
+    for b in built.toolsets:  # its name says what it runs, e.g. an unsandboxed shell
+        print(f"tools[{b.index}] {b.use}: {b.toolset.name}", file=out)
     presets: dict[tuple[int, str], list[str]] = {}
     for b in built.filters:
         if b.preset:

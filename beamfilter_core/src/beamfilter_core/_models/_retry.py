@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .._masking import mask_secrets
 from ..errors import (
     AuthenticationError,
     BadRequestError,
@@ -124,7 +125,10 @@ def error_from_response(status: int, headers: Mapping[str, str], body: bytes) ->
     """The typed error for an error response, with the server's own message.
 
     Accepts OpenAI's ``{"error": {...}}``, a bare error object, llama.cpp's integer
-    ``code``, and non-JSON bodies (the text is the message).
+    ``code``, and non-JSON bodies (the text is the message). The message is masked with
+    the secret rule set (:func:`beamfilter_core.secrets.mask_secrets`): servers echo the
+    key they refused (``Incorrect API key provided: sk-...``), and the message is written
+    to the retry log and to the gateway's error log.
     """
     text = body.decode("utf-8", "replace").strip()
     decoded: Any = None
@@ -150,10 +154,10 @@ def error_from_response(status: int, headers: Mapping[str, str], body: bytes) ->
         message += " (out of quota: retrying will not help; check the account's plan and billing)"
     cls = _CLASSES.get(status, InternalServerError if status >= 500 else ProviderHTTPError)
     return cls(
-        message,
+        mask_secrets(message),
         status_code=status,
         error_type=error_type,
         code=code,
-        body=decoded if decoded is not None else text,
+        body=decoded if decoded is not None else mask_secrets(text),
         retry_after=header_delay(headers),
     )

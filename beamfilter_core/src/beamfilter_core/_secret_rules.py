@@ -1,4 +1,5 @@
-"""The secret formats beamfilter hides: one rule set for ``redact``, ``tool_output_guard`` and ``logging``.
+"""The secret formats beamfilter hides: one rule set for ``redact``, ``tool_output_guard``, ``logging``,
+the gateway's and the CLI's log lines (public in :mod:`beamfilter_core.secrets`).
 
 Each rule is written from the provider's public description of its token format. Every
 rule starts with a fixed, distinctive text (a prefix such as ``ghp_``, a keyword such as
@@ -19,9 +20,21 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import NamedTuple
 
-from beamfilter_core.errors import ConfigError
+from .errors import ConfigError
 
-__all__ = ["CATEGORIES", "DEFAULT_RULES", "EMAIL_RULE", "SecretRule", "select_rules"]
+__all__ = [
+    "CATEGORIES",
+    "DEFAULT_RULES",
+    "EMAIL_RULE",
+    "SecretRule",
+    "basic_credentials",
+    "entropy",
+    "has_digit",
+    "looks_random",
+    "not_placeholder",
+    "password_value",
+    "select_rules",
+]
 
 
 class SecretRule(NamedTuple):
@@ -71,6 +84,21 @@ def looks_random(value: str) -> bool:
     if _PLACEHOLDER.search(value) or _CODE_NAME.fullmatch(value):
         return False
     return entropy(value) >= 3.0
+
+
+_VARIABLE = re.compile(r"\$[A-Za-z_][A-Za-z0-9_]*|%[A-Za-z_][A-Za-z0-9_]*%")
+_NOT_PASSWORDS = frozenset({"password", "passwords", "password1", "password123"})
+
+
+def password_value(value: str) -> bool:
+    """A value assigned to a password name is a secret whatever its entropy: 8+ characters,
+    not a placeholder (``<password>``, ``${DB_PASSWORD}``, ``changeme``) or a code name
+    (``settings.DB_PASSWORD``, ``os.environ``, ``credentials``: letters alone read as a name)."""
+    if len(value) < 8 or value.isalpha() or value.lower().strip(".") in _NOT_PASSWORDS:
+        return False
+    if _CODE_NAME.fullmatch(value) or _VARIABLE.fullmatch(value):
+        return False
+    return not _PLACEHOLDER.search(value)
 
 
 def not_placeholder(value: str) -> bool:
@@ -126,6 +154,8 @@ _KEYWORDS = _cases(
     "encryption_key",
     "credential",
 )
+# a password is a secret whatever it looks like (``hunter2hunter2``)
+_PASSWORDS = _cases("password", "passwd", "passphrase", "pwd")
 _PEM_LABEL = r"[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
 
 _AWS_SECRET_NAME = (
@@ -353,6 +383,14 @@ DEFAULT_RULES: tuple[SecretRule, ...] = (
         r"://[^\s:/?#@\"'<>\[\]]{0,64}:(?P<secret>[^\s/?#@\"'<>]{1,128})@[A-Za-z0-9.\[_-]",
         "scheme://user:PASSWORD@host",
         not_placeholder,
+    ),
+    SecretRule(
+        "password_assignment",
+        "generic",
+        rf"(?:{_PASSWORDS})[A-Za-z0-9_.-]{{0,24}}(?:\\?[\"'])?[ \t]{{0,4}}(?:=>|:=|[:=])[ \t]{{0,4}}"
+        r"(?:\\?[\"'])?(?P<secret>[A-Za-z0-9+/=_.~!@#$%^&*?-]{8,200})",
+        'password = / "passwd": + any value of 8+ characters that is not a placeholder',
+        password_value,
     ),
     SecretRule(
         "keyword_assignment",
