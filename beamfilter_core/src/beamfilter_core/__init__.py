@@ -53,6 +53,8 @@ from ._toolsets import Toolset
 
 if _typing.TYPE_CHECKING:
     from ._hookspecs import hookimpl
+    from ._models._anthropic import AnthropicChatModel
+    from ._models._azure import AzureOpenAIChatModel
     from ._models._local import LocalModel
     from ._models._openai import OpenAIChatModel
     from ._options import options_schema
@@ -72,6 +74,8 @@ if _typing.TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "AnthropicChatModel",
+    "AzureOpenAIChatModel",
     "BuildContext",
     "CancelToken",
     "ChatHook",
@@ -153,8 +157,10 @@ _LAZY = {
     **{name: ("._specs", name) for name in ("BuildContext", "CommandSpec", "FilterSpec", "ModelSpec")},
     **{name: ("._specs", name) for name in ("PresetSpec", "SectionSpec", "StoreSpec", "ToolsetSpec")},
     "converter": ("._serde", "converter"),
+    "AnthropicChatModel": ("._models._anthropic", "AnthropicChatModel"),
     "LocalModel": ("._models._local", "LocalModel"),
     "OpenAIChatModel": ("._models._openai", "OpenAIChatModel"),
+    "AzureOpenAIChatModel": ("._models._azure", "AzureOpenAIChatModel"),
     "hookimpl": ("._hookspecs", "hookimpl"),
     "PluginInfo": ("._registry", "PluginInfo"),
     "Registered": ("._registry", "Registered"),

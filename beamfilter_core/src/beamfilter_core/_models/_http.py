@@ -1,0 +1,381 @@
+"""The HTTP half shared by the native providers (Anthropic, Gemini): one JSON POST, plain or SSE.
+
+A provider subclass supplies its wire (URL, headers, body, parser, stream accumulator,
+error body); this base does the rest the way :class:`~._openai.OpenAIChatModel` does:
+the same retry policy (:mod:`._retry`), the same deadline, stall timeout and size caps,
+a stream that delivered text is never retried, and cancelling closes the response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import os
+import re
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any, Protocol, Self
+
+import httpx
+from httpx_sse import EventSource
+
+from .._messages import utf8_safe
+from .._records import ChatRequest, ChatResponse
+from .._secrets import mask_credentials
+from ..errors import (
+    ConfigError,
+    IncompleteStreamError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderHTTPError,
+    ProviderResponseError,
+    ProviderTimeoutError,
+    ResponseTooLargeError,
+)
+from ._base import TokenSink
+from ._openai import _CappedText, _drain, _read_capped
+from ._retry import error_from_response, retry_delay, status_retryable
+from ._wire import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, loads
+
+__all__ = ["DEADLINE", "MAX_EVENT_CHARS", "Accumulator", "HTTPChatModel"]
+
+logger = logging.getLogger("beamfilter.models")
+
+# The retry wait; module-level so tests can observe delays without sleeping.
+_sleep = asyncio.sleep
+
+#: Default bound on one whole model call, retries and their waits included, in seconds.
+DEADLINE = 600.0
+#: Default bound on one SSE event (its lines, comments and blank lines), in characters.
+MAX_EVENT_CHARS = 2_000_000
+_ERROR_BODY_BYTES = 65_536
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class Accumulator(Protocol):
+    """Folds the ``data`` of a provider's stream events into one :class:`ChatResponse`."""
+
+    #: True once text reached ``on_token`` (such a stream is never retried).
+    delivered: bool
+    #: True at the event that ends the stream (the rest of the body is only drained).
+    done: bool
+
+    def feed(self, data: str) -> None:
+        """Take one event's data; raises ProviderResponseError when it breaks the protocol."""
+        ...
+
+    def result(self, *, chunks: int) -> ChatResponse:
+        """The whole answer; raises IncompleteStreamError when the stream was cut short."""
+        ...
+
+
+class _Failed(Exception):
+    """One failed attempt: the error to raise, whether it may be retried, the asked delay."""
+
+    def __init__(self, error: ProviderError, retryable: bool, asked: float | None = None) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.retryable = retryable
+        self.asked = asked
+
+
+class HTTPChatModel:
+    """Base of the native providers; see :class:`~beamfilter_core.AnthropicChatModel`."""
+
+    #: The class name used in messages, and the variable naming the key.
+    _label = "HTTPChatModel"
+    _default_base_url = ""
+    _default_key_env = ""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        api_key_env: str | None = None,
+        options: Mapping[str, Any] | None = None,
+        timeout: float = 60.0,
+        deadline: float | None = DEADLINE,
+        max_retries: int = 2,
+        max_event_chars: int = MAX_EVENT_CHARS,
+        max_answer_chars: int = MAX_ANSWER_CHARS,
+        max_argument_chars: int = MAX_ARGUMENT_CHARS,
+        client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        label = self._label
+        base_url = self._default_base_url if base_url is None else base_url
+        api_key_env = self._default_key_env if api_key_env is None else api_key_env
+        if not isinstance(model, str) or not model:
+            msg = f"{label}(model={model!r}) needs a model name."
+            raise ConfigError(msg)
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            shown = mask_credentials(base_url) if isinstance(base_url, str) else base_url
+            msg = f"{label}(base_url={shown!r}) must be an http(s) URL such as {self._default_base_url!r}."
+            raise ConfigError(msg)
+        for name, value in (("timeout", timeout), ("deadline", deadline)):
+            if value is None and name == "deadline":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+                msg = f"{label}({name}={value!r}) must be a positive number of seconds (not nan or inf)."
+                raise ConfigError(msg)
+        for name, value in (
+            ("max_retries", max_retries),
+            ("max_event_chars", max_event_chars),
+            ("max_answer_chars", max_answer_chars),
+            ("max_argument_chars", max_argument_chars),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "max_retries" else 1):
+                least = ">= 0 (default 2)" if name == "max_retries" else ">= 1"
+                msg = f"{label}({name}={value!r}) must be an integer {least}."
+                raise ConfigError(msg)
+        if options is not None and not isinstance(options, Mapping):
+            msg = f"{label}(options={options!r}) must be a mapping of extra body fields."
+            raise ConfigError(msg)
+        if api_key_env and not _ENV_NAME.match(api_key_env):
+            # never echoed: a key pasted here by mistake must not reach an error message
+            msg = (
+                f"{label}(api_key_env=...) must name an environment variable (letters, digits, '_'), such as "
+                f"{self._default_key_env!r}; to pass the key itself use api_key= (in a config: "
+                'api_key = { "$env" = "NAME" }).'
+            )
+            raise ConfigError(msg)
+        if client is not None and transport is not None:
+            msg = f"{label} takes client= or transport=, not both; configure the transport on your client."
+            raise ConfigError(msg)
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.options: Mapping[str, Any] = dict(options or {})
+        self.timeout = float(timeout)
+        self.deadline = None if deadline is None else float(deadline)
+        self.max_retries = max_retries
+        self.max_event_chars = max_event_chars
+        self.max_answer_chars = max_answer_chars
+        self.max_argument_chars = max_argument_chars
+        key = api_key if api_key is not None else (os.environ.get(api_key_env) if api_key_env else None)
+        self._key_hint = api_key_env or self._default_key_env
+        self._has_key = bool(key)
+        headers = {"Content-Type": "application/json", "Accept": "application/json", **self._key_headers(key)}
+        self._headers = headers
+        self._stream_headers = {**headers, "Accept": "text/event-stream"}
+        self._timeout = httpx.Timeout(self.timeout)
+        self._client = client
+        self._owns_client = client is None
+        self._transport = transport
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+
+    # -- what a provider supplies -------------------------------------------------------
+
+    def _key_headers(self, key: str | None) -> dict[str, str]:  # pragma: no cover - every provider overrides
+        raise NotImplementedError
+
+    def _url(self, *, stream: bool) -> str:  # pragma: no cover - every provider overrides
+        raise NotImplementedError
+
+    def _body(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:  # pragma: no cover
+        raise NotImplementedError
+
+    def _parse(self, data: Any) -> ChatResponse:  # pragma: no cover - every provider overrides
+        raise NotImplementedError
+
+    def _accumulator(self, on_token: TokenSink | None) -> Accumulator:  # pragma: no cover
+        raise NotImplementedError
+
+    def _error(self, status: int, headers: Mapping[str, str], body: bytes) -> ProviderHTTPError:
+        """The typed error of an error response (providers refine ``error_type``/``code``)."""
+        return error_from_response(status, headers, body)
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        return f"{self._label}(model={self.model!r}, base_url={mask_credentials(self.base_url)!r})"
+
+    def _http(self) -> httpx.AsyncClient:
+        if not self._owns_client:
+            assert self._client is not None  # set in __init__ when not owned
+            return self._client
+        loop = asyncio.get_running_loop()
+        client = self._client
+        if client is None or self._client_loop is not loop:
+            # pooled connections belong to one event loop; run_sync starts one per call
+            client = self._client = httpx.AsyncClient(transport=self._transport, timeout=self._timeout)
+            self._client_loop = loop
+        return client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client this model created (an injected client is left open)."""
+        client = self._client
+        if self._owns_client and client is not None:
+            self._client = None
+            self._client_loop = None
+            await client.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    # -- calls --------------------------------------------------------------------------
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        """Answer ``request`` in one piece (a non-streaming call)."""
+        return await self._with_retries(request, None, stream=False)
+
+    async def stream(self, request: ChatRequest, on_token: TokenSink) -> ChatResponse:
+        """Answer ``request`` as a stream, calling ``on_token`` for each text delta."""
+        return await self._with_retries(request, on_token, stream=True)
+
+    async def _with_retries(self, request: ChatRequest, on_token: TokenSink | None, *, stream: bool) -> ChatResponse:
+        if not self._has_key and self.base_url == self._default_base_url:
+            msg = (
+                f"{self._label}(model={self.model!r}) talks to {self.base_url} without an API key; "
+                f"set {self._key_hint} or pass api_key=."
+            )
+            raise ConfigError(msg)
+        url = self._url(stream=stream)
+        text = json.dumps(self._body(request, stream=stream), ensure_ascii=False)
+        try:
+            body = text.encode()
+        except UnicodeEncodeError:  # lone surrogates (e.g. a file read with surrogateescape)
+            body = utf8_safe(text).encode()
+        if self.deadline is None:
+            return await self._attempts(url, body, on_token, stream=stream)
+        try:
+            async with asyncio.timeout(self.deadline) as scope:
+                return await self._attempts(url, body, on_token, stream=stream)
+        except TimeoutError:
+            if not scope.expired():  # pragma: no cover - a TimeoutError of the caller's own
+                raise
+            msg = (
+                f"The call to {mask_credentials(url)} took longer than deadline={self.deadline:g} s "
+                "(retries and waits included); raise deadline= if such answers are expected."
+            )
+            raise ProviderTimeoutError(msg) from None
+
+    async def _attempts(self, url: str, body: bytes, on_token: TokenSink | None, *, stream: bool) -> ChatResponse:
+        attempt = 0
+        while True:
+            accumulator = self._accumulator(on_token) if stream else None
+            try:
+                if accumulator is not None:
+                    return await self._stream_once(url, body, accumulator)
+                return await self._complete_once(url, body)
+            except _Failed as failed:
+                error = failed.error
+                delivered = accumulator is not None and accumulator.delivered
+                delay = None
+                if not delivered and attempt < self.max_retries:
+                    delay = retry_delay(failed.retryable, failed.asked, attempt)
+                if delay is None:
+                    raise error from failed.__cause__
+                logger.info(
+                    "%s: retry %d/%d in %.2f s after: %s", self._label, attempt + 1, self.max_retries, delay, error
+                )
+                await _sleep(delay)
+                attempt += 1
+
+    def _http_failure(self, response: httpx.Response, body: bytes) -> _Failed:
+        headers = response.headers
+        error = self._error(response.status_code, headers, body)
+        retryable = status_retryable(response.status_code, headers, error.code)
+        # a provider may name the delay in its body (Gemini's RetryInfo) rather than a header
+        return _Failed(error, retryable, error.retry_after)
+
+    def _transport_failure(self, url: str, exc: httpx.HTTPError, chunks: int | None) -> _Failed:
+        where = "before the response" if chunks is None else f"after {chunks} stream chunk(s)"
+        shown = mask_credentials(url)
+        if isinstance(exc, httpx.TimeoutException):
+            what = "no data" if chunks is not None else "no answer"
+            msg = f"{what} from {shown} within timeout={self.timeout:g} s {where} ({type(exc).__name__})."
+            return _Failed(ProviderTimeoutError(msg), True)
+        if chunks is not None:
+            msg = f"The connection to {shown} dropped {where}: {mask_credentials(str(exc)) or type(exc).__name__}."
+            return _Failed(IncompleteStreamError(msg), True)
+        msg = f"Cannot reach {shown}: {type(exc).__name__}: {mask_credentials(str(exc))}. Is the server running?"
+        return _Failed(ProviderConnectionError(msg), True)
+
+    async def _read_body(self, url: str, response: httpx.Response) -> bytes:
+        body = await _read_capped(response, 6 * self.max_answer_chars + _ERROR_BODY_BYTES)
+        if body is None:
+            msg = (
+                f"{mask_credentials(url)} answered with a body longer than max_answer_chars={self.max_answer_chars} "
+                "allows; raise the limit if such answers are expected."
+            )
+            raise ResponseTooLargeError(msg)
+        return body
+
+    def _parsed(self, body: bytes, problem: str) -> ChatResponse:
+        """A non-streamed answer; every malformed shape is retried like a non-JSON body."""
+        try:
+            return self._parse(loads(body, problem))
+        except ResponseTooLargeError:
+            raise
+        except ProviderResponseError as exc:
+            raise _Failed(exc, True) from None
+
+    def _send(self, url: str, body: bytes, headers: Mapping[str, str]) -> Any:
+        return self._http().stream("POST", url, content=body, headers=headers, timeout=self._timeout)
+
+    async def _complete_once(self, url: str, body: bytes) -> ChatResponse:
+        try:
+            async with self._send(url, body, self._headers) as response:
+                if not 200 <= response.status_code < 300:
+                    error_body = await _read_capped(response, _ERROR_BODY_BYTES)
+                    raise self._http_failure(response, error_body or b"")
+                data = await self._read_body(url, response)
+        except httpx.HTTPError as exc:
+            raise self._transport_failure(url, exc, None) from exc
+        return self._parsed(
+            data, f"{mask_credentials(url)} answered {response.status_code} with a body that is not JSON"
+        )
+
+    async def _stream_once(self, url: str, body: bytes, accumulator: Accumulator) -> ChatResponse:
+        chunks: int | None = None
+        try:
+            async with self._send(url, body, self._stream_headers) as response:
+                if not 200 <= response.status_code < 300:
+                    error_body = await _read_capped(response, _ERROR_BODY_BYTES)
+                    raise self._http_failure(response, error_body or b"")
+                chunks = 0
+                content_type = response.headers.get("content-type", "").lower()
+                if not content_type.startswith("text/event-stream"):
+                    data = await self._read_body(url, response)
+                    shown = mask_credentials(url)
+                    if not data.strip():
+                        msg = f"{shown} answered 200 to a stream request with an empty body."
+                        raise _Failed(IncompleteStreamError(msg), True)
+                    msg = f"{shown} answered a stream request with content-type {content_type!r}: {data[:200]!r}."
+                    raise _Failed(ProviderResponseError(msg), True)
+                feed = accumulator.feed
+                capped = _CappedText(response, self.max_event_chars)
+                events = EventSource(capped).aiter_sse()  # type: ignore[arg-type]  # headers + aiter_text suffice
+                try:
+                    async for event in events:
+                        capped.since_event = 0
+                        data_text = event.data
+                        if not data_text:
+                            continue
+                        chunks += 1
+                        try:
+                            feed(data_text)
+                        except ResponseTooLargeError:
+                            raise
+                        except ProviderResponseError as exc:
+                            raise _Failed(exc, True) from None
+                        if accumulator.done:
+                            await _drain(events)
+                            break
+                finally:
+                    await events.aclose()
+        except httpx.HTTPError as exc:
+            raise self._transport_failure(url, exc, chunks) from exc
+        try:
+            return accumulator.result(chunks=chunks)
+        except IncompleteStreamError as exc:
+            raise _Failed(exc, True) from None
