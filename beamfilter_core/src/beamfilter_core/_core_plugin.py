@@ -27,9 +27,21 @@ _OPENAI_SCHEMA: dict[str, Any] = {
         "max_event_chars": {"type": "integer", "minimum": 1},
         "max_answer_chars": {"type": "integer", "minimum": 1},
         "max_argument_chars": {"type": "integer", "minimum": 1},
+        "api": {"enum": ["chat", "responses"]},
     },
     "required": ["model"],
     "additionalProperties": False,
+}
+
+# Azure: the OpenAI options less model/api/base_url's default, plus the deployment's address.
+_AZURE_SCHEMA: dict[str, Any] = {
+    **_OPENAI_SCHEMA,
+    "properties": {
+        **{k: v for k, v in _OPENAI_SCHEMA["properties"].items() if k not in ("model", "api")},
+        "deployment": {"type": "string", "minLength": 1},
+        "api_version": {"type": "string", "minLength": 1},
+    },
+    "required": ["deployment", "base_url"],
 }
 
 _LOCAL_SCHEMA: dict[str, Any] = {
@@ -95,6 +107,13 @@ def openai_model(**options: Any) -> Any:
     return OpenAIChatModel(**options)
 
 
+def azure_openai_model(**options: Any) -> Any:
+    """An :class:`~beamfilter_core.AzureOpenAIChatModel` (chat completions on an Azure OpenAI resource)."""
+    from ._models._azure import AzureOpenAIChatModel
+
+    return AzureOpenAIChatModel(**options)
+
+
 def local_model(*, build: BuildContext | None = None, **options: Any) -> Any:
     """The embedded llama.cpp model (extra ``beamfilter-core[local]``).
 
@@ -138,6 +157,7 @@ def beamfilter_register_models() -> list[ModelSpec]:
     """The chat model providers shipped with beamfilter-core."""
     return [
         ModelSpec("openai", openai_model, _OPENAI_SCHEMA, "OpenAI-compatible chat completions over HTTP"),
+        ModelSpec("azure_openai", azure_openai_model, _AZURE_SCHEMA, "Azure OpenAI chat completions (a deployment)"),
         ModelSpec("local", local_model, _LOCAL_SCHEMA, "embedded llama.cpp model (extra: beamfilter-core[local])"),
         ModelSpec("scripted", scripted_model, _SCRIPTED_SCHEMA, "replays scripted answers (tests, docs, demos)"),
     ]
