@@ -239,14 +239,16 @@ PATH_BYPASSES = [
 @pytest.mark.parametrize(("path", "reason"), PATH_BYPASSES)
 def test_path_bypass_attempts_are_denied(sandbox: Path, path: str, reason: str) -> None:
     root = os.path.realpath(sandbox)
-    policy = ToolPolicy([{"tool": "read", "kind": "path", "roots": [str(sandbox)], "deny_paths": ["*.pem"]}])
+    policy = ToolPolicy(
+        [{"tool": "read", "kind": "path", "roots": [str(sandbox)], "deny_paths": ["*.pem"], "base": str(sandbox)}]
+    )
     values = {"root": root, "parent": os.path.dirname(root)}
     expected = Denial("rules[0] path 'path'", reason.format(**values))
     assert policy.check("read", {"path": path.format(**values)}) == expected
 
 
 def test_paths_inside_the_root_pass(sandbox: Path) -> None:
-    policy = ToolPolicy([{"tool": "read", "kind": "path", "roots": [str(sandbox)]}])
+    policy = ToolPolicy([{"tool": "read", "kind": "path", "roots": [str(sandbox)], "base": str(sandbox)}])
     for path in ["sub/notes.txt", "link_in", str(sandbox / "sub" / "new.txt"), "./sub/../sub/notes.txt", "."]:
         assert policy.check("read", {"path": path}) is None, path
     # a list argument: every entry is checked

@@ -23,7 +23,7 @@ import pytest
 from _support import free_port, require
 
 from beamfilter_core import ChatResponse, Filter, Kernel, ScriptedModel, ToolCall
-from beamfilter_core.errors import ToolsetError
+from beamfilter_core.errors import ConfigError, ToolsetError
 
 pytest.importorskip("mcp")
 
@@ -34,6 +34,7 @@ BIN = HERE / "node_modules" / ".bin"
 EVERYTHING = BIN / "mcp-server-everything"
 FILESYSTEM = BIN / "mcp-server-filesystem"
 NOTES_SERVER = HERE / "mcp_server.py"
+PYTHON = os.path.basename(sys.executable)
 
 
 def _npm_server(path: Path) -> str:
@@ -292,7 +293,9 @@ def test_http_server_refusing_the_token_is_a_typed_error_without_the_token(notes
     )
     with pytest.raises(ToolsetError) as caught:
         kernel.run_sync("hi")
-    assert str(caught.value).startswith(f"The MCP server {url!r} could not be started: ")
+    assert str(caught.value) == (
+        f"The MCP server tools[0].url ({url}) could not be started: MCPError: Server returned an error response."
+    )
     assert "wrong-secret-123" not in str(caught.value)
     assert "wrong-secret-123" not in repr(kernel.tools) + repr(kernel._toolsets)
 
@@ -334,15 +337,71 @@ def test_a_misbehaving_server_fails_the_call_as_transient_and_the_loop_goes_on(t
     assert time.monotonic() - started < 30
     assert result.text == "recovered"
     failure = _results(model, 1)[0]
-    assert failure.startswith(f"Tool {tool_name!r} failed: ToolServerError: the MCP server ")
+    # the server by its program and script, never its whole command line with its folders
+    assert failure.startswith(f"Tool {tool_name!r} failed: ToolServerError: the MCP server '{PYTHON} mcp_server.py' ")
+    assert str(HERE) not in failure
     assert expected in failure
     assert seen == [f"-> {tool_name}", f"<- {tool_name}: transient", "-> add", "<- add: ok"]
     # the next call started the server again
     assert _results(model, 2) == ["42"]
 
 
-def test_a_server_that_does_not_start_is_a_typed_error() -> None:
-    kernel = Kernel.from_config(_config([{"use": "mcp", "command": ["/nonexistent/mcp-server-xyz"]}]))
+def test_a_program_that_does_not_exist_is_a_config_error_with_its_place() -> None:
+    with pytest.raises(ConfigError) as caught:
+        Kernel.from_config(_config([{"use": "mcp", "command": ["/nonexistent/mcp-server-xyz"]}]))
+    assert caught.value.problems == (
+        "tools[0].command[0]: the program '/nonexistent/mcp-server-xyz' does not exist or is not executable; "
+        "install it or fix the path.",
+    )
+
+
+def test_a_program_not_on_path_is_a_config_error_and_exit_2(tmp_path: Path) -> None:
+    config = tmp_path / "beamfilter.toml"
+    config.write_text(
+        '[model]\nuse = "scripted"\nscript = ["x"]\n\n[[tools]]\nuse = "mcp"\ncommand = ["npxx-29", "srv"]\n'
+        '\n[[tools]]\nuse = "mcp"\ncommand = ["./server.py"]\n'
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "beamfilter_core", "run", str(config), "hi"],
+        capture_output=True, text=True, timeout=120, cwd="/", check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr == (
+        f"beamfilter run: {config} has 2 problems:\n"
+        "  - tools[0].command[0]: the program 'npxx-29' is not found on PATH; install it or fix the path.\n"
+        f"  - tools[1].command[0]: the program './server.py' is not found in {tmp_path} (cwd); "
+        "install it or fix the path.\n"
+    )
+
+
+def test_a_server_that_exits_at_start_names_its_status_stderr_and_place(tmp_path: Path) -> None:
+    server = tmp_path / "server.sh"
+    server.write_text(
+        "#!/bin/sh\necho 'starting' >&2\n"
+        "echo 'npm error 404 Not Found - GET https://registry.example/@nope%2fserver' >&2\nexit 3\n"
+    )
+    server.chmod(0o755)
+    kernel = Kernel.from_config(_config([{"use": "mcp", "command": [str(server), "--flag", str(tmp_path)]}]))
     with pytest.raises(ToolsetError) as caught:
         kernel.run_sync("hi")
-    assert str(caught.value).startswith("The MCP server '/nonexistent/mcp-server-xyz' could not be started: ")
+    assert str(caught.value) == (
+        "The MCP server tools[0].command (server.sh) exited with status 3 before it listed its tools. "
+        "Its last lines on stderr:\n"
+        "  starting\n"
+        "  npm error 404 Not Found - GET https://registry.example/@nope%2fserver"
+    )
+    assert caught.value.toolset == "server.sh"
+
+
+def test_a_server_killed_at_start_names_the_signal(tmp_path: Path) -> None:
+    server = tmp_path / "server.sh"
+    server.write_text("#!/bin/sh\nkill -9 $$\n")
+    server.chmod(0o755)
+    kernel = Kernel.from_config(_config([{"use": "mcp", "command": [str(server)]}]))
+    with pytest.raises(ToolsetError) as caught:
+        kernel.run_sync("hi")
+    assert (
+        str(caught.value)
+        == "The MCP server tools[0].command (server.sh) was killed by signal 9 before it listed its tools."
+    )

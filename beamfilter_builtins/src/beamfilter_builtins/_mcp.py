@@ -15,10 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections
 import contextlib
+import contextvars
 import json
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+import logging
+import os
+import shutil
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
 
 from beamfilter_core import ContentPart, Tool, ToolResult, Toolset, ToolsetSpec, options_schema
 from beamfilter_core.errors import ConfigError, ToolServerError, ToolsetError
@@ -34,13 +40,102 @@ _CONNECTION_CODES = (-32000, -32001)
 
 _INSTALL = "the mcp toolset needs the MCP SDK: pip install 'beamfilter-builtins[mcp]'"
 
+#: The server's stderr lines go to this logger (``beamfilter --log info`` shows them), never
+#: straight into the command's output.
+log = logging.getLogger("beamfilter.mcp")
+
+#: How many of the server's last stderr lines a start failure quotes.
+_STDERR_LINES = 12
+
+#: Programs that start the server named by their first non-option argument.
+_LAUNCHERS = frozenset({"npx", "pnpx", "bunx", "uvx", "pipx", "node", "deno", "python", "python3", "uv", "docker"})
+
+#: Set by a server's session task: receives the process the SDK spawned (for its exit status).
+_SPAWNED: contextvars.ContextVar[Callable[[Any], None] | None] = contextvars.ContextVar(
+    "beamfilter_mcp_spawned", default=None
+)
+
 
 def _sdk() -> Any:
     try:
         import mcp
     except ModuleNotFoundError as exc:
         raise ConfigError(_INSTALL) from exc
+    _watch_spawns()
     return mcp
+
+
+def _watch_spawns() -> None:
+    """Let a session task see the process the SDK spawns, to report its exit status.
+
+    The SDK does not expose the process; its spawn function is wrapped once, and the
+    wrapper hands the process to the session task that asked (a context variable, so
+    concurrent servers never see each other's). Without that function, a start failure
+    is reported without the status.
+    """
+    from mcp.client import stdio
+
+    original = getattr(stdio, "_create_platform_compatible_process", None)
+    if original is None or getattr(original, "__beamfilter__", False):
+        return
+
+    async def spawn(*args: Any, **kwargs: Any) -> Any:
+        process = await original(*args, **kwargs)
+        seen = _SPAWNED.get()
+        if seen is not None:
+            seen(process)
+        return process
+
+    spawn.__beamfilter__ = True  # type: ignore[attr-defined]
+    stdio._create_platform_compatible_process = spawn
+
+
+def short_name(command: Sequence[str]) -> str:
+    """How messages name a stdio server: its program (and, for a launcher such as npx, the
+    package it runs), never the whole command line with its folders and options."""
+    program = os.path.basename(command[0]) or command[0]
+    if program.rstrip("0123456789.") in _LAUNCHERS:  # python3.12 too
+        named = next((arg for arg in command[1:] if not arg.startswith("-")), None)
+        if named is not None:  # a script by its file name; a package (@scope/name) as it is
+            return f"{program} {os.path.basename(named) if named.startswith(('/', '.', '~')) else named}"
+    return program
+
+
+def find_program(program: str, cwd: str) -> str | None:
+    """The file ``program`` names (on PATH, or relative to ``cwd`` when it holds a slash), or None."""
+    if os.sep in program or (os.altsep and os.altsep in program):
+        path = os.path.join(cwd, os.path.expanduser(program))
+        return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+    return shutil.which(program)
+
+
+class _Stderr:
+    """The server's stderr: a pipe read by a thread that logs each line (prefixed with the
+    server's place) and keeps the last ones for a start failure's message."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.lines: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
+        read, write = os.pipe()
+        self.writer: TextIO = os.fdopen(write, "w")
+        self._reader = threading.Thread(target=self._read, args=(read,), name=f"stderr of {label}", daemon=True)
+        self._reader.start()
+
+    def _read(self, fd: int) -> None:
+        with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as stream:
+            for line in stream:
+                text = line.rstrip()
+                if text:
+                    self.lines.append(text)
+                    log.info("[%s] %s", self.label, text)
+
+    def close(self, wait: float = 0.0) -> list[str]:
+        """Close this side of the pipe; wait up to ``wait`` s for the last lines; return them."""
+        with contextlib.suppress(OSError):
+            self.writer.close()
+        if wait:
+            self._reader.join(wait)
+        return list(self.lines)
 
 
 class MCPToolset(Toolset):
@@ -54,7 +149,12 @@ class MCPToolset(Toolset):
         cwd: the working directory of ``command``.
         timeout: seconds one tool call may take before it fails as transient.
         start_timeout: seconds the server has to start and list its tools.
-        name: how errors and listings name this server.
+        name: how errors and listings name this server (default: its program, or its url).
+        place: where the server is configured (``tools[0].command``), for error messages.
+
+    A stdio server runs in ``cwd`` (default: the current folder when the toolset is made),
+    and its tools say so (:attr:`Tool.workdir`): ``tool_policy`` judges a relative path in
+    their arguments from that folder, where the server resolves it.
 
     Example::
 
@@ -72,6 +172,7 @@ class MCPToolset(Toolset):
         timeout: float = 30.0,
         start_timeout: float = 30.0,
         name: str | None = None,
+        place: str | None = None,
     ) -> None:
         if (command is None) == (url is None):
             msg = 'give the MCP server as command = ["program", "arg", ...] (stdio) or url = "http://..." (HTTP).'
@@ -82,12 +183,16 @@ class MCPToolset(Toolset):
         if headers and url is None:
             msg = "headers apply to url servers only; a command server gets env = { NAME = value }."
             raise ConfigError(msg)
-        super().__init__(name=name or (url if url is not None else " ".join(command or ())))
+        super().__init__(name=name or (url if url is not None else short_name(command or ("?",))))
         self.command = tuple(command) if command is not None else None
         self.url = url
+        self.place = place
         self._headers = dict(headers or {})
         self._env = dict(env or {})
-        self.cwd = cwd
+        # resolved now: the server starts there, and the policy judges relative paths from there
+        self.cwd = os.path.abspath(os.path.expanduser(cwd)) if cwd is not None else os.getcwd()
+        self._stderr: _Stderr | None = None
+        self._process: Any = None
         self.timeout = float(timeout)
         self.start_timeout = float(start_timeout)
         self._tools_listed: tuple[Tool, ...] = ()
@@ -105,13 +210,20 @@ class MCPToolset(Toolset):
 
     # -- the session task ---------------------------------------------------------------
 
+    @property
+    def label(self) -> str:
+        """How messages name the server: its place in the config and its name."""
+        return f"{self.place} ({self.name})" if self.place else repr(self.name)
+
     def _server(self) -> Any:
         mcp = _sdk()
         if self.command is not None:
-            from mcp.client.stdio import StdioServerParameters
+            from mcp.client.stdio import StdioServerParameters, stdio_client
 
             program, *args = self.command
-            return StdioServerParameters(command=program, args=args, env=self._env or None, cwd=self.cwd)
+            params = StdioServerParameters(command=program, args=args, env=self._env or None, cwd=self.cwd)
+            self._stderr = _Stderr(self.place or self.name)
+            return stdio_client(params, errlog=self._stderr.writer)
         from mcp.client.streamable_http import streamable_http_client
 
         del mcp
@@ -122,10 +234,16 @@ class MCPToolset(Toolset):
         http = httpx2.AsyncClient(headers=self._headers, timeout=httpx2.Timeout(30.0, read=300.0))
         return _OwningTransport(streamable_http_client(str(self.url), http_client=http), http)
 
+    def _spawned(self, process: Any) -> None:
+        self._process = process
+
     async def _serve(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:
         mcp = _sdk()
+        _SPAWNED.set(self._spawned)  # this task's own context: only this server's process
+        server = self._server()
+        stderr = self._stderr
         try:
-            async with mcp.Client(self._server(), read_timeout_seconds=self.timeout) as client:
+            async with mcp.Client(server, read_timeout_seconds=self.timeout) as client:
                 if not ready.done():
                     ready.set_result(client)
                 await stop.wait()
@@ -136,6 +254,8 @@ class MCPToolset(Toolset):
                 raise
         finally:
             self._client = None
+            if stderr is not None:
+                stderr.close()
 
     async def _connect(self) -> Client:
         loop = asyncio.get_running_loop()
@@ -162,21 +282,37 @@ class MCPToolset(Toolset):
         """Start the server (or connect to it) and list its tools."""
         if self._task is not None and not self._task.done() and self._task.get_loop() is asyncio.get_running_loop():
             return self._tools_listed
+        self._process = None
         try:
             client = await self._connect()
             listed = await asyncio.wait_for(self._list(client), self.start_timeout)
         except TimeoutError:
             await self.aclose()
-            msg = f"The MCP server {self.name!r} did not answer within {self.start_timeout:g} s (start_timeout)."
-            raise ToolsetError(msg, toolset=self.name) from None
+            msg = f"The MCP server {self.label} did not answer within {self.start_timeout:g} s (start_timeout)."
+            raise ToolsetError(msg + self._last_words(), toolset=self.name) from None
         except ToolsetError:
             raise
         except Exception as exc:
             await self.aclose()
-            msg = f"The MCP server {self.name!r} could not be started: {_describe(exc)}."
-            raise ToolsetError(msg, toolset=self.name) from exc
+            raise ToolsetError(self._start_failure(exc), toolset=self.name) from exc
         self._tools_listed = tuple(self._tool(item) for item in listed)
         return self._tools_listed
+
+    def _start_failure(self, exc: BaseException) -> str:
+        """Why the server did not start: its exit status and last stderr lines when it
+        exited, else the error; with its place in the config."""
+        status = getattr(self._process, "returncode", None)
+        if status is None:
+            return f"The MCP server {self.label} could not be started: {_describe(exc)}." + self._last_words()
+        how = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
+        return f"The MCP server {self.label} {how} before it listed its tools." + self._last_words()
+
+    def _last_words(self) -> str:
+        stderr = self._stderr
+        lines = stderr.close(wait=2.0) if stderr is not None else []
+        if not lines:
+            return ""
+        return " Its last lines on stderr:\n" + "\n".join(f"  {line}" for line in lines)
 
     async def _list(self, client: Client) -> list[Any]:
         tools: list[Any] = []
@@ -237,6 +373,7 @@ class MCPToolset(Toolset):
             call,
             is_async=True,
             validate=_validator(schema),
+            workdir=self.cwd if self.command is not None else "",  # a url server's folder is unknown
         )
 
     async def _client_now(self) -> Client:
@@ -394,15 +531,43 @@ def mcp_toolset(
     start_timeout: float = 30.0,
     build: Any = None,
 ) -> MCPToolset:
-    """The ``mcp`` toolset's factory (``cwd`` is relative to the config file's folder)."""
+    """The ``mcp`` toolset's factory: ``cwd`` is relative to the config file's folder, and
+    defaults to it; the program of ``command`` is found on PATH, or in ``cwd`` when it holds a
+    slash (``./server.py``).
+
+    Raises:
+        ConfigError: the SDK is not installed, or the program is not found.
+    """
     _sdk()
     base = getattr(build, "config_dir", None)
+    where = getattr(build, "where", None)
     if base is not None:
-        from pathlib import Path
-
-        cwd = str(Path(base, cwd)) if cwd is not None else base
+        cwd = os.path.join(base, os.path.expanduser(cwd)) if cwd is not None else base
+    if command is not None:
+        folder = os.path.abspath(cwd) if cwd is not None else os.getcwd()
+        if find_program(command[0], folder) is None:
+            program = os.path.expanduser(command[0])
+            found = (
+                "does not exist or is not executable"
+                if os.path.isabs(program)
+                else f"is not found in {folder} (cwd)"
+                if os.sep in program
+                else "is not found on PATH"
+            )
+            msg = (
+                f"{where or 'mcp_toolset'}.command[0]: the program {command[0]!r} {found}; install it or fix the path."
+            )
+            raise ConfigError(msg)
+    kind = "command" if command is not None else "url"
     return MCPToolset(
-        command=command, url=url, headers=headers, env=env, cwd=cwd, timeout=timeout, start_timeout=start_timeout
+        command=command,
+        url=url,
+        headers=headers,
+        env=env,
+        cwd=cwd,
+        timeout=timeout,
+        start_timeout=start_timeout,
+        place=f"{where}.{kind}" if where else None,
     )
 
 

@@ -29,37 +29,63 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 class PathRule:
     """File paths must resolve inside one of ``roots``; ``deny`` globs exclude some.
 
-    Relative paths are taken from ``base`` (default: the first root). ``~`` is expanded
-    (tools usually do), then ``..`` and symlinks are resolved with
-    :func:`os.path.realpath`, so a link inside a root that points outside is denied.
+    A relative path is judged from the folder in which the tool resolves it: the tool's
+    own (``workdir`` of :meth:`check`, an MCP server's folder), else ``base``. When neither
+    is known, or the tool says its folder is unknown (``""``: a remote server), a relative
+    path is opaque and denied: judging it from a guessed folder could allow a file outside
+    the roots. ``~`` is expanded (tools usually do), then ``..`` and symlinks are resolved
+    with :func:`os.path.realpath`, so a link inside a root that points outside is denied.
     ``deny`` globs match the resolved path or its last part, ignoring case unless
     ``case_sensitive`` (``KEY.PEM`` is the same key on a case-insensitive filesystem).
+    Relative ``roots`` and ``base`` are taken from ``folder`` (a config file's folder;
+    default the current one).
     """
 
     __slots__ = ("base", "case_sensitive", "deny", "roots")
 
     def __init__(
-        self, roots: Sequence[str], deny: Sequence[str], base: str | None, case_sensitive: bool = False
+        self,
+        roots: Sequence[str],
+        deny: Sequence[str],
+        base: str | None,
+        case_sensitive: bool = False,
+        *,
+        folder: str | None = None,
     ) -> None:
-        self.roots = tuple(os.path.realpath(os.path.expanduser(r)) for r in roots)
+        self.roots = tuple(_absolute(r, folder) for r in roots)
         self.case_sensitive = case_sensitive
         self.deny = tuple(deny if case_sensitive else (d.lower() for d in deny))
-        self.base = os.path.realpath(os.path.expanduser(base)) if base else (self.roots[0] if self.roots else None)
+        self.base = _absolute(base, folder) if base else None
 
-    def resolve(self, path: str) -> str:
-        """The absolute, symlink-free form of ``path`` (what the policy decides on)."""
+    def resolve(self, path: str, workdir: str | None = None) -> str | None:
+        """The absolute, symlink-free form of ``path`` (what the policy decides on), or None
+        for a relative path whose folder is not known."""
         expanded = os.path.expanduser(path)
-        if not os.path.isabs(expanded) and self.base is not None:
-            expanded = os.path.join(self.base, expanded)
+        if not os.path.isabs(expanded):
+            folder = self.base if workdir is None else workdir
+            if not folder:
+                return None
+            expanded = os.path.join(folder, expanded)
         return os.path.realpath(expanded)
 
-    def check(self, path: str) -> str | None:
-        """Why ``path`` is denied, or None."""
+    def check(self, path: str, workdir: str | None = None) -> str | None:
+        """Why ``path`` is denied, or None. ``workdir``: where the tool resolves a relative
+        path (``""``: in a folder not known here; None: the tool does not say)."""
         if not path:
             return "the path is empty"
         if "\x00" in path:
             return "the path contains a NUL byte"
-        resolved = self.resolve(path)
+        resolved = self.resolve(path, workdir)
+        if resolved is None:
+            if workdir == "":
+                return (
+                    f"the relative path {path!r} is resolved by the tool in a folder not known here "
+                    "(a remote server); give an absolute path"
+                )
+            return (
+                f"the relative path {path!r} cannot be judged: the folder the tool resolves it in is not known "
+                "(give the rule a base, or an absolute path)"
+            )
         if self.roots and not any(_inside(resolved, root) for root in self.roots):
             roots = ", ".join(self.roots)
             return f"the path resolves to {resolved!r}, outside the allowed roots ({roots})"
@@ -69,6 +95,14 @@ class PathRule:
             if fnmatch.fnmatchcase(compared, pattern) or fnmatch.fnmatchcase(name, pattern):
                 return f"the path {resolved!r} matches the denied pattern {pattern!r}"
         return None
+
+
+def _absolute(path: str, folder: str | None) -> str:
+    """``path`` (``~`` expanded) from ``folder`` when relative, symlinks resolved."""
+    expanded = os.path.expanduser(path)
+    if folder is not None and not os.path.isabs(expanded):
+        expanded = os.path.join(folder, expanded)
+    return os.path.realpath(expanded)
 
 
 def _inside(path: str, root: str) -> bool:

@@ -73,6 +73,7 @@ class _Rule:
     check: Callable[[str], str | None] | None
     reason: str | None = None
     shell: ShellRule | None = None
+    path: PathRule | None = None
 
     def applies_to(self, tool: str) -> bool:
         return self.tool == tool or fnmatch.fnmatchcase(tool, self.tool)
@@ -92,7 +93,7 @@ def _flag(where: str, key: str, value: Any) -> bool:
     return value
 
 
-def _build_rule(index: int, raw: Any) -> _Rule:
+def _build_rule(index: int, raw: Any, folder: str | None = None) -> _Rule:
     where = f"{_WHERE}: rules[{index}]"
     if not isinstance(raw, Mapping):
         msg = f"{where} is {raw!r}; give a mapping such as {{'tool': 'shell', 'kind': 'shell'}}."
@@ -114,6 +115,7 @@ def _build_rule(index: int, raw: Any) -> _Rule:
     check: Callable[[str], str | None] | None = None
     reason = None
     shell = None
+    path = None
     if kind == "deny":
         reason = raw.get("reason", f"the tool {tool!r} is not allowed")
         if not isinstance(reason, str):
@@ -144,12 +146,14 @@ def _build_rule(index: int, raw: Any) -> _Rule:
         if base is not None and not isinstance(base, str):
             msg = f"{where}.base={base!r} is invalid; give a directory path."
             raise ConfigError(msg)
-        check = PathRule(
+        path = PathRule(
             roots,
             _strings(where, "deny_paths", raw.get("deny_paths", [])),
-            base,
+            base if base is not None else folder,  # default: the config's folder, when there is one
             _flag(where, "case_sensitive", raw.get("case_sensitive", False)),
-        ).check
+            folder=folder,
+        )
+        check = path.check
     elif kind == "url":
         networks = []
         for text in _strings(where, "allow_networks", raw.get("allow_networks", [])):
@@ -168,27 +172,39 @@ def _build_rule(index: int, raw: Any) -> _Rule:
         ).check
     if arguments is None:
         arguments = DEFAULT_ARGUMENTS.get(kind, ())
-    return _Rule(f"rules[{index}] {kind}", tool, kind, arguments, check, reason, shell)
+    return _Rule(f"rules[{index}] {kind}", tool, kind, arguments, check, reason, shell, path)
 
 
 class ToolPolicy:
-    """Compiled rules; :meth:`check` decides one call. Also usable on its own (e.g. redirects)."""
+    """Compiled rules; :meth:`check` decides one call. Also usable on its own (e.g. redirects).
 
-    __slots__ = ("_path_rules", "default", "rules")
+    ``folder`` is the config file's folder: relative ``roots`` and ``base`` are taken from
+    it, and it is where a tool that does not say otherwise resolves a relative path. Without
+    it (and without a rule's ``base``), a relative path of such a tool is opaque (denied).
+    """
 
-    def __init__(self, rules: Sequence[Mapping[str, Any]], default: str = "allow") -> None:
+    __slots__ = ("_path_rules", "default", "folder", "rules")
+
+    def __init__(
+        self, rules: Sequence[Mapping[str, Any]], default: str = "allow", *, folder: str | None = None
+    ) -> None:
         if isinstance(rules, str | Mapping) or not isinstance(rules, Sequence):
             msg = f"{_WHERE}(rules={rules!r}) is invalid; give a list of rule mappings."
             raise ConfigError(msg)
-        self.rules = tuple(_build_rule(i, raw) for i, raw in enumerate(rules))
+        self.folder = folder
+        self.rules = tuple(_build_rule(i, raw, folder) for i, raw in enumerate(rules))
         if default not in ("allow", "deny"):
             msg = f"{_WHERE}(default={default!r}) is invalid; give one of 'allow', 'deny'."
             raise ConfigError(msg)
         self.default = default
         self._path_rules: dict[str, tuple[_Rule, ...]] = {}
 
-    def check(self, tool: str, arguments: Mapping[str, Any]) -> Denial | None:
-        """The first denial for a call of ``tool`` with ``arguments``, or None when allowed."""
+    def check(self, tool: str, arguments: Mapping[str, Any], workdir: str | None = None) -> Denial | None:
+        """The first denial for a call of ``tool`` with ``arguments``, or None when allowed.
+
+        ``workdir`` is where the tool resolves a relative path (:attr:`Tool.workdir`: an MCP
+        server's folder; ``""`` when unknown); None: the rule's ``base`` or the config's folder.
+        """
         matched = False
         for rule in self.rules:
             if not rule.applies_to(tool):
@@ -210,19 +226,21 @@ class ToolPolicy:
                     return Denial(label, f"the argument {argument!r} is not text ({type(value).__name__})")
                 if rule.shell is not None:
                     command = value if isinstance(value, str) else shlex.join(values)  # an argv list
-                    denial = self._check_shell(tool, rule.shell, label, command)
+                    denial = self._check_shell(tool, rule.shell, label, command, workdir)
                     if denial is not None:
                         return denial
                     continue
                 for text in values:
-                    reason = check(text)
+                    reason = check(text) if rule.path is None else rule.path.check(text, workdir)
                     if reason is not None:
                         return Denial(label, reason)
         if not matched and self.default == "deny":
             return Denial("default", f"no rule allows the tool {tool!r}")
         return None
 
-    def _check_shell(self, tool: str, shell: ShellRule, label: str, command: str) -> Denial | None:
+    def _check_shell(
+        self, tool: str, shell: ShellRule, label: str, command: str, workdir: str | None = None
+    ) -> Denial | None:
         verdict = shell.analyse(command)
         if verdict.reason is not None:
             return Denial(label, verdict.reason)
@@ -236,8 +254,8 @@ class ToolPolicy:
         for redirect in verdict.redirects:
             target = str(redirect.target)
             for rule in paths:
-                assert rule.check is not None  # set for path rules
-                reason = rule.check(target)
+                assert rule.path is not None  # set for path rules
+                reason = rule.path.check(target, workdir)
                 if reason is not None:
                     return Denial(f"{rule.label} (redirection {redirect.operator} in {label})", reason)
             if not paths and redirect.writes and shell.allow_commands is not None:
@@ -313,6 +331,7 @@ def tool_policy_filter(
     action: str = "deny",
     message: str = DEFAULT_DENIAL,
     name: str = "tool_policy",
+    build: Any = None,
 ) -> Filter:
     """Deny tool calls whose arguments break a rule; the model reads why.
 
@@ -330,12 +349,14 @@ def tool_policy_filter(
             decides each denied call; see the module docs).
         message: The denial text (``{tool}``, ``{rule}``, ``{reason}``).
         name: The filter's name.
+        build: Set when built from a config: relative ``roots`` and ``base`` are taken from
+            the config file's folder, which is also the default ``base``.
 
     Returns:
         A tool-scope filter (and a gate one with ``action="pause"``); ``extras``:
         ``policy`` (the :class:`ToolPolicy`).
     """
-    policy = ToolPolicy(rules, default)
+    policy = ToolPolicy(rules, default, folder=getattr(build, "config_dir", None))
     mode = action
     pausing = mode == "pause"
 
@@ -346,7 +367,7 @@ def tool_policy_filter(
         request: GateRequest, state: dict[str, Any], call_next: Callable[[GateRequest], Awaitable[Decision]]
     ) -> Decision:
         call = request.call
-        denial = policy.check(call.name, call.arguments)
+        denial = policy.check(call.name, call.arguments, request.tool.workdir)
         if denial is None:
             return await call_next(request)
         return Decision.pause(text(call.name, denial))
@@ -355,7 +376,7 @@ def tool_policy_filter(
         request: ToolRequest, state: dict[str, Any], call_next: Callable[[ToolRequest], Awaitable[ToolResult]]
     ) -> ToolResult:
         tool = request.tool.name
-        denial = policy.check(tool, request.arguments)
+        denial = policy.check(tool, request.arguments, request.tool.workdir)
         if denial is None:
             return await call_next(request)
         if pausing and request.approved:

@@ -206,13 +206,14 @@ def _build(item: Registered[Any], options: Any, context: BuildContext, where: st
     """Call the spec's factory with validated options (past the Python-call check of
     :func:`options_schema`: the config's options were checked already)."""
     factory = unwrap_factory(item.spec.factory)
-    extra = {"build": context} if wants_build(factory) else {}
+    extra = {"build": attrs.evolve(context, where=where)} if wants_build(factory) else {}
     try:
         if item.spec.options_type is not None:
             return factory(options, **extra)
         return factory(**options, **extra)
     except ConfigError as exc:
-        problems.extend(f"{where}: {p}" for p in exc.problems)
+        # a factory told the build's place (BuildContext.where) names it itself
+        problems.extend(p if p.startswith((f"{where}.", f"{where}:")) else f"{where}: {p}" for p in exc.problems)
     except Exception as exc:  # noqa: BLE001  # a plugin's factory may raise anything: report it with its place
         problems.append(f"{where}: {item.qualified!r} could not be built: {type(exc).__name__}: {exc}")
     return None
