@@ -169,6 +169,34 @@ def _no_options(options: Any) -> Any:
     return options
 
 
+class _SchemaValidator:
+    """A spec's options validator, compiled on its first call.
+
+    Compiling is the dearest part of loading a plugin (about 4 ms a schema: fastjsonschema
+    writes and compiles Python), and ``beamfilter --help`` or ``beamfilter plugins`` load
+    some forty specs whose options they never check (bench/bench_cold_start.py). An invalid
+    schema is reported when a config first uses the spec, and by ``beamfilter plugins check``.
+    """
+
+    __slots__ = ("_compiled", "_schema", "_where")
+
+    def __init__(self, schema: Mapping[str, Any], where: str) -> None:
+        self._schema = schema
+        self._where = where
+        self._compiled: Callable[[Any], Any] | None = None
+
+    def __call__(self, options: Any) -> Any:
+        compiled = self._compiled
+        if compiled is None:
+            try:
+                compiled = fastjsonschema.compile(dict(self._schema))
+            except fastjsonschema.JsonSchemaDefinitionException as exc:
+                msg = f"{self._where}: options_schema is not a valid JSON schema: {exc}"
+                raise ConfigError(msg) from exc
+            self._compiled = compiled
+        return compiled(options)
+
+
 def _compile_schema(spec: Any, where: str) -> Callable[[Any], Any]:
     if isinstance(spec, PresetSpec | CommandSpec):
         return _no_options  # a preset's options are its filters' options, checked when expanded
@@ -176,11 +204,7 @@ def _compile_schema(spec: Any, where: str) -> Callable[[Any], Any]:
     if not isinstance(schema, Mapping):
         msg = f"{where}: options_schema is {schema!r}; give a JSON schema mapping."
         raise ConfigError(msg)
-    try:
-        return fastjsonschema.compile(dict(schema))  # type: ignore[no-any-return,unused-ignore]
-    except fastjsonschema.JsonSchemaDefinitionException as exc:
-        msg = f"{where}: options_schema is not a valid JSON schema: {exc}"
-        raise ConfigError(msg) from exc
+    return _SchemaValidator(schema, where)
 
 
 def suggest(name: str, known: Iterable[str]) -> str:

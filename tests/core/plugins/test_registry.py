@@ -65,13 +65,20 @@ class Raising:
 
 def test_core_plugin_is_always_there_and_provides_the_models() -> None:
     registry = Registry(autoload=False)
-    assert [m.qualified for m in registry.models()] == ["core:local", "core:openai", "core:scripted"]
+    assert [m.qualified for m in registry.models()] == [
+        "core:anthropic",
+        "core:azure_openai",
+        "core:gemini",
+        "core:local",
+        "core:openai",
+        "core:scripted",
+    ]
     (core,) = registry.plugins()
     assert (core.name, core.distribution, core.status, core.models) == (
         "core",
         "beamfilter-core",
         "loaded",
-        ("openai", "local", "scripted"),
+        ("openai", "anthropic", "gemini", "azure_openai", "local", "scripted"),
     )
 
 
@@ -152,10 +159,6 @@ class Twice:
             Twice(),
             "ConfigError: beamfilter_register_filters()[1]: the filter 'same' is registered twice by this plugin.",
         ),
-        (
-            BadSchema(),
-            "ConfigError: beamfilter_register_filters()[0] (filter 'odd'): options_schema is not a valid JSON schema",
-        ),
     ],
 )
 def test_an_invalid_plugin_is_rolled_back(plugin: Any, error: str) -> None:
@@ -168,6 +171,33 @@ def test_an_invalid_plugin_is_rolled_back(plugin: Any, error: str) -> None:
     assert registry._pm.get_plugin("bad") is None  # unregistered: nothing half-registered
     with pytest.raises(UnknownNameError):
         registry.get_filter("good")
+
+
+def test_a_schema_is_compiled_when_first_used_and_an_invalid_one_is_refused_there(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import fastjsonschema
+
+    compiled: list[Any] = []
+    real_compile = fastjsonschema.compile
+
+    def counting_compile(schema: Any, *args: Any, **kwargs: Any) -> Any:
+        compiled.append(schema)
+        return real_compile(schema, *args, **kwargs)
+
+    monkeypatch.setattr(fastjsonschema, "compile", counting_compile)
+    registry = Registry(entry_points=[ep("bad", BadSchema()), ep("fine", FiltersPlugin("ok"))])
+    assert {p.name: p.status for p in registry.plugins()} == {"core": "loaded", "bad": "loaded", "fine": "loaded"}
+    assert compiled == []  # loading and listing plugins compiles no schema
+    fine = registry.get_filter("ok")
+    assert fine.validator({}) == {}
+    assert fine.validator({}) == {}
+    assert len(compiled) == 1  # once, on first use
+    with pytest.raises(ConfigError) as caught:
+        registry.get_filter("odd").validator({"n": 1})
+    assert str(caught.value).startswith(
+        "beamfilter_register_filters()[0] (filter 'odd'): options_schema is not a valid JSON schema: "
+    )
 
 
 def test_a_duplicate_name_is_ambiguous_only_when_used_unqualified() -> None:
@@ -330,7 +360,7 @@ def test_two_distributions_with_the_same_plugin_name() -> None:
 def test_a_static_entry_point_imports_module_and_attribute() -> None:
     point = StaticEntryPoint("core", "beamfilter_core._core_plugin:beamfilter_register_models")
     models = point.load()()
-    assert [m.name for m in models] == ["openai", "local", "scripted"]
+    assert [m.name for m in models] == ["openai", "anthropic", "gemini", "azure_openai", "local", "scripted"]
     assert all(isinstance(m, ModelSpec) for m in models)
 
 
