@@ -55,6 +55,7 @@ if _typing.TYPE_CHECKING:
     from ._hookspecs import hookimpl
     from ._models._anthropic import AnthropicChatModel
     from ._models._azure import AzureOpenAIChatModel
+    from ._models._gemini import GeminiChatModel
     from ._models._local import LocalModel
     from ._models._openai import OpenAIChatModel
     from ._options import options_schema
@@ -95,6 +96,7 @@ __all__ = [
     "GateHook",
     "GateNext",
     "GateRequest",
+    "GeminiChatModel",
     "IterationHook",
     "IterationNext",
     "IterationRequest",
@@ -158,6 +160,7 @@ _LAZY = {
     **{name: ("._specs", name) for name in ("PresetSpec", "SectionSpec", "StoreSpec", "ToolsetSpec")},
     "converter": ("._serde", "converter"),
     "AnthropicChatModel": ("._models._anthropic", "AnthropicChatModel"),
+    "GeminiChatModel": ("._models._gemini", "GeminiChatModel"),
     "LocalModel": ("._models._local", "LocalModel"),
     "OpenAIChatModel": ("._models._openai", "OpenAIChatModel"),
     "AzureOpenAIChatModel": ("._models._azure", "AzureOpenAIChatModel"),

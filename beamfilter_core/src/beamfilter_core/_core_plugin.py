@@ -100,6 +100,40 @@ _SCRIPTED_SCHEMA: dict[str, Any] = {
 }
 
 
+# The native providers share the HTTP options of ``openai`` (not api_key_env's default).
+_NATIVE_OPTIONS: dict[str, Any] = dict(_OPENAI_SCHEMA["properties"])
+_ANTHROPIC_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        **_NATIVE_OPTIONS,
+        "max_tokens": {"type": "integer", "minimum": 1},
+        "cache_control": {"type": ["boolean", "object"]},
+    },
+    "required": ["model"],
+    "additionalProperties": False,
+}
+_GEMINI_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": dict(_NATIVE_OPTIONS),
+    "required": ["model"],
+    "additionalProperties": False,
+}
+
+
+def anthropic_model(**options: Any) -> Any:
+    """An :class:`~beamfilter_core.AnthropicChatModel` (Anthropic's Messages API)."""
+    from ._models._anthropic import AnthropicChatModel
+
+    return AnthropicChatModel(**options)
+
+
+def gemini_model(**options: Any) -> Any:
+    """A :class:`~beamfilter_core.GeminiChatModel` (Gemini's generateContent API)."""
+    from ._models._gemini import GeminiChatModel
+
+    return GeminiChatModel(**options)
+
+
 def openai_model(**options: Any) -> Any:
     """An :class:`~beamfilter_core.OpenAIChatModel` (any OpenAI-compatible server)."""
     from ._models._openai import OpenAIChatModel
@@ -157,6 +191,8 @@ def beamfilter_register_models() -> list[ModelSpec]:
     """The chat model providers shipped with beamfilter-core."""
     return [
         ModelSpec("openai", openai_model, _OPENAI_SCHEMA, "OpenAI-compatible chat completions over HTTP"),
+        ModelSpec("anthropic", anthropic_model, _ANTHROPIC_SCHEMA, "Anthropic Messages API (/v1/messages)"),
+        ModelSpec("gemini", gemini_model, _GEMINI_SCHEMA, "Gemini generateContent API"),
         ModelSpec("azure_openai", azure_openai_model, _AZURE_SCHEMA, "Azure OpenAI chat completions (a deployment)"),
         ModelSpec("local", local_model, _LOCAL_SCHEMA, "embedded llama.cpp model (extra: beamfilter-core[local])"),
         ModelSpec("scripted", scripted_model, _SCRIPTED_SCHEMA, "replays scripted answers (tests, docs, demos)"),

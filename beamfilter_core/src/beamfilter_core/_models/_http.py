@@ -57,10 +57,15 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 class Accumulator(Protocol):
     """Folds the ``data`` of a provider's stream events into one :class:`ChatResponse`."""
 
-    #: True once text reached ``on_token`` (such a stream is never retried).
-    delivered: bool
-    #: True at the event that ends the stream (the rest of the body is only drained).
-    done: bool
+    @property
+    def delivered(self) -> bool:
+        """True once text reached ``on_token`` (such a stream is never retried)."""
+        ...
+
+    @property
+    def done(self) -> bool:
+        """True at the event that ends the stream (the rest of the body is only drained)."""
+        ...
 
     def feed(self, data: str) -> None:
         """Take one event's data; raises ProviderResponseError when it breaks the protocol."""
