@@ -46,7 +46,7 @@ nox.options.error_on_missing_interpreters = IN_CI
 # is not here: it drives the gateway with onions of built-in and memory filters, the real
 # openai client and a browser, so `cross` runs it.
 PACKAGES = {
-    "beamfilter_core": ("local", "tests/core"),
+    "beamfilter_core": ("local,bedrock", "tests/core"),
     "beamfilter_builtins": ("otel,embeddings,mcp", "tests/builtins"),
     "beamfilter_memory": ("postgres,redis", "tests/memory"),
     "beamfilter_durable": ("postgres", "tests/durable"),

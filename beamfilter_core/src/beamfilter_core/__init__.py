@@ -55,6 +55,7 @@ if _typing.TYPE_CHECKING:
     from ._hookspecs import hookimpl
     from ._models._anthropic import AnthropicChatModel
     from ._models._azure import AzureOpenAIChatModel
+    from ._models._bedrock import BedrockChatModel
     from ._models._gemini import GeminiChatModel
     from ._models._local import LocalModel
     from ._models._openai import OpenAIChatModel
@@ -77,6 +78,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AnthropicChatModel",
     "AzureOpenAIChatModel",
+    "BedrockChatModel",
     "BuildContext",
     "CancelToken",
     "ChatHook",
@@ -164,6 +166,7 @@ _LAZY = {
     "LocalModel": ("._models._local", "LocalModel"),
     "OpenAIChatModel": ("._models._openai", "OpenAIChatModel"),
     "AzureOpenAIChatModel": ("._models._azure", "AzureOpenAIChatModel"),
+    "BedrockChatModel": ("._models._bedrock", "BedrockChatModel"),
     "hookimpl": ("._hookspecs", "hookimpl"),
     "PluginInfo": ("._registry", "PluginInfo"),
     "Registered": ("._registry", "Registered"),

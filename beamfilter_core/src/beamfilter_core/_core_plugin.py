@@ -44,6 +44,23 @@ _AZURE_SCHEMA: dict[str, Any] = {
     "required": ["deployment", "base_url"],
 }
 
+_BEDROCK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "model": {"type": "string", "minLength": 1},
+        "region": {"type": "string", "minLength": 1},
+        "base_url": {"type": "string", "minLength": 1},
+        "profile": {"type": "string", "minLength": 1},
+        "api_key": {"type": "string"},
+        "api_key_env": {"type": "string", "minLength": 1},
+        "options": {"type": "object"},
+        **{k: _OPENAI_SCHEMA["properties"][k] for k in ("timeout", "deadline", "max_retries")},
+        **{k: _OPENAI_SCHEMA["properties"][k] for k in ("max_answer_chars", "max_argument_chars")},
+    },
+    "required": ["model"],
+    "additionalProperties": False,
+}
+
 _LOCAL_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -148,6 +165,13 @@ def azure_openai_model(**options: Any) -> Any:
     return AzureOpenAIChatModel(**options)
 
 
+def bedrock_model(**options: Any) -> Any:
+    """A :class:`~beamfilter_core.BedrockChatModel` (Converse; extra ``beamfilter-core[bedrock]``)."""
+    from ._models._bedrock import BedrockChatModel
+
+    return BedrockChatModel(**options)
+
+
 def local_model(*, build: BuildContext | None = None, **options: Any) -> Any:
     """The embedded llama.cpp model (extra ``beamfilter-core[local]``).
 
@@ -194,6 +218,7 @@ def beamfilter_register_models() -> list[ModelSpec]:
         ModelSpec("anthropic", anthropic_model, _ANTHROPIC_SCHEMA, "Anthropic Messages API (/v1/messages)"),
         ModelSpec("gemini", gemini_model, _GEMINI_SCHEMA, "Gemini generateContent API"),
         ModelSpec("azure_openai", azure_openai_model, _AZURE_SCHEMA, "Azure OpenAI chat completions (a deployment)"),
+        ModelSpec("bedrock", bedrock_model, _BEDROCK_SCHEMA, "Amazon Bedrock Converse (extra: bedrock)"),
         ModelSpec("local", local_model, _LOCAL_SCHEMA, "embedded llama.cpp model (extra: beamfilter-core[local])"),
         ModelSpec("scripted", scripted_model, _SCRIPTED_SCHEMA, "replays scripted answers (tests, docs, demos)"),
     ]
