@@ -508,7 +508,7 @@ OPTIONS: dict[str, Any] = {
         "url": {"type": "string", "pattern": "^https?://"},
         "headers": _STRINGS,
         "env": _STRINGS,
-        "cwd": {"type": "string"},
+        "cwd": {"type": "string", "x-path": True},
         "timeout": {"type": "number", "exclusiveMinimum": 0},
         "start_timeout": {"type": "number", "exclusiveMinimum": 0},
     },

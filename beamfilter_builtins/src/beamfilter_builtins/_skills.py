@@ -215,7 +215,7 @@ OPTIONS: dict[str, Any] = {
                 "(a list of tool names)",
             },
         },
-        "folder": {"type": "string", "minLength": 1},
+        "folder": {"type": "string", "minLength": 1, "x-path": True},
         "min_score": {"type": "number", "minimum": 0},
         "index_header": {"type": "string", "minLength": 1},
         "name": {"type": "string", "minLength": 1},

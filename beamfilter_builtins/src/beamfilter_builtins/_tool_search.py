@@ -119,7 +119,7 @@ OPTIONS: dict[str, Any] = {
             "enum": ["bm25", "regex", "embedding", "hybrid"],
             "x-hint": "'bm25', 'regex', 'embedding', 'hybrid' or a ToolIndex object",
         },
-        "cache_dir": {"type": "string", "minLength": 1},
+        "cache_dir": {"type": "string", "minLength": 1, "x-path": True, "x-path-literals": ["default"]},
         "max_results": {"type": "integer", "minimum": 1, "x-hint": "a positive integer"},
         "accumulate": {"type": "boolean"},
         "tool_name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},

@@ -75,7 +75,7 @@ def _messages(messages: Iterable[Message]) -> list[Any]:
 OPTIONS: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "path": {"type": "string", "minLength": 1},
+        "path": {"type": "string", "minLength": 1, "x-path": True},
         "callback": {**IMPORT_PATH, "pattern": "^[A-Za-z_][\\w.]*:[\\w.]+$"},
         "max_chars": {"type": "integer", "minimum": 1},
         "compress": {"enum": ["truncate", "gzip"]},

@@ -315,14 +315,15 @@ def _cmd_chain(args: argparse.Namespace) -> int:
         f"{built.source}: model {built.model or type(kernel.model).__name__}, {plural(len(names), 'filter')}{tools}",
         file=out,
     )
-    for b in built.toolsets:  # its name says what it runs, e.g. an unsandboxed shell
-        print(f"tools[{b.index}] {b.use}: {b.toolset.name}", file=out)
+    for entry in built.toolsets:  # its name says what it runs, e.g. an unsandboxed shell
+        print(f"tools[{entry.index}] {entry.use}: {entry.toolset.name}", file=out)
     presets: dict[tuple[int, str], list[str]] = {}
     for b in built.filters:
         if b.preset:
             presets.setdefault((b.index, b.preset), []).append(b.qualified)
     for (index, preset), members in presets.items():
         print(f"filters[{index}] {preset} expands to: {', '.join(members)}", file=out)
+    _print_places(built, out)
     for scope in SCOPES:
         print(f"\n{scope}", file=out)
         indent = "  "
@@ -339,6 +340,21 @@ def _cmd_chain(args: argparse.Namespace) -> int:
     print("  " + " → ".join(["[model tokens]", *steps, "[output]"]), file=out)
     _memory_warning(built, sys.stderr)
     return OK
+
+
+def _print_places(built: BuiltConfig, out: TextIO) -> None:
+    """The paths the config names, as resolved (relative ones are taken from its folder),
+    and the folder each stdio MCP server runs in."""
+    lines = [f"  {place.where}: {place.given} -> {place.resolved}" for place in built.places]
+    for entry in built.toolsets:
+        toolset = entry.toolset
+        cwd = getattr(toolset, "cwd", None) or getattr(getattr(toolset, "inner", None), "cwd", None)
+        if isinstance(cwd, str):
+            lines.append(f"  tools[{entry.index}]: the server runs in {cwd}")
+    if built.config_dir is not None and lines:
+        print(f"\npaths (relative ones are taken from {built.config_dir})", file=out)
+        for line in lines:
+            print(line, file=out)
 
 
 # -- run / chat -------------------------------------------------------------------------

@@ -7,6 +7,7 @@ option is validated against its spec's compiled JSON schema when the kernel is b
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import os
 import tomllib
@@ -21,6 +22,7 @@ from ._filter import normalise
 from ._imports import ImportPolicy, NotImported, import_policy
 from ._kernel import Kernel
 from ._options import UNRESOLVED, accepted_options, check_options, unwrap_factory, wants_build
+from ._paths import Place, resolve_paths
 from ._registry import Registered, Registry, suggest
 from ._specs import BuildContext
 from ._tools import Tool
@@ -34,6 +36,9 @@ _UNRESOLVED = UNRESOLVED
 
 #: A config nested deeper than this is refused (real configs use fewer than ten levels).
 MAX_DEPTH = 64
+
+#: The path options met while a config file is built (for ``beamfilter chain``).
+_PLACES: contextvars.ContextVar[list[Place] | None] = contextvars.ContextVar("beamfilter_places", default=None)
 
 _TOP_KEYS = ("filters", "kernel", "model", "models", "plugins", "tools")
 _PLUGIN_KEYS = ("disable", "only", "strict")
@@ -83,6 +88,10 @@ class BuiltConfig:
     sections: Mapping[str, Any] = attrs.field(factory=dict)
     #: The ``[[tools]]`` entries, built.
     toolsets: tuple[BuiltToolset, ...] = ()
+    #: The folder relative paths of the config are taken from (None for a dict config).
+    config_dir: str | None = None
+    #: Every path option, as written and as resolved from ``config_dir``.
+    places: tuple[Place, ...] = ()
 
     def runner(self) -> Any:
         """What runs this config's turns: the kernel, or the object a section's ``runner(built)``
@@ -219,6 +228,16 @@ def _build(item: Registered[Any], options: Any, context: BuildContext, where: st
     return None
 
 
+def _checked(
+    item: Registered[Any], kind: str, options: dict[str, Any], where: str, context: BuildContext, problems: list[str]
+) -> Any:
+    """:func:`check_options`, after the table's relative paths were taken from the config's folder."""
+    places = _PLACES.get()
+    if context.config_dir is not None and places is not None:
+        options = resolve_paths(item.spec.options_schema, options, where, context.config_dir, places)
+    return check_options(item, kind, options, where, problems)
+
+
 def _table(data: Mapping[str, Any], key: str, problems: list[str]) -> dict[str, Any] | None:
     value = data.get(key)
     if value is None:
@@ -324,7 +343,7 @@ def _model_from(
     except PluginError as exc:
         problems.append(f"{where}.use: {exc}")
         return None, None
-    checked = check_options(item, "model", options, where, problems)
+    checked = _checked(item, "model", options, where, context, problems)
     if checked is None:
         return None, item.qualified
     return _build(item, checked, context, where, problems), item.qualified
@@ -346,7 +365,7 @@ def _add_filter(
         problems.append(f"{where}.use: {exc}")
         return
     name = _core_name(item, options, where, problems)
-    checked = check_options(item, "filter", options, where, problems)
+    checked = _checked(item, "filter", options, where, context, problems)
     if checked is None or name is _UNRESOLVED:
         return
     flt = _build(item, checked, context, where, problems)
@@ -457,8 +476,14 @@ def build_config(
     Raises:
         ConfigError: with ``problems`` listing every problem found, each with its path.
     """
-    with import_policy() as policy:
-        return _build_config(config, policy, registry, tools, overrides)
+    places: list[Place] = []
+    token = _PLACES.set(places)
+    try:
+        with import_policy() as policy:
+            built = _build_config(config, policy, registry, tools, overrides)
+    finally:
+        _PLACES.reset(token)
+    return attrs.evolve(built, places=tuple(places))
 
 
 def _build_config(
@@ -511,7 +536,7 @@ def _build_config(
 
     sections: dict[str, Any] = {}
     for name, (item, table) in plugin_sections.items():
-        options = check_options(item, "section", table, name, problems)
+        options = _checked(item, "section", table, name, context, problems)
         if options is not None:
             sections[name] = _build(item, options, context, name, problems)
 
@@ -530,7 +555,7 @@ def _build_config(
             raise
         hidden = _hide_env_values([str(exc)], secrets)[0]
         raise ConfigError(hidden, _hide_env_values(list(exc.problems), secrets)) from None
-    return BuiltConfig(kernel, reg, tuple(built), model_use, label, sections, tuple(toolsets))
+    return BuiltConfig(kernel, reg, tuple(built), model_use, label, sections, tuple(toolsets), config_dir)
 
 
 def _plugin_sections(
@@ -597,7 +622,7 @@ def _toolset_from_plugin(
         hint = "" if ":" in use else ' (a Python function is named "package.module:function")'
         problems.append(f"{where}.use: {exc}{hint}")
         return None
-    checked = check_options(item, "toolset", options, where, problems)
+    checked = _checked(item, "toolset", options, where, context, problems)
     if checked is None:
         return None
     value = _build(item, checked, context, where, problems)

@@ -3,6 +3,7 @@ opened by URL through the specs' ``schemes`` (this package's and other plugins')
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -69,7 +70,13 @@ def open_store(url: str, *, registry: Any = None, **options: Any) -> ChatStore:
 
 def resolve_store(store: Any, build: BuildContext | None, *, owner: str, kind: str, methods: Sequence[str]) -> Any:
     """A filter's ``store`` option: a URL is opened (through the config's registry when the
-    kernel is built from a config); an object must have the ``methods`` a ``kind`` has."""
+    kernel is built from a config); an object must have the ``methods`` a ``kind`` has.
+    A relative ``sqlite:///`` URL (the default store) is taken from the config file's folder."""
+    folder = build.config_dir if build is not None else None
+    if isinstance(store, str) and folder and store.startswith("sqlite:///"):
+        path = store[len("sqlite:///") :]
+        if path and not path.startswith(("/", ":memory:")):
+            store = "sqlite:///" + os.path.join(folder, os.path.expanduser(path))
     chosen = (
         open_store(store, registry=build.registry if build is not None else None) if isinstance(store, str) else store
     )
