@@ -260,3 +260,18 @@ def test_a_static_toolset_is_listed_at_once() -> None:
     assert [t.name for t in kernel.tools] == ["clock"]
     with pytest.raises(ToolDefinitionError, match=r"toolset 'bad'\[0\] is 42; give a function, a Tool"):
         Toolset([42], name="bad")  # type: ignore[list-item]
+
+
+def test_an_include_that_matches_none_of_the_tools_is_an_error_listing_them(tmp_path: Path, registry: Registry) -> None:
+    config = _write(tmp_path, ['[[tools]]\nuse = "mytools:SET"\ninclude = ["ad*", "sub*"]'])
+    with pytest.raises(ConfigError) as caught:
+        Kernel.from_config(config)
+    assert caught.value.problems == ("tools[0].include: 'sub*' matches none of the tools of 'maths'; its tools: add.",)
+    # a toolset that lists its tools when opened: the same check, when it is opened
+    opened = {"model": {"use": "scripted", "script": ["x"]}, "tools": [{"use": "opened", "include": ["remote_reed"]}]}
+    kernel = Kernel.from_config(opened, registry=registry)
+    with pytest.raises(ToolsetError) as failed:
+        kernel.run_sync("hi")
+    assert str(failed.value) == (
+        "tools[0].include: 'remote_reed' matches none of the tools of 'opened'; its tools: remote_read, remote_write."
+    )

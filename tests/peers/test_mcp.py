@@ -405,3 +405,14 @@ def test_a_server_killed_at_start_names_the_signal(tmp_path: Path) -> None:
         str(caught.value)
         == "The MCP server tools[0].command (server.sh) was killed by signal 9 before it listed its tools."
     )
+
+
+def test_an_include_that_matches_none_of_the_server_s_tools_lists_them() -> None:
+    command = [sys.executable, str(NOTES_SERVER), "stdio"]
+    kernel = Kernel.from_config(_config([{"use": "mcp", "command": command, "include": ["add", "read_notes"]}]))
+    with pytest.raises(ToolsetError) as caught:
+        kernel.run_sync("hi")
+    assert str(caught.value) == (
+        f"tools[0].include: 'read_notes' matches none of the tools of '{PYTHON} mcp_server.py'; "
+        "its tools: add, read_note, write_note, hang, die, garble."
+    )

@@ -599,8 +599,11 @@ def _toolsets_from(reg: Registry, entries: Any, context: BuildContext, problems:
                 continue
             try:
                 value = import_reference(use, context.config_dir)
-                # an inspection build imports nothing: an empty toolset stands for the reference
-                toolset = Toolset(name=use) if isinstance(value, NotImported) else as_toolset(value, use)
+                if isinstance(value, NotImported):
+                    # an inspection build imports nothing: an empty toolset stands for the reference
+                    out.append(BuiltToolset(index, use, Toolset(name=use)))
+                    continue
+                toolset = as_toolset(value, use)
             except ConfigError as exc:
                 problems.append(f"{where}.use: {exc}")
                 continue
@@ -609,7 +612,10 @@ def _toolsets_from(reg: Registry, entries: Any, context: BuildContext, problems:
             if toolset_or_none is None:
                 continue
             toolset = toolset_or_none
-        out.append(BuiltToolset(index, use, select_tools(toolset, **selection)))
+        try:
+            out.append(BuiltToolset(index, use, select_tools(toolset, **selection, where=where)))
+        except ConfigError as exc:
+            problems.append(str(exc))
     return out
 
 

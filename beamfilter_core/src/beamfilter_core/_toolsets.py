@@ -17,7 +17,7 @@ import attrs
 
 from ._imports import NotImported, config_import
 from ._tools import Tool, make_tool
-from .errors import ConfigError, ToolDefinitionError
+from .errors import ConfigError, ToolDefinitionError, ToolsetError
 
 __all__ = ["Toolset", "as_tools", "import_reference", "select_tools"]
 
@@ -86,6 +86,18 @@ class _Selection:
     prefix: str
     sensitive: tuple[str, ...]
 
+    def unmatched(self, tools: Sequence[Tool], owner: str, where: str | None) -> str | None:
+        """Why ``include`` is wrong for these tools (a pattern matches none of them), or None."""
+        names = [t.name for t in tools]
+        missed = [p for p in self.include or () if not any(fnmatch.fnmatchcase(n, p) for n in names)]
+        if not missed:
+            return None
+        listed = ", ".join(repr(p) for p in missed)
+        return (
+            f"{where + '.include' if where else 'include'}: {listed} matches none of the tools of {owner}; "
+            f"its tools: {', '.join(names) or '(none)'}."
+        )
+
     def apply(self, tools: Sequence[Tool]) -> tuple[Tool, ...]:
         kept = [
             t
@@ -103,13 +115,19 @@ class _Selection:
 class _SelectedToolset(Toolset):
     """A toolset seen through ``include``/``exclude`` name patterns and a name ``prefix``."""
 
-    def __init__(self, inner: Toolset, selection: _Selection) -> None:
+    def __init__(self, inner: Toolset, selection: _Selection, where: str | None = None) -> None:
         super().__init__(name=inner.name)
         self.inner = inner
         self.selection = selection
+        self.where = where
 
     async def open(self) -> Sequence[Tool]:
-        return self.selection.apply(await self.inner.open())
+        tools = await self.inner.open()
+        problem = self.selection.unmatched(tools, repr(self.name), self.where)
+        if problem is not None:
+            await self.inner.aclose()  # a server started for nothing is stopped now
+            raise ToolsetError(problem, toolset=self.name)
+        return self.selection.apply(tools)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
@@ -121,18 +139,24 @@ def select_tools(
     exclude: Sequence[str] = (),
     prefix: str = "",
     sensitive: Sequence[str] = (),
+    where: str | None = None,
 ) -> Toolset:
     """``toolset`` keeping the tools whose names match ``include`` (shell patterns such as
     ``read_*``) and not ``exclude``, each renamed ``prefix + name``; tools matching
     ``sensitive`` are marked sensitive (the kernel's gate and ``approval`` see them).
     Patterns match the server's own names, before the prefix. The tool still calls what
-    it called; only the name the model sees changes."""
+    it called; only the name the model sees changes. An ``include`` pattern that matches
+    none of the tools is an error listing them (:class:`ConfigError` for a static toolset,
+    :class:`ToolsetError` when a server lists its tools); ``where`` is its place in a config."""
     if include is None and not exclude and not prefix and not sensitive:
         return toolset
     selection = _Selection(None if include is None else tuple(include), tuple(exclude), prefix, tuple(sensitive))
     if toolset.static:
+        problem = selection.unmatched(toolset._tools, repr(toolset.name), where)
+        if problem is not None:
+            raise ConfigError(problem)
         return Toolset(selection.apply(toolset._tools), name=toolset.name)
-    return _SelectedToolset(toolset, selection)
+    return _SelectedToolset(toolset, selection, where)
 
 
 def check_core_options(options: dict[str, Any], where: str, problems: list[str]) -> dict[str, Any]:
