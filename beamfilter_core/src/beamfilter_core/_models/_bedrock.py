@@ -142,7 +142,8 @@ class BedrockChatModel:
             msg = "BedrockChatModel takes client= or transport=, not both; configure the transport on your client."
             raise ConfigError(msg)
         self._session = session if session is not None else botocore.session.Session(profile=profile)
-        region = region or self._session.get_config_variable("region")
+        # AWS_REGION is what the other AWS SDKs read; botocore reads AWS_DEFAULT_REGION and the profile
+        region = region or os.environ.get("AWS_REGION") or self._session.get_config_variable("region")
         if not region:
             msg = (
                 f"BedrockChatModel(model={model!r}) needs a region: pass region= or set AWS_REGION "
