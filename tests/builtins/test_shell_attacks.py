@@ -173,7 +173,7 @@ RUNNERS = [
     ("echo 'BEGIN{system(\"id\")}' | awk -f /dev/stdin", "the command pipes data into the interpreter 'awk'"),
     (
         "gawk --source='BEGIN{system(\"id\")}'",
-        opaque("the gawk program runs commands (system() or a pipe), which the policy does not read"),
+        opaque("the awk program runs commands (system() or a pipe), which the policy does not read"),
     ),
     (
         "awk -e 'BEGIN{system(\"id\")}'",

@@ -288,7 +288,7 @@ UNWRAPS = [
     ),
     ("git -c $X log", [Unknown("git -c $X takes a setting from outside the command")]),
     ("git $X", [Unknown("git has the argument $X, which is only known at run time")]),
-    ("git push --receive-pack=ls", [Code("ls", None, "git --receive-pack")]),
+    ("git push --receive-pack=ls", [Code("ls", None, "git push --receive-pack")]),
     ("git clone -u ls url", [Code("ls", None, "git clone -u")]),
     ("git fetch -u", []),
     ("ssh -p 22 -i key host ls -l", [Code("ls -l", None, "ssh")]),
@@ -297,8 +297,8 @@ UNWRAPS = [
     ("ssh -o 'LocalCommand ls' host", [Code("ls", None, "ssh -o LocalCommand")]),
     ("ssh -o Port=2 host", []),
     ("ssh -o $O host", [Unknown("ssh -o $O is only known at run time")]),
-    ("rsync -e ls a b", [Code("ls", None, "rsync -e -e")]),
-    ("rsync --rsh=ls a b", [Code("ls", None, "rsync -e --rsh")]),
+    ("rsync -e ls a b", [Code("ls", None, "rsync -e")]),
+    ("rsync --rsh=ls a b", [Code("ls", None, "rsync --rsh")]),
     ("tar --checkpoint-action=exec=ls -cf a .", [Code("ls", None, "tar --checkpoint-action")]),
     ("tar -I ls -xf a", [Code("ls", None, "tar -I")]),
     ("alias a='ls -l'", [Code("ls -l", None, "alias")]),
@@ -417,10 +417,11 @@ def test_nested_code_is_bounded_and_must_parse() -> None:
     assert MAX_DEPTH == 8
     rule = ShellRule([], None, True)
     nested = "ls"
-    for _ in range(MAX_DEPTH):
+    for _ in range(4):
         nested = "bash -c " + _quote(nested)
     assert rule.check(nested) is None
-    assert rule.check("bash -c " + _quote(nested)) == f"the command nests code more than {MAX_DEPTH} levels deep"
+    assert rule.check("eval " * MAX_DEPTH + "ls") is None
+    assert rule.check("eval " * (MAX_DEPTH + 1) + "ls") == f"the command nests code more than {MAX_DEPTH} levels deep"
     assert rule.check("bash -c 'echo \"x'") == (
         "the code run by bash -c is unreadable: the command cannot be parsed (syntax error at line 1, column 6)"
     )

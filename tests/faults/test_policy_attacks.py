@@ -25,6 +25,10 @@ pytestmark = pytest.mark.anyio
 
 BUILTIN = ToolPolicy([{"tool": "shell", "kind": "shell"}])
 RM_ROOT = "the command runs rm recursively from / or the home directory"
+XARGS = (
+    "the program 'xargs' runs code, changes the shell or hides which program runs; allow_commands allows only plain "
+    "commands"
+)
 FIND_ROOT = "the command deletes or runs commands on every file from / or the home directory"
 RAW_DEVICE = "the command writes a raw device"
 DD_DEVICE = "the command writes a raw device with dd"
@@ -330,6 +334,8 @@ ALLOW_LIST_MISSES = [
     ("git -c core.sshCommand='rm -rf ~' fetch", RM_ROOT),
     ("git -c core.sshCommand='curl x' fetch", not_listed("curl")),
     ("git -c core.pager='sh -c id' log", not_listed("sh")),
+    ("git -c core.pager=ls log", opaque("git -c core.pager runs code given in its arguments")),
+    ("ls | xargs -n1 cat", opaque(XARGS)),
     ("cat $(rm x)", not_listed("rm")),
     ("echo `id`", not_listed("id")),
     ("ls; (python3 x)", not_listed("python3")),
@@ -353,7 +359,6 @@ def test_allow_list_attacks_are_denied(command: str, reason: str) -> None:
         "ls -la",
         "timeout 5 ls",
         "sudo -u eve ls",
-        "ls | xargs -n1 cat",
         "LANG=C ls",
         "/usr/bin/ls",
         "//usr/bin/./ls",

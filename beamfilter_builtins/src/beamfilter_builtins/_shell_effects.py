@@ -9,6 +9,7 @@ directory a ``cd`` in the same command may have moved to (:func:`working_directo
 
 from __future__ import annotations
 
+import fnmatch
 import posixpath
 import re
 from collections.abc import Iterator, Sequence
@@ -62,6 +63,10 @@ _SYSTEM = frozenset(
 )
 
 
+# what a glob written over the system may also reach (/proc/*, /sys/k*)
+_GLOBBED_SYSTEM = frozenset({"/proc/self", "/proc/1", "/sys/kernel", "/sys/block", "/sys/class", "/sys/devices"})
+
+
 def is_device(path: str) -> bool:
     """Whether writing ``path`` writes a disk, memory or port (anything under /dev but the harmless)."""
     normal = normalise_path(path)
@@ -72,6 +77,7 @@ def is_device(path: str) -> bool:
 _CRITICAL = frozenset(
     {"/etc/passwd", "/etc/shadow", "/etc/group", "/etc/gshadow", "/etc/sudoers", "/etc/fstab", "/etc/ld.so.preload"}
 )
+_WRITE_GUARDED = ("dev", "proc", "sys", "boot", "etc")
 _PROCESS_FD = re.compile(r"/proc/(self|thread-self)/fd/\d+")  # like /dev/fd/N
 
 
@@ -79,6 +85,9 @@ def write_denial(path: str, program: str = "") -> str | None:
     """Why writing ``path`` is denied (a device, kernel or process state, a file the system
     needs), or None. ``program`` names what writes it, for the device message."""
     for normal in _anchored(path):
+        top = normal.split("/")[1] if normal.startswith("/") and normal.count("/") >= 1 else ""
+        if _GLOB.search(top) and any(fnmatch.fnmatchcase(name, top) for name in _WRITE_GUARDED):
+            return f"the command writes {normal}, a glob that may name a device or a file the whole system depends on"
         if is_device(normal):
             return "the command writes a raw device" + (f" with {program}" if program else "")
         if normal.startswith(("/proc/", "/sys/")) and _PROCESS_FD.fullmatch(normal) is None:
@@ -100,10 +109,17 @@ def _anchored(path: str) -> list[str]:
     return [normal, "/" + rest.removeprefix("..")]
 
 
+#: More ``cd`` targets than this and a relative path is in a directory only known at run time
+#: (the places a path may name grow with every pair of targets: ``cd a; cd b`` is also ``a/b``).
+MAX_DIRECTORIES = 8
+
+
 def working_directories(targets: Sequence[Word]) -> Directories:
     """Where the ``cd``s of a command (``targets``, in any order, some in loops) may lead."""
     found: list[str | None] = []
     relative: list[str] = []
+    if len(set(map(str, targets))) > MAX_DIRECTORIES:
+        return (None,)
     for target in targets:
         if isinstance(target, Opaque) or target == "-":
             place: str | None = None
@@ -166,7 +182,7 @@ def builtin_denials(name: str, args: tuple[Word, ...], cwds: Directories) -> Ite
         yield from _copy(name, args, cwds)
     elif name == "sed":
         yield from _sed(args, cwds)
-    elif name in {"awk", "gawk", "mawk", "nawk"}:  # print > "/dev/sda"
+    elif name == "awk":  # print > "/dev/sda"
         for arg in args:
             for path in _AWK_FILE.findall(arg) if isinstance(arg, str) else ():
                 yield from _written(name, path, cwds)
@@ -355,9 +371,12 @@ def _sweeping(target: str, cwd: bool = True) -> bool:
 
 def _system_directory(target: str) -> bool:
     """Whether ``target`` is a directory of the system (``/usr``, ``/etc``, ``/home/*``), or in /proc or /sys
-    (``/proc/self/root`` is ``/``)."""
+    (``/proc/self/root`` is ``/``), or a glob that matches one (``/[u]sr``, ``/e?c``, ``/u*/lib``)."""
     if not target.startswith("/"):
         return False
+    if _GLOB.search(target) and not _WILDCARD.fullmatch(target.rpartition("/")[2]):
+        pattern = normalise_path(target).rstrip("/") or "/"
+        return any(fnmatch.fnmatchcase(directory, pattern) for directory in _SYSTEM | _GLOBBED_SYSTEM)
     head, _, last = normalise_path(target).rpartition("/")
     if _WILDCARD.fullmatch(last):  # /usr/*, /home/*: everything in a system directory
         return (head or "/") in _SYSTEM

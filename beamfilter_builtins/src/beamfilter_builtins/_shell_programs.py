@@ -18,7 +18,9 @@ from collections.abc import Iterator
 
 import attrs
 
+from ._shell_options import Code, Unknown, git, option_code, sed, ssh
 from ._shell_syntax import Opaque, Word
+from ._shell_table import AWKS, CODE_OPTIONS, INTERPRETERS, SHELLS, family
 from ._shell_wrappers import WRAPPERS
 
 __all__ = [
@@ -36,34 +38,7 @@ __all__ = [
     "unwrap",
 ]
 
-SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "yash", "ash", "posh", "rbash"})
-# Interpreters whose code cannot be read by a shell parser: ``-c``/``-e`` code is opaque.
-INTERPRETERS = frozenset(
-    {"python", "perl", "ruby", "node", "nodejs", "php", "lua", "luajit", "tclsh", "wish", "fish", "csh", "tcsh"}
-    | {"pwsh", "powershell", "Rscript", "deno", "bun", "irb", "jshell", "groovy", "osascript", "expect", "source", "."}
-)
 STDIN_PATHS = frozenset({"-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0", "/proc/thread-self/fd/0"})
-_CODE_OPTIONS = {
-    "python": ("-c",),
-    "perl": ("-e", "-E"),
-    "ruby": ("-e",),
-    "node": ("-e", "--eval", "-p", "--print"),
-    "nodejs": ("-e", "--eval", "-p", "--print"),
-    "php": ("-r",),
-    "lua": ("-e",),
-    "luajit": ("-e",),
-    "Rscript": ("-e",),
-    "bun": ("-e", "--eval", "-p", "--print"),
-    "deno": ("eval",),
-    "fish": ("-c", "--command"),
-    "csh": ("-c",),
-    "tcsh": ("-c",),
-    "pwsh": ("-c", "-command", "-Command", "-e", "-EncodedCommand", "-encodedcommand"),
-    "powershell": ("-c", "-command", "-Command", "-e", "-EncodedCommand", "-encodedcommand"),
-    "osascript": ("-e",),
-    "expect": ("-c",),
-}
-_AWK = frozenset({"awk", "gawk", "mawk", "nawk"})
 
 
 @attrs.frozen
@@ -72,15 +47,6 @@ class Call:
 
     argv: tuple[Word, ...]
     stdin: str | None
-
-
-@attrs.frozen
-class Code:
-    """Shell code a command runs (``bash -c``, ``watch``, ``eval``); ``via`` names the carrier."""
-
-    text: Word
-    stdin: str | None
-    via: str
 
 
 @attrs.frozen
@@ -106,24 +72,12 @@ class EnvAssignment:
     value: Word
 
 
-@attrs.frozen
-class Unknown:
-    """Something that runs but cannot be known before the command runs, and why."""
-
-    reason: str
-
-
 Finding = Call | Chdir | Code | EnvAssignment | StdinScript | Unknown
 
 
 def program_name(word: str) -> str:
-    """The family a program belongs to for the built-in rules (``/usr/bin/python3.12`` → ``python``)."""
-    name = posixpath.basename(word)
-    if name.startswith("python") or name in {"py", "pypy", "pypy3"}:
-        return "python"
-    if name.startswith(("mkfs", "mke2fs")):
-        return "mkfs"
-    return name
+    """The family a program belongs to (:func:`._shell_table.family`: ``/usr/bin/python3.12`` → ``python``)."""
+    return family(word)
 
 
 def normalise_path(path: str) -> str:
@@ -146,6 +100,19 @@ def unwrap(argv: tuple[Word, ...], stdin: str | None, depth: int = 0) -> Iterato
         return
     name = program_name(program)
     rest = argv[1:]
+    if name in _RESERVED:
+        # tree-sitter-bash reads "time { rm x; }" or "! for …; do rm x; done" as simple commands
+        # named "{" or "do": bash runs a compound command there
+        yield Unknown(f"the command has {program!r} where bash starts a compound command the policy cannot read")
+        if name in _RESERVED_BEFORE_COMMAND:
+            yield from unwrap(rest, stdin, depth + 1)
+        return
+    if name == "coproc" and len(rest) > 1 and isinstance(rest[1], str) and rest[1] in _RESERVED:
+        rest = rest[1:]  # coproc NAME { …; }: NAME names the co-process
+    if name in _EVALUATES_SUBSCRIPTS:
+        quoted = next((w for w in rest if isinstance(w, str) and "[" in w and _RUNS_IN_SUBSCRIPT.search(w)), None)
+        if quoted is not None:
+            yield Unknown(f"{name} evaluates {quoted!r} as an array subscript, which may run the command in it")
     if name in WRAPPERS:
         yield from _wrapped(name, rest, stdin, depth)
     elif name in {"busybox", "toybox"} and rest:
@@ -157,34 +124,47 @@ def unwrap(argv: tuple[Word, ...], stdin: str | None, depth: int = 0) -> Iterato
     elif name in INTERPRETERS:
         yield from _interpreter(name, rest, stdin)
     elif name == "eval":
-        yield Code(_joined(rest), stdin, "eval")
-    elif name in {"find", "fd", "fdfind"}:
+        yield Code(_joined(rest[1:] if rest[:1] == ("--",) else rest), stdin, "eval")
+    elif name in {"find", "fd"}:
         yield from _find(rest, depth, appends=name != "find")
     elif name == "parallel":
         yield Unknown("parallel builds the commands it runs from its arguments and input")
     elif name == "git":
-        yield from _git(rest)
+        yield from git(rest)
     elif name == "ssh":
-        yield from _ssh(rest, stdin)
-    elif name in {"rsync"}:
-        yield from _option_code(rest, ("-e",), ("--rsh",), "rsync -e")
-    elif name in {"tar", "gtar", "bsdtar"}:
-        yield from _option_code(
-            rest,
-            ("-I", "-F"),
-            ("--to-command", "--use-compress-program", "--info-script", "--new-volume-script", "--rsh-command"),
-            "tar",
-        )
+        yield from ssh(rest, stdin)
+    elif name == "rsync":
+        yield from option_code(rest, "e", ("--rsh",), "rsync", values="BfMT")
+    elif name == "tar":
+        yield from _tar(rest)
+    elif name == "sed":
+        yield from sed(rest)
+    elif name == "hash" and any(isinstance(w, Opaque) or (w.startswith("-") and "p" in w) for w in rest):
+        yield Unknown("hash -p makes a name run another program")
     elif name == "alias":
         for word in rest:
             if isinstance(word, Opaque):
                 yield Unknown(f"the alias {word} is only known at run time")
             elif "=" in word:
                 yield Code(word.partition("=")[2], None, "alias")
-    elif name == "trap" and rest and rest[0] not in {"-p", "-l", "--"}:
-        yield Code(rest[0], None, "trap")
-    elif name in _AWK:
+    elif name == "trap":
+        operands = rest[1:] if rest[:1] == ("--",) else rest
+        if operands and operands[0] not in {"-p", "-l", "-P"} and len(operands) > 1:
+            yield Code(operands[0], None, "trap")
+    elif name in AWKS:
         yield from _awk(name, rest, stdin)
+
+
+# reserved words: a simple command never starts with them
+_RESERVED_BEFORE_COMMAND = frozenset({"{", "!", "do", "then", "else", "elif", "if", "while", "until"})
+_RESERVED = _RESERVED_BEFORE_COMMAND | frozenset({"}", "done", "fi", "esac", "for", "select", "case", "in", "[["})
+_RESERVED |= frozenset({"]]", "function", "(("})
+# builtins that evaluate a quoted array subscript arithmetically: declare 'a[$(cmd)]'
+_EVALUATES_SUBSCRIPTS = frozenset(
+    {"test", "[", "unset", "declare", "typeset", "local", "export", "readonly", "printf", "read", "let"}
+    | {"mapfile", "readarray", "getopts", "wait", "printf", "shift", "return", "exit", "kill", "ulimit"}
+)
+_RUNS_IN_SUBSCRIPT = re.compile(r"\$\(|`")
 
 
 def _joined(words: tuple[Word, ...]) -> Word:
@@ -280,6 +260,9 @@ def _wrapped(name: str, rest: tuple[Word, ...], stdin: str | None, depth: int) -
         yield Code(_joined(command), stdin, f"{name} -s") if command else Call(("sh",), stdin)
         return
     if name == "xargs":
+        replace = _xargs_replace(rest[:index])
+        if replace:  # -I {}: each {} in the command is a line of the input
+            command = tuple(Opaque(w) if isinstance(w, str) and replace in w else w for w in command)
         command = (command or ("echo",)) + (Opaque("<arguments read from standard input>"),)
         stdin = None
     elif name == "chroot" and not command:
@@ -290,6 +273,16 @@ def _wrapped(name: str, rest: tuple[Word, ...], stdin: str | None, depth: int) -
         return  # su USER: an interactive shell reading standard input, or -c code (above)
     if command:
         yield from unwrap(command, stdin, depth + 1)
+
+
+def _xargs_replace(options: tuple[Word, ...]) -> str:
+    """The replace string of xargs ``-I R``, ``-IR`` or ``--replace[=R]`` (``{}``), or ""."""
+    for index, word in enumerate(options):
+        if isinstance(word, str) and word.startswith("-I"):
+            return word[2:] or str(options[index + 1]) if index + 1 < len(options) or word[2:] else "{}"
+        if isinstance(word, str) and word.startswith("--replace"):
+            return word.partition("=")[2] or "{}"
+    return ""
 
 
 def _split_or_code(
@@ -391,100 +384,22 @@ def _find(rest: tuple[Word, ...], depth: int, appends: bool) -> Iterator[Finding
         index += 1
 
 
-# git: configuration keys whose value is a command line (git-config(1)); alias.* runs with '!'
-_GIT_CODE_KEYS = re.compile(
-    r"core\.(sshcommand|pager|editor|askpass|fsmonitor|gitproxy|alternaterefscommand|hookspath)"
-    r"|sequence\.editor|diff\.external|diff\..+\.(command|textconv)|merge\..+\.driver|filter\..+\.(clean|smudge|process)"
-    r"|credential(\..+)?\.helper|pager\..+|gpg(\..+)?\.program|uploadpack\.packobjectshook|remote\..+\.(uploadpack|receivepack)"
-    r"|interactive\.difffilter|(web|browser\..+|man\..+|mergetool\..+|difftool\..+)\.(browser|cmd|path)|submodule\..+\.update"
-    r"|include\.path|includeif\..+|protocol\..+\.allow|ssh\.variant|receive\.procreceiverefs|sendemail\..+"
-    r"|core\.(sshcommand)|http\..*proxy.*|url\..+\.(insteadof|pushinsteadof)",
-)
+_TAR_CODE = ("--to-command", "--use-compress-program", "--info-script", "--new-volume-script", "--rsh-command")
+_TAR_CODE_LONG = (*_TAR_CODE, "--checkpoint-action")
 
 
-def _git(rest: tuple[Word, ...]) -> Iterator[Finding]:
-    index = 0
-    while index < len(rest):
-        word = rest[index]
-        if isinstance(word, Opaque):
-            yield Unknown(f"git has the argument {word}, which is only known at run time")
-            return
-        if word in {"-c", "--config-env"} or word.startswith(("--config-env=", "--exec-path")):
-            value: Word = word.partition("=")[2] if "=" in word else (rest[index + 1] if index + 1 < len(rest) else "")
-            index += 1 if "=" in word else 2
-            if word.startswith(("--config-env", "--exec-path")) or isinstance(value, Opaque):
-                shown = word if "=" in word else f"{word} {value}"
-                yield Unknown(f"git {shown} takes a setting from outside the command")
-                return
-            key, _, setting = value.partition("=")
-            if key.lower().startswith("alias."):
-                if setting.startswith("!"):
-                    yield Code(setting[1:], None, f"git -c {key}")
-            elif _GIT_CODE_KEYS.fullmatch(key.lower()):
-                yield Code(setting, None, f"git -c {key}")
-            continue
-        if word in {"-C", "--git-dir", "--work-tree", "--namespace", "--super-prefix"}:
-            index += 2
-            continue
-        if word.startswith("-"):
-            index += 1
-            continue
-        break
-    for option_word in rest[index + 1 :]:
-        if isinstance(option_word, str) and option_word.startswith(("--upload-pack", "--receive-pack", "--exec=")):
-            yield Code(option_word.partition("=")[2], None, f"git {option_word.partition('=')[0]}")
-    arguments = rest[index + 1 :]
-    if index < len(rest) and rest[index] == "clone" and "-u" in arguments:
-        position = arguments.index("-u")
-        if position + 1 < len(arguments):
-            yield Code(arguments[position + 1], None, "git clone -u")
-
-
-_SSH_CODE_OPTIONS = re.compile(
-    r"(proxycommand|localcommand|knownhostscommand|remotecommand)\s*[= ]\s*(.*)", re.I | re.S
-)
-
-
-def _ssh(rest: tuple[Word, ...], stdin: str | None) -> Iterator[Finding]:
-    index = 0
-    while index < len(rest):
-        word = rest[index]
-        if isinstance(word, Opaque) or not word.startswith("-") or word == "--":
-            index += word == "--"
-            break
-        letter = word[1:2]
-        value: Word = word[2:]
-        if letter in "BbcDEeFIiJLlmOopQRSWw":
-            if not value:
-                index += 1
-                value = rest[index] if index < len(rest) else ""
-            if letter == "o":
-                if isinstance(value, Opaque):
-                    yield Unknown(f"ssh -o {value} is only known at run time")
-                    return
-                match = _SSH_CODE_OPTIONS.fullmatch(value)
-                if match:
-                    yield Code(match.group(2), None, f"ssh -o {match.group(1)}")
-            elif letter == "F":
-                yield Unknown("ssh -F reads options (which may run commands) from a file the policy does not read")
-                return
-        index += 1
-    remote = rest[index + 1 :]
-    if remote:
-        yield Code(_joined(remote), stdin, "ssh")
-
-
-def _option_code(rest: tuple[Word, ...], short: tuple[str, ...], long: tuple[str, ...], via: str) -> Iterator[Finding]:
-    for index, word in enumerate(rest):
-        if isinstance(word, Opaque):
-            continue
-        if word in short and index + 1 < len(rest):
-            yield Code(rest[index + 1], None, f"{via} {word}")
-        option, equals, value = word.partition("=")
-        if option in long:
-            yield Code(value if equals else (rest[index + 1] if index + 1 < len(rest) else ""), None, f"{via} {option}")
-        if option == "--checkpoint-action" and value.startswith("exec="):
-            yield Code(value[5:], None, f"{via} --checkpoint-action")
+def _tar(rest: tuple[Word, ...]) -> Iterator[Finding]:
+    """tar runs ``-I``/``-F``/``--to-command`` code (abbreviated, attached, or in the old
+    bundled first word: ``tar xIf CMD archive``)."""
+    yield from option_code(rest, "IF", _TAR_CODE_LONG, "tar", values="bCfgHKLNTVX")
+    first = rest[0] if rest else ""
+    if isinstance(first, str) and first and not first.startswith("-"):
+        following = iter(rest[1:])
+        for letter in first:
+            if letter in "bCfgHKLNTVXIF":
+                value = next(following, "")
+                if letter in "IF":
+                    yield Code(value, None, f"tar {letter}")
 
 
 def _awk(name: str, rest: tuple[Word, ...], stdin: str | None) -> Iterator[Finding]:
@@ -520,13 +435,15 @@ def _awk_program(name: str, program: Word) -> Iterator[Finding]:
 
 def interpreter_code(name: str, rest: tuple[Word, ...]) -> tuple[str, Word] | None:
     """The option and code an interpreter runs from its arguments (``python -c CODE``), or None."""
-    options = _CODE_OPTIONS.get(name, ())
+    options = CODE_OPTIONS.get(name, ())
     for index, word in enumerate(rest):
         if not isinstance(word, str):
             continue
         for option in options:
             if word == option:
                 return option, rest[index + 1] if index + 1 < len(rest) else ""
+            if option.startswith("--") and word.startswith(option + "="):  # node --eval=CODE
+                return option, word.partition("=")[2]
             if option.startswith("-") and len(option) == 2 and word[:1] == "-" and word[1:2] != "-":
                 letters = word[1:]
                 if option[1] in letters:  # -e'code', or bundled: perl -pe CODE, python -Bc CODE

@@ -4,7 +4,17 @@ A command is parsed once (:mod:`._shell_syntax`), every program it runs is found
 through wrappers and code-carrying arguments (:mod:`._shell_programs`), and each is
 checked. Shell code found inside (``bash -c '…'``, ``watch …``, ``eval …``,
 ``git -c core.sshCommand=…``) is parsed and checked the same way. What cannot be known
-before the command runs is *opaque*: denied unless ``allow_opaque``.
+before the command runs is *opaque*, and so is a command the rule cannot read (a
+syntax error, past a size or nesting budget): ``on_opaque`` decides (deny, pause, allow).
+
+With ``allow_commands`` the rule is strict by construction: only plain simple commands
+(a listed program, literal words, redirections) joined by ``;``, ``&&``, ``||`` and ``|``
+pass; anything more — a group or loop, a substitution, an expansion, a here-document,
+a builtin that runs code (``eval``, ``trap``, ``source`` ...), an option that makes a
+program run code (``find -exec``, ``git rebase -x``, ``tar --to-command``) — is opaque.
+
+This is a speed bump that explains, not a wall: bash has more ways to run code than
+any static reading catches. Enforcement is the ``shell`` toolset's sandbox.
 """
 
 from __future__ import annotations
@@ -15,6 +25,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 import attrs
+
+from beamfilter_core.errors import ConfigError
 
 from ._shell_effects import Directories, builtin_denials, places, working_directories, write_denial
 from ._shell_programs import (
@@ -27,9 +39,13 @@ from ._shell_programs import (
     program_name,
     unwrap,
 )
-from ._shell_syntax import Opaque, Redirect, Script, SimpleCommand, Word, parse_script
+from ._shell_syntax import MAX_NODES, Opaque, Redirect, Script, SimpleCommand, Word, parse_script
+from ._shell_table import NEVER_PLAIN
 
-__all__ = ["ShellRule", "ShellVerdict"]
+__all__ = ["ON_OPAQUE", "ShellRule", "ShellVerdict"]
+
+#: What ``on_opaque`` may be: deny (the default), pause for a human, or allow (not with ``allow_commands``).
+ON_OPAQUE = ("deny", "pause", "allow")
 
 MAX_DEPTH = 8  # bash -c "bash -c '…'": nesting deeper than this is refused
 CACHE_SIZE = 256  # verdicts remembered per rule
@@ -61,6 +77,9 @@ class ShellVerdict:
 
     reason: str | None
     redirects: tuple[Redirect, ...] = ()
+    #: The reason is that the command is opaque or unreadable (``on_opaque`` decides),
+    #: not that a rule denies it.
+    opaque: bool = False
 
 
 class ShellRule:
@@ -78,12 +97,16 @@ class ShellRule:
         builtin: Apply the built-in denials (recursive delete of ``/`` or home, data
             piped into an interpreter, generated code, ``mkfs``, raw device writes,
             fork bombs, variables that load code, ...).
-        allow_opaque: Allow what cannot be known before the command runs (a variable as
-            the program or as the target of a built-in rule, ``python -c``, an unknown
-            wrapper option). Off: such commands are denied.
+        allow_opaque: The old spelling of ``on_opaque="allow"``.
+        on_opaque: What becomes of an opaque command — one whose effect cannot be known
+            before it runs (a variable as the program or as the target of a built-in rule,
+            ``python -c``, an unknown wrapper option), that the rule cannot read, or, with
+            ``allow_commands``, that is more than plain commands: ``"deny"`` (default),
+            ``"pause"`` (a human decides; the verdict says ``opaque``) or ``"allow"`` (not
+            with ``allow_commands``; unreadable commands stay denied).
     """
 
-    __slots__ = ("_cache", "allow_commands", "allow_env", "allow_opaque", "builtin", "deny")
+    __slots__ = ("_cache", "allow_commands", "allow_env", "builtin", "deny", "on_opaque")
 
     def __init__(
         self,
@@ -93,15 +116,35 @@ class ShellRule:
         *,
         allow_env: frozenset[str] | None = None,
         allow_opaque: bool = False,
+        on_opaque: str | None = None,
     ) -> None:
         self.deny = tuple(deny)
         self.allow_commands = None if allow_commands is None else frozenset(_program_key(c) for c in allow_commands)
         self.allow_env = allow_env if allow_env is not None or allow_commands is None else frozenset()
         self.builtin = builtin
-        self.allow_opaque = allow_opaque
+        if on_opaque is None:
+            on_opaque = "allow" if allow_opaque else "deny"
+        elif allow_opaque and on_opaque != "allow":
+            msg = f"ShellRule(allow_opaque=True, on_opaque={on_opaque!r}) contradict each other; give on_opaque only."
+            raise ConfigError(msg)
+        if on_opaque not in ON_OPAQUE:
+            msg = f"ShellRule(on_opaque={on_opaque!r}) is invalid; give one of 'deny', 'pause', 'allow'."
+            raise ConfigError(msg)
+        if on_opaque == "allow" and allow_commands is not None:
+            msg = (
+                "ShellRule(on_opaque='allow') cannot be used with allow_commands: under an allow-list only "
+                "plain commands pass; give on_opaque='deny' or 'pause'."
+            )
+            raise ConfigError(msg)
+        self.on_opaque = on_opaque
         # A verdict depends on the command text alone: models repeat commands, and parsing a
         # pipeline of three or more commands costs tree-sitter-bash about 0.1 ms.
         self._cache: OrderedDict[str, ShellVerdict] = OrderedDict()
+
+    @property
+    def allow_opaque(self) -> bool:
+        """Whether opaque commands pass (``on_opaque="allow"``)."""
+        return self.on_opaque == "allow"
 
     def check(self, command: str) -> str | None:
         """Why ``command`` is denied, or None."""
@@ -124,6 +167,12 @@ class ShellRule:
         return verdict
 
     def _analyse(self, command: str) -> ShellVerdict:
+        try:
+            return self._decide(command)
+        except RecursionError:  # a safety net: parsing and nesting are bounded
+            return ShellVerdict("the command nests too deeply for the policy to read", opaque=True)
+
+    def _decide(self, command: str) -> ShellVerdict:
         if "\x00" in command:
             return ShellVerdict("the command contains a NUL byte")
         if not command.isascii():
@@ -131,34 +180,43 @@ class ShellRule:
                 command.encode("utf-8")
             except UnicodeEncodeError:  # a lone surrogate (e.g. read with surrogateescape)
                 return ShellVerdict("the command contains a lone surrogate, which is not text a shell reads")
-        script = parse_script(command)
+        budget = [MAX_NODES]
+        script = parse_script(command, budget)
         if script.error is not None:
-            return ShellVerdict(script.error)
-        found = _Findings()
+            return ShellVerdict(script.error, opaque=True)
+        found = _Findings(budget=budget)
         self._collect(script, found, 0, None)
         cwds = working_directories(found.directories) if found.directories else ()
         if cwds:  # cd /dev && cat x > sda: decide again with every directory a cd may lead to
-            found = _Findings(cwds=cwds)
+            found = _Findings(cwds=cwds, budget=[MAX_NODES])
             self._collect(script, found, 0, None)
         if found.error is not None:
-            return ShellVerdict(found.error)
+            return ShellVerdict(found.error, opaque=True)
         normalised = " ; ".join(" ".join(str(w) for w in argv) for argv in found.argvs)
         for pattern in self.deny:
             if pattern.search(command) or pattern.search(normalised):
                 return ShellVerdict(f"the command matches the deny pattern {pattern.pattern!r}")
         if _calls_itself(found.calls):
             found.denied.append(_FORK_BOMB)
+        reopened = next((path for path, fd in found.reopened if fd in found.read_descriptors), None)
+        if reopened is not None:
+            found.opaque.append(
+                f"the command writes {reopened}, which re-opens for writing a descriptor redirected from a file "
+                "for reading"
+            )
         if self.builtin and found.denied:
             return ShellVerdict(found.denied[0])
         if found.not_allowed:
             return ShellVerdict(found.not_allowed[0])
-        if found.opaque and not self.allow_opaque:
-            return ShellVerdict(found.opaque[0] + " (allow_opaque is off)")
+        if found.opaque and self.on_opaque != "allow":
+            return ShellVerdict(found.opaque[0] + " (allow_opaque is off)", opaque=True)
         return ShellVerdict(None, tuple(found.redirects))
 
     def _collect(self, script: Script, found: _Findings, depth: int, caller: str | None) -> None:
         """Check every command of ``script``; ``caller`` is the function the script runs in (eval in f)."""
         found.functions |= script.functions
+        strict = self.allow_commands is not None
+        found.opaque.extend(script.hidden)
         for command in script.commands:
             function = command.function or caller
             if function is not None and command.argv and command.argv[0] == function:
@@ -171,16 +229,26 @@ class ShellRule:
                     found.argvs.append(finding.argv)
                     self._call(finding, found, depth, function)
                 elif isinstance(finding, Code):
+                    if strict:  # never plain, but its denials and unlisted programs explain more
+                        found.opaque.append(f"{finding.via} runs code given in its arguments")
                     self._code(finding, found, depth, function)
                 elif isinstance(finding, EnvAssignment):
                     self._assign(finding.name, finding.value, found, depth)
                 elif isinstance(finding, StdinScript):
                     if finding.stdin is not None:
                         found.denied.append(f"the command pipes data into the interpreter {finding.program!r}")
+                    elif strict:
+                        found.opaque.append(f"the interpreter {finding.program!r} reads its program from its input")
                 elif isinstance(finding, Chdir):
                     found.directories.append(finding.directory)
                 else:
                     found.opaque.append(finding.reason)
+        if strict:  # after the findings of each command, which explain more
+            found.opaque.extend(
+                f"the command has {construct}, and allow_commands allows only plain commands "
+                "(a listed program, literal words and redirections)"
+                for construct in script.constructs
+            )
 
     def _code(self, code: Code, found: _Findings, depth: int, caller: str | None = None) -> None:
         text = code.text
@@ -193,7 +261,7 @@ class ShellRule:
         if depth >= MAX_DEPTH:
             found.error = f"the command nests code more than {MAX_DEPTH} levels deep"
             return
-        nested = parse_script(text)
+        nested = parse_script(text, found.budget)
         if nested.error is not None:
             found.error = f"the code run by {code.via} is unreadable: {nested.error}"
             return
@@ -237,6 +305,11 @@ class ShellRule:
 
     def _redirect(self, redirect: Redirect, found: _Findings) -> None:
         target, operator = redirect.target, redirect.operator
+        if isinstance(target, str):
+            if operator == "<":  # 1< file, 3< file, < file: the descriptor names a file opened for reading
+                found.read_descriptors.add(redirect.descriptor or "0")
+            if redirect.writes:
+                _reopens(target, found)
         if isinstance(target, Opaque):
             found.opaque.append(f"the redirection {operator} {target} goes to a file only known at run time")
             return
@@ -258,13 +331,29 @@ class ShellRule:
     def _call(self, call: Call, found: _Findings, depth: int, function: str | None) -> None:
         program = call.argv[0]
         if isinstance(program, Opaque):
+            if found.positional and _POSITIONAL.search(program.source):
+                found.denied.append(f"the command runs {program} after setting the positional parameters with set")
             found.opaque.append(f"the program {program} is only known at run time")
             return
-        if self.allow_commands is not None and _program_key(program) not in self.allow_commands:
-            allowed = ", ".join(sorted(self.allow_commands))
-            found.not_allowed.append(f"the program {program!r} is not in the allowed commands ({allowed})")
         name = program_name(program)
         args = call.argv[1:]
+        if self.allow_commands is not None:
+            if _program_key(program) not in self.allow_commands:
+                allowed = ", ".join(sorted(self.allow_commands))
+                found.not_allowed.append(f"the program {program!r} is not in the allowed commands ({allowed})")
+            elif name in NEVER_PLAIN or program in NEVER_PLAIN:
+                found.opaque.append(
+                    f"the program {program!r} runs code, changes the shell or hides which program runs; "
+                    "allow_commands allows only plain commands"
+                )
+            hidden = next((a for a in args if isinstance(a, Opaque)), None)
+            if hidden is not None:
+                found.opaque.append(f"the argument {hidden} of {program!r} is only known at run time")
+        for word in args:
+            if isinstance(word, str):  # tee /dev/fd/3, dd of=/dev/stdin
+                _reopens(word.partition("=")[2] if word.startswith("of=") else word, found)
+        if name == "set" and any(isinstance(a, Opaque) or not a.startswith(("-", "+")) or a == "--" for a in args):
+            found.positional = True
         found.calls.append((function, program))
         if name in {"cd", "pushd"}:
             found.directories.append(_directory(args))
@@ -287,9 +376,26 @@ class _Findings:
     directories: list[Word] = attrs.Factory(list)  # the targets of cd, pushd, env -C, sudo -D
     functions: frozenset[str] = frozenset()  # the functions the command (or code it runs) defines
     calls: list[tuple[str | None, str]] = attrs.Factory(list)  # (the function calling, the program)
+    budget: list[int] = attrs.Factory(lambda: [MAX_NODES])  # syntax nodes still allowed for nested code
+    read_descriptors: set[str] = attrs.Factory(set)  # descriptors redirected from a file (3< x, 1< x, < x)
+    reopened: list[tuple[str, str]] = attrs.Factory(list)  # paths re-opening a descriptor, and which
+    positional: bool = False  # set -- WORDS: "$@" is then those words
 
 
 _FORK_BOMB = "the command is a fork bomb (a function that calls itself)"
+# paths that open a descriptor of the process again (a write through them may reach a file opened for reading)
+_DESCRIPTOR_PATH = re.compile(r"/dev/(?:(stdin|stdout|stderr)|fd/(\d+))|/proc/(?:self|thread-self|\d+)/fd/(\d+)")
+_STANDARD = {"stdin": "0", "stdout": "1", "stderr": "2"}
+
+
+def _reopens(path: str, found: _Findings) -> None:
+    """Note a write through ``path`` when it re-opens a descriptor (``/dev/stdout``, ``/dev/fd/3``)."""
+    match = _DESCRIPTOR_PATH.fullmatch(normalise_path(path)) if path.startswith("/") else None
+    if match is not None:
+        found.reopened.append((path, _STANDARD.get(match.group(1) or "", match.group(2) or match.group(3) or "")))
+
+
+_POSITIONAL = re.compile(r"\$\{?[@*0-9]")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 

@@ -12,6 +12,7 @@ arithmetic substitution) is :class:`Opaque`. Globs stay as written.
 
 from __future__ import annotations
 
+import fnmatch
 import itertools
 import re
 import threading
@@ -26,6 +27,11 @@ _LANGUAGE = tree_sitter.Language(tree_sitter_bash.language())
 _LOCAL = threading.local()  # a tree-sitter parser is not safe to share between threads
 MAX_WORDS = 256  # brace expansion beyond this is refused: "{a,b}{c,d}..." grows exponentially
 MAX_LENGTH = 100_000
+#: Words and operators (blanks and shell metacharacters, counted before parsing) and syntax
+#: nodes past which a command is unreadable: parsing and checking cost grows with them, and
+#: a decision must stay within milliseconds.
+MAX_NODES = 3000
+MAX_NESTING = 64  # groups, substitutions, loops inside each other
 
 
 @attrs.frozen
@@ -46,10 +52,12 @@ _WRITES = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
 
 @attrs.frozen
 class Redirect:
-    """One redirection: its operator (``>``, ``>>``, ``<``, ``&>`` ...) and target."""
+    """One redirection: its operator (``>``, ``>>``, ``<``, ``&>`` ...), target, and the
+    descriptor it names (``3`` in ``3< file``; None for the default one)."""
 
     operator: str
     target: Word
+    descriptor: str | None = attrs.field(default=None, eq=False)
 
     @property
     def writes(self) -> bool:
@@ -71,11 +79,20 @@ class SimpleCommand:
 
 @attrs.frozen
 class Script:
-    """The simple commands of a command line, the functions it defines, or why it is unreadable."""
+    """The simple commands of a command line, the functions it defines, or why it is unreadable.
+
+    ``constructs`` names what makes it more than plain simple commands joined by ``;``,
+    ``&&``, ``||`` and ``|`` (a group, a loop, a substitution, an expansion, a here-document,
+    a glob that may leave the working directory): ``allow_commands`` refuses those.
+    ``hidden`` lists code bash would run that no command of ``commands`` shows (a ``$(...)``
+    in a quoted array subscript that ``[[ -v ]]`` evaluates).
+    """
 
     commands: tuple[SimpleCommand, ...]
     functions: frozenset[str] = frozenset()
     error: str | None = None
+    constructs: tuple[str, ...] = ()
+    hidden: tuple[str, ...] = ()
 
 
 class _OpaqueWord(Exception):
@@ -130,11 +147,37 @@ def _line_start_escapes(shadow: bytes) -> bytes:
     return bytes(out)
 
 
-def parse_script(command: str) -> Script:
-    """Parse ``command`` and list every simple command in it (see the module docs)."""
+_SEPARATORS = b" \t\n;|&()<>$`\"'{}[]*?"
+_NOT_SEPARATORS = bytes(b for b in range(256) if b not in _SEPARATORS)
+
+
+def parse_script(command: str, budget: list[int] | None = None) -> Script:
+    """Parse ``command`` and list every simple command in it (see the module docs).
+
+    ``budget`` holds the syntax nodes still allowed (shared by the code nested in one
+    command: ``bash -c '…'``); past it, or past :data:`MAX_NESTING`, the command is unreadable.
+    """
     if len(command) > MAX_LENGTH:
         return Script((), error=f"the command is longer than {MAX_LENGTH} characters")
+    budget = [MAX_NODES] if budget is None else budget
     source = command.encode("utf-8", "replace")  # a lone surrogate becomes "?" (the rule refuses them first)
+    parts = len(source.translate(None, _NOT_SEPARATORS))
+    if parts > budget[0]:
+        return Script((), error=_too_large(parts))
+    try:
+        return _parse(source, budget)
+    except RecursionError:  # a safety net: the walk is bounded by MAX_NESTING
+        return Script((), error=f"the command nests more than {MAX_NESTING} levels deep")
+
+
+def _too_large(count: int) -> str:
+    return (
+        f"the command has {count} words, operators and nodes, more than the {MAX_NODES} the policy reads "
+        "in bounded time; split it into smaller commands"
+    )
+
+
+def _parse(source: bytes, budget: list[int]) -> Script:
     shadow = _line_start_escapes(_ascii_shadow(source))
     root = _parser().parse(shadow).root_node
     if root.has_error and b"{" in shadow:
@@ -151,6 +194,10 @@ def parse_script(command: str) -> Script:
         bad = _first_error(root)
         row, column = bad.start_point if bad is not None else (0, 0)
         return Script((), error=f"the command cannot be parsed (syntax error at line {row + 1}, column {column + 1})")
+    nodes = root.descendant_count
+    if nodes > budget[0]:
+        return Script((), error=_too_large(nodes))
+    budget[0] -= nodes
     walker = _Walker(source)
     outer: bytes = getattr(_LOCAL, "source", b"")
     _LOCAL.source = source
@@ -160,7 +207,12 @@ def parse_script(command: str) -> Script:
         return Script((), error=str(exc))
     finally:
         _LOCAL.source = outer
-    return Script(tuple(walker.commands), frozenset(walker.functions))
+    return Script(
+        tuple(walker.commands),
+        frozenset(walker.functions),
+        constructs=tuple(dict.fromkeys(walker.constructs)),
+        hidden=tuple(walker.hidden),
+    )
 
 
 _BRACE_WORD = re.compile(rb"(?:^|(?<=[\s;&|()]))\{(?=[^\s}])")
@@ -177,11 +229,11 @@ def _quoted(root: tree_sitter.Node, at: int) -> bool:
 
 
 def _first_error(node: tree_sitter.Node) -> tree_sitter.Node | None:
-    if node.is_error or node.is_missing:
-        return node
-    for child in node.children:
-        if child.has_error:
-            return _first_error(child)
+    current: tree_sitter.Node | None = node
+    while current is not None:  # a loop: the tree may be deeper than Python's recursion limit
+        if current.is_error or current.is_missing:
+            return current
+        current = next((child for child in current.children if child.has_error), None)
     return None
 
 
@@ -246,16 +298,63 @@ _LEAVES = frozenset(
 _REDIRECTS = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
 
 
+# What each node kind makes of a command that is more than plain simple commands.
+_CONSTRUCTS = {
+    "compound_statement": "a { … } group",
+    "subshell": "a ( … ) subshell",
+    "if_statement": "an if statement",
+    "while_statement": "a while or until loop",
+    "for_statement": "a for loop",
+    "c_style_for_statement": "a for loop",
+    "case_statement": "a case statement",
+    "negated_command": "a ! negation",
+    "test_command": "a [[ … ]] test",
+    "function_definition": "a function definition",
+    "command_substitution": "a command substitution",
+    "process_substitution": "a process substitution",
+    "arithmetic_expansion": "an arithmetic expansion",
+    "expansion": "a parameter expansion",
+    "simple_expansion": "a parameter expansion",
+    "declaration_command": "a declaration (declare, export, local, readonly, typeset)",
+    "unset_command": "unset",
+    "brace_expression": "a brace expansion",
+    "ansi_c_string": "an ANSI-C $'…' string",
+    "translated_string": 'a $"…" string',
+    "extglob_pattern": "an extended glob",
+    "heredoc_redirect": "a here-document",
+    "herestring_redirect": "a here-string",
+}
+_RUNS_IN_SUBSCRIPT = re.compile(r"\$\(|`|\$\{")
+
+
 class _Walker:
     def __init__(self, source: bytes) -> None:
         self.source = source
         self.commands: list[SimpleCommand] = []
         self.functions: set[str] = set()
+        self.constructs: list[str] = []
+        self.hidden: list[str] = []
+        self.depth = 0
 
     def walk(self, node: tree_sitter.Node, stdin: str | None, function: str | None) -> None:
-        kind = node.type
         if not node.is_named:
             return
+        self.depth += 1
+        try:
+            if self.depth > MAX_NESTING:
+                msg = f"the command nests more than {MAX_NESTING} levels deep"
+                raise _Unreadable(msg)
+            self._walk(node, stdin, function)
+        finally:
+            self.depth -= 1
+
+    def _walk(self, node: tree_sitter.Node, stdin: str | None, function: str | None) -> None:
+        kind = node.type
+        construct = _CONSTRUCTS.get(kind)
+        if construct is not None:
+            self.constructs.append(construct)
+        if kind == "test_command":
+            self._subscripts(node)
         if kind in _CONTAINERS:
             for child in node.named_children:
                 self.walk(child, stdin, function)
@@ -307,6 +406,20 @@ class _Walker:
             msg = f"the command uses a shell construct the policy cannot read ({kind})"
             raise _Unreadable(msg)
 
+    def _subscripts(self, node: tree_sitter.Node) -> None:
+        """``[[ -v 'a[$(cmd)]' ]]``: bash evaluates a quoted subscript, and runs what is in it."""
+        pending = [node]
+        while pending:
+            current = pending.pop()
+            if current.type in {"raw_string", "string", "ansi_c_string", "word", "concatenation"}:
+                text = _text(current)
+                if _RUNS_IN_SUBSCRIPT.search(text) and "[" in text:
+                    self.hidden.append(
+                        f"the test {_text(node)[:60]} evaluates the subscript in {text[:60]}, which may run a command"
+                    )
+                    return
+            pending.extend(current.named_children)
+
     def _substitutions(self, node: tree_sitter.Node, function: str | None) -> None:
         """Walk the commands inside a word (``$(...)``, ``<(...)``, ``${x:-$(...)}``)."""
         for child in node.named_children:
@@ -351,7 +464,13 @@ class _Walker:
         redirects, stdin = self._redirects(redirect_nodes, stdin, function)
         argv: list[Word] = []
         for parts in word_nodes:
-            argv.extend(expand_parts(parts))
+            words = expand_parts(parts)
+            if len(words) != 1:
+                self.constructs.append("a brace expansion")
+            glob = _leaving_glob(parts)
+            if glob is not None:
+                self.constructs.append(f"a glob ({glob}) that may reach files outside the working directory")
+            argv.extend(words)
         self.commands.append(SimpleCommand(tuple(argv), assignments, outer + redirects, stdin, function))
 
     def _touching(self, left: tree_sitter.Node, right: tree_sitter.Node) -> bool:
@@ -380,6 +499,9 @@ class _Walker:
         return tuple(found)
 
     def _walk_value(self, node: tree_sitter.Node, function: str | None) -> None:
+        construct = _CONSTRUCTS.get(node.type)
+        if construct is not None:
+            self.constructs.append(construct)
         if not node.named_child_count:  # a plain word: nothing inside to walk
             return
         if node.type in {"command_substitution", "process_substitution"}:
@@ -406,27 +528,34 @@ class _Walker:
         found: list[Redirect] = []
         for node in nodes:
             if node.type == "heredoc_redirect":
+                self.constructs.append(_CONSTRUCTS["heredoc_redirect"])
                 stdin = "a here-document"
                 for child in node.named_children:
-                    self.walk(child, None, function)
+                    # cat <<EOF | sh: tree-sitter puts the rest of the pipeline inside the redirect
+                    self.walk(child, "a pipe" if child.type == "pipeline" else None, function)
                 continue
             if node.type == "herestring_redirect":
+                self.constructs.append(_CONSTRUCTS["herestring_redirect"])
                 stdin = "a here-string"
                 for child in node.named_children:
                     self._walk_value(child, function)
                 continue
             destination = node.child_by_field_name("destination")
             operator = next((_text(c) for c in node.children if not c.is_named), "")
+            descriptor_node = node.child_by_field_name("descriptor")
+            descriptor = _text(descriptor_node) if descriptor_node is not None else None
             if destination is None:
                 continue
             self._walk_value(destination, function)
+            if destination.type in _CONSTRUCTS:
+                self.constructs.append(_CONSTRUCTS[destination.type])
             words = expand(destination)
             target = words[0] if len(words) == 1 else Opaque(_text(destination))
             if operator in {">&", "<&"} and isinstance(target, str) and (target.isdigit() or target == "-"):
                 continue  # 2>&1, >&-: a file descriptor, not a file
             if operator == "<" and isinstance(target, Opaque):
                 stdin = "a process substitution"
-            found.append(Redirect(operator, target))
+            found.append(Redirect(operator, target, descriptor))
         return tuple(found), stdin
 
 
@@ -479,6 +608,21 @@ def _chars(node: tree_sitter.Node) -> _Chars:
     if kind in {"simple_expansion", "expansion"} and text in _HOME:
         return [("~", False)]
     raise _OpaqueWord
+
+
+def _leaving_glob(nodes: list[tree_sitter.Node]) -> str | None:
+    """The word of ``nodes`` when it is a glob that may match outside the working directory
+    (absolute, from ``~``, or with a part that matches ``..``), else None."""
+    try:
+        chars = [c for node in nodes for c in _chars(node)]
+    except _OpaqueWord:
+        return None
+    if not any(active and char in "*?[" for char, active in chars):
+        return None
+    text = "".join(char for char, _ in chars)
+    if text.startswith(("/", "~")) or any(part and fnmatch.fnmatchcase("..", part) for part in text.split("/")):
+        return text
+    return None
 
 
 def _unquoted(text: str) -> _Chars:
