@@ -579,3 +579,72 @@ async def test_a_huge_body_and_a_huge_event_are_refused(waits: list[float]) -> N
 
 def test_pieces_helper_is_shared() -> None:
     assert pieces(b"abc", 2) == [b"ab", b"c"]
+
+
+def test_a_stream_with_every_kind_of_block_and_event() -> None:
+    stream = wire.StreamAccumulator(None)
+    for item in (
+        {"type": "message_start", "message": {"id": "msg_1"}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "redacted_thinking", "data": "EmwK"}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": ""}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Cited."}},
+        {
+            "type": "content_block_delta",
+            "index": 1,
+            "delta": {"type": "citations_delta", "citation": {"cited_text": "x"}},
+        },
+        {"type": "message_delta", "delta": {}, "usage": {"output_tokens": 3, "input_tokens": None}},
+        {"type": "message_delta", "delta": {"stop_reason": "stop_sequence"}},
+        {"type": "message_stop"},
+    ):
+        stream.feed(json.dumps(item))
+    result = stream.result(chunks=10)
+    assert result == ChatResponse(
+        Message(
+            "assistant",
+            "Cited.",
+            reasoning=(Reasoning("anthropic", "", {"type": "redacted_thinking", "data": "EmwK"}),),
+        ),
+        "stop",
+        Usage(0, 3, 3),
+    )
+    assert not stream.delivered
+    big = wire.StreamAccumulator(None, max_answer_chars=3)
+    with pytest.raises(ResponseTooLargeError, match="max_answer_chars=3"):
+        big.feed(
+            json.dumps({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "abcd"}})
+        )
+
+
+def test_edge_shapes_of_the_request() -> None:
+    assert wire.data_url("data:text/plain,hello") is None
+    assert wire.data_url("data:;base64,AAAA") == ("application/octet-stream", "AAAA")
+    from beamfilter_core import Tool
+
+    bare = Tool.declaration("ping", "", {})
+    request = ChatRequest((Message.system(""), Message.user("hi")), tools=(bare,))
+    body = wire.request_body(request, "m", {}, max_tokens=1, stream=False)
+    assert "system" not in body
+    assert body["tools"] == [{"name": "ping", "input_schema": {"type": "object", "properties": {}}}]
+
+
+async def test_streams_without_a_deadline_with_empty_events_and_lone_surrogates() -> None:
+    status, headers, body = load("anthropic_text_stream.http")
+    server = Server([lambda _: response(status, b"event: ping\n\n" + body, headers=headers)])
+    async with model(server, deadline=None) as m:
+        result = await m.stream(ChatRequest((Message.user("bad \udcff byte"),)), lambda _: None)
+    assert result.text == "Hello!"
+    assert server.bodies[0]["messages"][0]["content"] == [{"type": "text", "text": "bad \ufffd byte"}]
+
+
+async def test_a_streamed_answer_over_its_bound_is_not_retried(waits: list[float]) -> None:
+    server = Server([capture("anthropic_tool_use_stream.http")])
+    async with model(server, max_answer_chars=10) as m:
+        with pytest.raises(ResponseTooLargeError):
+            await m.stream(REQUEST, lambda _: None)
+        server.answers = [capture("anthropic_thinking_tool_use.http")]
+        with pytest.raises(ResponseTooLargeError):
+            await m.complete(REQUEST)
+    assert waits == []
