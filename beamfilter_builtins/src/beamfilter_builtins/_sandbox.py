@@ -23,7 +23,7 @@ import os
 import shutil
 import signal
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 
@@ -280,6 +280,39 @@ def _kill(process: asyncio.subprocess.Process) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
+async def _exited(process: asyncio.subprocess.Process, seconds: float, confined: bool) -> bool:
+    """Wait for the program to exit; False when ``seconds`` passed first.
+
+    ``Process.wait`` also waits for its pipes to close: under bwrap they close with the
+    PID namespace, while an unconfined child that left the group may hold them open, so
+    there the exit status itself is polled.
+    """
+    if confined:
+        try:
+            await asyncio.wait_for(asyncio.shield(process.wait()), None if math.isinf(seconds) else seconds)
+        except TimeoutError:
+            return False
+        return True
+    deadline = asyncio.get_running_loop().time() + seconds
+    while process.returncode is None:
+        if asyncio.get_running_loop().time() >= deadline:
+            return False
+        await asyncio.sleep(0.005)
+    return True
+
+
+async def _abandon(readers: asyncio.Future[Any], process: asyncio.subprocess.Process) -> None:
+    """Stop reading and close the pipes (the transport would else outlive the loop)."""
+    readers.cancel()
+    await asyncio.wait([readers])
+    if not readers.cancelled():
+        readers.exception()  # retrieved, so never logged as lost
+    transport = getattr(process, "_transport", None)
+    if transport is not None:
+        transport.close()
+    await _exited(process, _DRAIN, confined=False)  # reaped before the loop may close
+
+
 def _statuses(fd: int) -> list[dict[str, object]]:
     """The JSON documents bwrap wrote on its status pipe (never blocks)."""
     os.set_blocking(fd, False)
@@ -330,23 +363,20 @@ async def _supervise(sandbox: Sandbox, argv: list[str], status: tuple[int, int] 
     assert process.stdout is not None  # PIPE was asked for
     assert process.stderr is not None
     readers = asyncio.gather(_read(process.stdout, sandbox.max_output), _read(process.stderr, sandbox.max_output))
-    timed_out = False
+    confined = status is not None
     try:
-        try:
-            await asyncio.wait_for(asyncio.shield(process.wait()), sandbox.timeout)
-        except TimeoutError:
-            timed_out = True
+        timed_out = not await _exited(process, sandbox.timeout, confined)
         # whatever is left (a timeout, or children of an unconfined command) is killed
         _kill(process)
-        await process.wait()
+        await _exited(process, math.inf, confined)
         try:
             (out, out_cut), (err, err_cut) = await asyncio.wait_for(asyncio.shield(readers), _DRAIN)
         except TimeoutError:  # a pipe held open by a process that left the group (unconfined only)
-            readers.cancel()
+            await _abandon(readers, process)
             (out, out_cut), (err, err_cut) = (b"", 0), (b"", 0)
     except BaseException:  # cancelled by the caller: nothing may outlive it
         _kill(process)
-        readers.cancel()
+        await _abandon(readers, process)
         raise
     code = process.returncode
     if status is not None:
