@@ -376,7 +376,8 @@ def _system_directory(target: str) -> bool:
         return False
     if _GLOB.search(target) and not _WILDCARD.fullmatch(target.rpartition("/")[2]):
         pattern = normalise_path(target).rstrip("/") or "/"
-        return any(fnmatch.fnmatchcase(directory, pattern) for directory in _SYSTEM | _GLOBBED_SYSTEM)
+        # every system directory is one or two levels deep: a deeper glob names none of them
+        return pattern.count("/") <= 2 and any(fnmatch.fnmatchcase(d, pattern) for d in _SYSTEM | _GLOBBED_SYSTEM)
     head, _, last = normalise_path(target).rpartition("/")
     if _WILDCARD.fullmatch(last):  # /usr/*, /home/*: everything in a system directory
         return (head or "/") in _SYSTEM

@@ -38,6 +38,7 @@ __all__ = [
     "unwrap",
 ]
 
+MAX_WRAPPERS = 8  # sudo timeout nice env ... ls: deeper than this is opaque
 STDIN_PATHS = frozenset({"-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0", "/proc/thread-self/fd/0"})
 
 
@@ -96,7 +97,10 @@ def unwrap(argv: tuple[Word, ...], stdin: str | None, depth: int = 0) -> Iterato
         return
     program = argv[0]
     yield Call(argv, stdin)
-    if isinstance(program, Opaque) or depth > 16:
+    if isinstance(program, Opaque):
+        return
+    if depth > MAX_WRAPPERS:
+        yield Unknown(f"more than {MAX_WRAPPERS} programs run each other in one command")
         return
     name = program_name(program)
     rest = argv[1:]

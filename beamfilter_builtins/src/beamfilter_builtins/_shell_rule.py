@@ -192,7 +192,7 @@ class ShellRule:
             self._collect(script, found, 0, None)
         if found.error is not None:
             return ShellVerdict(found.error, opaque=True)
-        normalised = " ; ".join(" ".join(str(w) for w in argv) for argv in found.argvs)
+        normalised = " ; ".join(" ".join(str(w) for w in argv) for argv in found.argvs) if self.deny else ""
         for pattern in self.deny:
             if pattern.search(command) or pattern.search(normalised):
                 return ShellVerdict(f"the command matches the deny pattern {pattern.pattern!r}")
@@ -222,6 +222,8 @@ class ShellRule:
             if function is not None and command.argv and command.argv[0] == function:
                 found.denied.append(_FORK_BOMB)
             self._assignments(command, found, depth)
+            for word in {w for w in command.argv if isinstance(w, str) and ("/dev/" in w or "/proc/" in w)}:
+                _reopens(word.partition("=")[2] if word.startswith("of=") else word, found)  # tee /dev/fd/3
             for redirect in command.redirects:
                 self._redirect(redirect, found)
             for finding in unwrap(command.argv, command.stdin):
@@ -349,9 +351,6 @@ class ShellRule:
             hidden = next((a for a in args if isinstance(a, Opaque)), None)
             if hidden is not None:
                 found.opaque.append(f"the argument {hidden} of {program!r} is only known at run time")
-        for word in args:
-            if isinstance(word, str):  # tee /dev/fd/3, dd of=/dev/stdin
-                _reopens(word.partition("=")[2] if word.startswith("of=") else word, found)
         if name == "set" and any(isinstance(a, Opaque) or not a.startswith(("-", "+")) or a == "--" for a in args):
             found.positional = True
         found.calls.append((function, program))
@@ -361,7 +360,11 @@ class ShellRule:
             for variable in _set_names(name, args):
                 self._assign(variable, Opaque(f"<what {name} reads>"), found, depth)
         for denial in builtin_denials(name, args, found.cwds):
-            (found.opaque if denial.startswith("?") else found.denied).append(denial.lstrip("?"))
+            if denial.startswith("?"):
+                found.opaque.append(denial[1:])
+            else:
+                found.denied.append(denial)
+                break  # one denial says enough, and the rest of a long command is not worth checking
 
 
 @attrs.define

@@ -26,11 +26,14 @@ __all__ = ["Opaque", "Redirect", "Script", "SimpleCommand", "Word", "expand", "e
 _LANGUAGE = tree_sitter.Language(tree_sitter_bash.language())
 _LOCAL = threading.local()  # a tree-sitter parser is not safe to share between threads
 MAX_WORDS = 256  # brace expansion beyond this is refused: "{a,b}{c,d}..." grows exponentially
-MAX_LENGTH = 100_000
-#: Words and operators (blanks and shell metacharacters, counted before parsing) and syntax
-#: nodes past which a command is unreadable: parsing and checking cost grows with them, and
-#: a decision must stay within milliseconds.
-MAX_NODES = 3000
+MAX_LENGTH = 32_768
+#: Blanks and shell metacharacters (counted before parsing: the parser's cost grows with
+#: them), then syntax nodes plus :data:`COMMAND_COST` per simple command (the checks' cost
+#: grows with them, in nested code too), past which a command is unreadable: a decision
+#: must take milliseconds, whatever the command.
+MAX_SEPARATORS = 3000
+MAX_NODES = 800
+COMMAND_COST = 8
 MAX_NESTING = 64  # groups, substitutions, loops inside each other
 
 
@@ -147,8 +150,10 @@ def _line_start_escapes(shadow: bytes) -> bytes:
     return bytes(out)
 
 
-_SEPARATORS = b" \t\n;|&()<>$`\"'{}[]*?"
+_SEPARATORS = b" \t\n;|&()<>$`\"'{}[]*?\\,"
 _NOT_SEPARATORS = bytes(b for b in range(256) if b not in _SEPARATORS)
+_OPERATORS = b"\n;|&()<>`"  # each may start a command: about four nodes
+_NOT_OPERATORS = bytes(b for b in range(256) if b not in _OPERATORS)
 
 
 def parse_script(command: str, budget: list[int] | None = None) -> Script:
@@ -161,18 +166,18 @@ def parse_script(command: str, budget: list[int] | None = None) -> Script:
         return Script((), error=f"the command is longer than {MAX_LENGTH} characters")
     budget = [MAX_NODES] if budget is None else budget
     source = command.encode("utf-8", "replace")  # a lone surrogate becomes "?" (the rule refuses them first)
-    parts = len(source.translate(None, _NOT_SEPARATORS))
-    if parts > budget[0]:
-        return Script((), error=_too_large(parts))
+    parts = len(source.translate(None, _NOT_SEPARATORS)) + 3 * len(source.translate(None, _NOT_OPERATORS))
+    if parts > MAX_SEPARATORS:
+        return Script((), error=_too_large(parts, MAX_SEPARATORS))
     try:
         return _parse(source, budget)
     except RecursionError:  # a safety net: the walk is bounded by MAX_NESTING
         return Script((), error=f"the command nests more than {MAX_NESTING} levels deep")
 
 
-def _too_large(count: int) -> str:
+def _too_large(count: int, limit: int = MAX_NODES) -> str:
     return (
-        f"the command has {count} words, operators and nodes, more than the {MAX_NODES} the policy reads "
+        f"the command has {count} words, operators and syntax nodes, more than the {limit} the policy reads "
         "in bounded time; split it into smaller commands"
     )
 
@@ -196,9 +201,9 @@ def _parse(source: bytes, budget: list[int]) -> Script:
         return Script((), error=f"the command cannot be parsed (syntax error at line {row + 1}, column {column + 1})")
     nodes = root.descendant_count
     if nodes > budget[0]:
-        return Script((), error=_too_large(nodes))
+        return Script((), error=_too_large(MAX_NODES - budget[0] + nodes))
     budget[0] -= nodes
-    walker = _Walker(source)
+    walker = _Walker(source, budget)
     outer: bytes = getattr(_LOCAL, "source", b"")
     _LOCAL.source = source
     try:
@@ -328,8 +333,9 @@ _RUNS_IN_SUBSCRIPT = re.compile(r"\$\(|`|\$\{")
 
 
 class _Walker:
-    def __init__(self, source: bytes) -> None:
+    def __init__(self, source: bytes, budget: list[int]) -> None:
         self.source = source
+        self.budget = budget
         self.commands: list[SimpleCommand] = []
         self.functions: set[str] = set()
         self.constructs: list[str] = []
@@ -355,7 +361,15 @@ class _Walker:
             self.constructs.append(construct)
         if kind == "test_command":
             self._subscripts(node)
-        if kind in _CONTAINERS:
+        if kind == "list":  # a && b && c nests to the left: walked flat, it is no deeper
+            pending = [node]
+            while pending:
+                current = pending.pop()
+                if current.type == "list":
+                    pending.extend(reversed(current.named_children))
+                else:
+                    self.walk(current, stdin, function)
+        elif kind in _CONTAINERS:
             for child in node.named_children:
                 self.walk(child, stdin, function)
         elif kind == "pipeline":
@@ -376,7 +390,7 @@ class _Walker:
                 values = node.children_by_field_name("value")
                 words = [w for v in values for w in expand(v)] if values else [Opaque('"$@"')]
                 assignments = tuple((_text(variable), word) for word in words)
-                self.commands.append(SimpleCommand((), assignments, (), stdin, function))
+                self._add(SimpleCommand((), assignments, (), stdin, function))
             for child in node.named_children:
                 self.walk(child, stdin, function)
         elif kind == "c_style_for_statement":  # for ((i=0; ...)): arithmetic, not commands
@@ -387,7 +401,7 @@ class _Walker:
                     self.walk(child, stdin, function)
         elif kind in {"variable_assignment", "variable_assignments"}:
             assignments = self._assignments([node], stdin, function)
-            self.commands.append(SimpleCommand((), assignments, (), stdin, function))
+            self._add(SimpleCommand((), assignments, (), stdin, function))
         elif kind in {"declaration_command", "unset_command"}:
             self._declaration(node, stdin, function)
         elif kind == "function_definition":
@@ -399,12 +413,19 @@ class _Walker:
                     self.walk(child, stdin, name)
         elif kind in _REDIRECTS:
             redirects, _ = self._redirects([node], stdin, function)
-            self.commands.append(SimpleCommand((), (), redirects, stdin, function))
+            self._add(SimpleCommand((), (), redirects, stdin, function))
         elif kind in _LEAVES:
             self._substitutions(node, function)
         else:  # a construct this walker does not know: refuse rather than miss a command
             msg = f"the command uses a shell construct the policy cannot read ({kind})"
             raise _Unreadable(msg)
+
+    def _add(self, command: SimpleCommand) -> None:
+        self.budget[0] -= COMMAND_COST
+        if self.budget[0] < 0:
+            msg = _too_large(MAX_NODES - self.budget[0])
+            raise _Unreadable(msg)
+        self.commands.append(command)
 
     def _subscripts(self, node: tree_sitter.Node) -> None:
         """``[[ -v 'a[$(cmd)]' ]]``: bash evaluates a quoted subscript, and runs what is in it."""
@@ -433,7 +454,7 @@ class _Walker:
             self._command(body, stdin, function, redirects)
             return
         if redirects:  # a group, loop or pipeline: its redirections apply to every command in it
-            self.commands.append(SimpleCommand((), (), redirects, stdin, function))
+            self._add(SimpleCommand((), (), redirects, stdin, function))
         for child in node.named_children:
             if child.type not in _REDIRECTS:
                 self.walk(child, stdin, function)
@@ -467,11 +488,14 @@ class _Walker:
             words = expand_parts(parts)
             if len(words) != 1:
                 self.constructs.append("a brace expansion")
+                self.budget[0] -= len(words)  # each word is checked like a written one
+                if self.budget[0] < 0:
+                    raise _Unreadable(_too_large(MAX_NODES - self.budget[0]))
             glob = _leaving_glob(parts)
             if glob is not None:
                 self.constructs.append(f"a glob ({glob}) that may reach files outside the working directory")
             argv.extend(words)
-        self.commands.append(SimpleCommand(tuple(argv), assignments, outer + redirects, stdin, function))
+        self._add(SimpleCommand(tuple(argv), assignments, outer + redirects, stdin, function))
 
     def _touching(self, left: tree_sitter.Node, right: tree_sitter.Node) -> bool:
         gap = self.source[left.end_byte : right.start_byte]
@@ -520,7 +544,7 @@ class _Walker:
             else:
                 self._walk_value(child, function)
                 argv.extend(expand(child))
-        self.commands.append(SimpleCommand(tuple(argv), tuple(assignments), (), stdin, function))
+        self._add(SimpleCommand(tuple(argv), tuple(assignments), (), stdin, function))
 
     def _redirects(
         self, nodes: list[tree_sitter.Node], stdin: str | None, function: str | None
@@ -573,6 +597,13 @@ def expand(node: tree_sitter.Node) -> list[Word]:
 
 def expand_parts(nodes: list[tree_sitter.Node]) -> list[Word]:
     """The words adjacent ``nodes`` (one shell word) become."""
+    if len(nodes) == 1:  # the common words, without building a character list
+        kind = nodes[0].type
+        text = _text(nodes[0])
+        if kind == "word" and "\\" not in text and "{" not in text:
+            return [text]
+        if kind == "raw_string":
+            return [text[1:-1]]
     source = "".join(_text(n) for n in nodes)
     try:
         chars = [c for node in nodes for c in _chars(node)]
@@ -613,13 +644,19 @@ def _chars(node: tree_sitter.Node) -> _Chars:
 def _leaving_glob(nodes: list[tree_sitter.Node]) -> str | None:
     """The word of ``nodes`` when it is a glob that may match outside the working directory
     (absolute, from ``~``, or with a part that matches ``..``), else None."""
-    try:
-        chars = [c for node in nodes for c in _chars(node)]
-    except _OpaqueWord:
+    texts = [_text(node) for node in nodes]
+    if not any("*" in text or "?" in text or "[" in text for text in texts):
         return None
-    if not any(active and char in "*?[" for char, active in chars):
-        return None
-    text = "".join(char for char, _ in chars)
+    if len(nodes) == 1 and nodes[0].type == "word" and "\\" not in texts[0]:
+        text = texts[0]  # no quotes, no escapes: every wildcard is active
+    else:
+        try:
+            chars = [c for node in nodes for c in _chars(node)]
+        except _OpaqueWord:
+            return None
+        if not any(active and char in "*?[" for char, active in chars):
+            return None
+        text = "".join(char for char, _ in chars)
     if text.startswith(("/", "~")) or any(part and fnmatch.fnmatchcase("..", part) for part in text.split("/")):
         return text
     return None
