@@ -69,10 +69,13 @@ class Cluster:
         missing = sorted(set(executors) - set(self.workers))
         assert not missing, f"workers {missing} did not start; see {self.folder}"
 
-    def start(self, executor: str, recover: str | None = None) -> Worker:
-        """Start a worker; with ``recover``, it also takes over that dead worker's turns."""
+    def start(self, executor: str, recover: str | None = None, *, named: bool = True) -> Worker:
+        """Start a worker; with ``recover``, it also takes over that dead worker's turns.
+        ``named=False`` starts it without ``--executor-id`` (``executor`` must be "local")."""
         log = self.folder / f"{executor}-{len(self.kills)}.log"
         extra = ["--recover", recover] if recover else []
+        if named:
+            extra = ["--executor-id", executor, *extra]
         with log.open("w") as err:
             proc = subprocess.Popen(
                 [
@@ -82,8 +85,6 @@ class Cluster:
                     "durable",
                     "worker",
                     str(self.config),
-                    "--executor-id",
-                    executor,
                     *extra,
                 ],
                 stdout=subprocess.PIPE,

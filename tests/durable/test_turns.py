@@ -274,11 +274,34 @@ def kill_mid_stream(local: Local, config: Path, name: str) -> None:
 
 
 def test_a_turn_killed_mid_stream_is_finished_by_another_process(local: Local) -> None:
+    from durable._crash import Cluster
+
     config = local.config("stream.toml")
     kill_mid_stream(local, config, "mid")
-    done = cli(local, "durable", "resume", str(config), "mid:turn-1")
-    assert done.returncode == 0, done.stderr
-    assert '"content": "Turn mid is done after 1 tool calls: applied 1 for mid."' in done.stdout  # the result's JSON
+    # `resume` runs nothing itself: it waits while a worker recovers the dead process's turn
+    # (`beamfilter run` without an executor id runs as "local")
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "beamfilter_core", "durable", "resume", str(config), "mid:turn-1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=app_env(local.ledger, local.memory),
+        cwd=local.folder,
+    )
+    assert waiting.stderr is not None
+    hint = waiting.stderr.readline()
+    assert hint == (
+        "mid:turn-1: waiting for a worker to finish it (if executor local is gone: "
+        f"beamfilter durable worker {config} --recover local)\n"
+    )
+    workers = Cluster(config, app_env(local.ledger, local.memory), local.folder)
+    try:
+        workers.start("heir", recover="local")
+        out, err = waiting.communicate(timeout=120)
+    finally:
+        workers.stop()
+    assert waiting.returncode == 0, err
+    assert '"content": "Turn mid is done after 1 tool calls: applied 1 for mid."' in out  # the result's JSON
     result = local.call(local.runner.result("mid:turn-1"))
     assert result.text == "Turn mid is done after 1 tool calls: applied 1 for mid."
     # the tool step completed before the kill: replayed, never run again; the LLM step that

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._backend import DurableBackend, StepSlot, TurnInfo
+    from ._handle import TurnHandle
     from ._kernels import config_reference, durable_kernel, kernel_from_reference
     from ._options import DEFAULT_DATABASE, DurableOptions, QueueOptions
     from ._runner import DurableRunner
@@ -28,6 +29,7 @@ __all__ = [
     "DurableRunner",
     "QueueOptions",
     "StepSlot",
+    "TurnHandle",
     "TurnInfo",
     "__version__",
     "config_reference",
@@ -44,6 +46,7 @@ _LAZY = {
     "DurableBackend": "._backend",
     "StepSlot": "._backend",
     "TurnInfo": "._backend",
+    "TurnHandle": "._handle",
     "config_reference": "._kernels",
     "durable_kernel": "._kernels",
     "kernel_from_reference": "._kernels",

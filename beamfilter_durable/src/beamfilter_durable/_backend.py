@@ -13,9 +13,13 @@ from typing import Any, Protocol, TypeVar
 
 import attrs
 
-__all__ = ["DurableBackend", "StepSlot", "TurnInfo"]
+__all__ = ["STATE_KEY", "DurableBackend", "StepSlot", "TurnInfo"]
 
 T = TypeVar("T")
+
+#: The stream a turn writes its milestones to, which waiters follow: ``{"paused": pause_id}``
+#: when it pauses, ``{"end": True}`` just before it returns or fails.
+STATE_KEY = "beamfilter.state"
 
 
 class StepSlot(Protocol):
@@ -87,11 +91,10 @@ class DurableBackend(Protocol):
         when there is one, unless ``here`` (this process runs it)."""
         ...
 
-    async def outcome(
-        self, turn_id: str, *, pause_key: str, poll: float = 0.05, decided: str | None = None
-    ) -> tuple[str, Any]:
+    async def outcome(self, turn_id: str, *, pause_key: str, decided: str | None = None) -> tuple[str, Any]:
         """Wait until the turn finishes (``("done", result)``) or publishes under
-        ``pause_key`` a pause other than ``decided`` (``("paused", value)``)."""
+        ``pause_key`` a pause other than ``decided`` (``("paused", value)``), woken by the
+        turn's :data:`STATE_KEY` stream rather than polling its status."""
         ...
 
     async def read(self, turn_id: str, key: str) -> Any:

@@ -17,9 +17,7 @@ from typing import TYPE_CHECKING, TypeVar
 import attrs
 
 from beamfilter_core import Decision, converter
-from beamfilter_core.errors import ConfigError, DurableError
-
-from ._options import DurableOptions
+from beamfilter_core.errors import DurableError
 
 if TYPE_CHECKING:
     # DBOS and SQLAlchemy load with the runner: `beamfilter --help` lists this command
@@ -87,19 +85,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _runner(config: str, executor_id: str | None = None, *, worker: bool = True) -> DurableRunner:
-    from beamfilter_core._config import build_config
-
-    built = build_config(config)
-    section = built.sections.get("durable")
-    if section is None:
-        msg = f'{config} has no [durable] section; add one, e.g. [durable] use = "dbos".'
-        raise ConfigError(msg)
-    options: DurableOptions = section.options
-    if executor_id is not None:
-        options = attrs.evolve(options, executor_id=executor_id)
     from ._runner import DurableRunner
 
-    return DurableRunner(built.source, options, worker=worker)
+    return DurableRunner.from_config(config, worker=worker, executor_id=executor_id)
 
 
 def _when(value: float | None) -> str:
@@ -122,9 +110,9 @@ def run(args: argparse.Namespace) -> int:
     action = args.durable_action
     if action == "worker":
         return _worker(args)
-    # Only `resume` may run the turn here (a paused turn of a process that has exited);
-    # list, show, attach and cancel only read and write the engine's database.
-    runner = _runner(args.config, worker=action == "resume")
+    # Only `worker` runs turns. The others read and write the engine's database: `resume`
+    # records a decision (or restarts a turn) for whichever worker runs or recovers the turn.
+    runner = _runner(args.config, worker=False)
     actions: dict[str, Callable[[DurableRunner, argparse.Namespace], Awaitable[int]]] = {
         "list": _list,
         "show": _show,
@@ -224,11 +212,23 @@ async def _resume(runner: DurableRunner, args: argparse.Namespace) -> int:
             raise DurableError(msg)
         if info.status in ("CANCELLED", "ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):
             await runner.backend.restart(args.turn_id)
+            print(f"{args.turn_id}: restarted; a worker runs it on", file=sys.stderr)
         elif await runner.pause_of(args.turn_id) is not None:
             msg = f"The durable turn {args.turn_id!r} is paused; give --approve CALL_ID or --reject CALL_ID."
             raise DurableError(msg)
     if args.no_wait:
         return OK
+    from ._runner import FINISHED
+
+    info = await runner.backend.info(args.turn_id)
+    if info is not None and info.status not in FINISHED:
+        # this command runs nothing: a worker (alive, or started with --recover) finishes the turn
+        executor = info.executor_id or "local"
+        print(
+            f"{args.turn_id}: waiting for a worker to finish it (if executor {executor} is gone: "
+            f"beamfilter durable worker {args.config} --recover {executor})",
+            file=sys.stderr,
+        )
     result = await runner.result(args.turn_id, decided=pause_id)
     print(json.dumps(converter.unstructure(result), indent=2, ensure_ascii=False))
     return OK

@@ -27,7 +27,7 @@ from dbos._error import DBOSAwaitedWorkflowCancelledError
 
 from beamfilter_core.errors import DurableError
 
-from ._backend import TurnInfo
+from ._backend import STATE_KEY, TurnInfo
 from ._options import DurableOptions
 
 __all__ = [
@@ -107,10 +107,23 @@ def waiting(record: Any, decided: str | None) -> bool:
     return isinstance(record, Mapping) and not record.get("decided") and record.get("pause_id") != decided
 
 
+#: How often a waiter checks a turn's status when no milestone wakes it (a safety net).
+_SAFETY_POLL = 5.0
+#: How often a waiter looks for the result of a turn that wrote its end (committed at once).
+_END_POLL = 0.02
+
+
 def _poll(options: DurableOptions) -> float:
     # SQLite serialises every transaction of every process (DBOS takes its write lock even
     # to read): polling less often leaves the lock to the turns. PostgreSQL polls cheaply.
     return 0.25 if options.database.startswith("sqlite") else 0.05
+
+
+def _reread(options: DurableOptions) -> float:
+    # How often a stream reader reads again when nothing woke it: PostgreSQL notifies
+    # readers of each write (a dropped notification is the only reason to read again);
+    # SQLite has no notifications, DBOS polls it (in a worker, one thread for all readers).
+    return _poll(options) if options.database.startswith("sqlite") else 1.0
 
 
 def app_version(options: DurableOptions) -> str:
@@ -250,34 +263,55 @@ class _Callers:
             raise DurableError(msg)
         return await self.api.retrieve_workflow_async(turn_id)
 
-    async def outcome(
-        self, turn_id: str, *, pause_key: str, poll: float = 0.05, decided: str | None = None
-    ) -> tuple[str, Any]:
+    async def outcome(self, turn_id: str, *, pause_key: str, decided: str | None = None) -> tuple[str, Any]:
         handle = await self._handle(turn_id)
-        finished = asyncio.ensure_future(handle.get_result(polling_interval_sec=poll))
+        # A turn run by this process: its task is awaited directly. Any other: the safety
+        # net polls seldom (a turn that writes no milestones, e.g. one cancelled mid-step);
+        # the turn's state stream wakes the wait (LISTEN/NOTIFY on PostgreSQL).
+        finished = asyncio.ensure_future(handle.get_result(polling_interval_sec=_SAFETY_POLL))
+        watched = asyncio.ensure_future(self._watch(turn_id, pause_key, decided))
         try:
-            while True:
-                done, _ = await asyncio.wait({finished}, timeout=poll)
-                if done:
-                    try:
-                        return "done", finished.result()
-                    except DBOSAwaitedWorkflowCancelledError:
-                        msg = f"The durable turn {turn_id!r} was cancelled; `beamfilter durable resume` runs it on."
-                        raise DurableError(msg) from None
-                paused = await self.api.get_event_async(turn_id, pause_key, timeout_seconds=0)
-                if waiting(paused, decided):
+            await asyncio.wait({finished, watched}, return_when=asyncio.FIRST_COMPLETED)
+            if watched.done() and not finished.done():
+                paused = watched.result()
+                if paused is not None:
                     return "paused", paused
-        finally:
-            if not finished.done():
+                # the turn wrote its end: its result is committed a moment later
                 finished.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await finished
+                finished = asyncio.ensure_future(handle.get_result(polling_interval_sec=_END_POLL))
+            try:
+                return "done", await finished
+            except DBOSAwaitedWorkflowCancelledError:
+                msg = f"The durable turn {turn_id!r} was cancelled; `beamfilter durable resume` runs it on."
+                raise DurableError(msg) from None
+        finally:
+            for task in (finished, watched):
+                if not task.done():
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+
+    async def _watch(self, turn_id: str, pause_key: str, decided: str | None) -> Any:
+        """The turn's pause record once it waits for a decision other than ``decided``, or
+        None once it wrote its end (or its workflow is no longer active)."""
+        async for value in self.follow(turn_id, STATE_KEY):
+            if not isinstance(value, Mapping) or value.get("end"):
+                return None
+            pause_id = value.get("paused")
+            if pause_id is None or pause_id == decided:
+                continue
+            record = await self.read(turn_id, pause_key)
+            if waiting(record, decided) and record.get("pause_id") == pause_id:
+                return record
+        return None
 
     async def read(self, turn_id: str, key: str) -> Any:
         return await self.api.get_event_async(turn_id, key, timeout_seconds=0)
 
     async def follow(self, turn_id: str, key: str) -> AsyncIterator[Any]:
-        values = self.api.read_stream_async(turn_id, key, polling_interval_sec=_poll(self.options))
+        values = self.api.read_stream_async(turn_id, key, polling_interval_sec=_reread(self.options))
         try:
             async for value in values:
                 yield value
@@ -461,7 +495,8 @@ class DbosClientBackend(_Callers):
         if options.database.startswith("sqlite"):
             client = DBOSClient(system_database_engine=sqlite_engine(options.database))
         else:
-            client = DBOSClient(system_database_url=options.database)
+            # woken by PostgreSQL's LISTEN/NOTIFY when a turn writes its state stream
+            client = DBOSClient(system_database_url=options.database, use_listen_notify=True)
         super().__init__(options, client)
 
     async def submit(self, turn_id: str, payload: Mapping[str, Any], *, here: bool = False) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 from beamfilter_core import Filter, Kernel
@@ -20,16 +21,26 @@ from ._steps import STEPS_FILTER, durable_steps
 if TYPE_CHECKING:
     from ._backend import DurableBackend
 
-__all__ = ["config_reference", "durable_kernel", "kernel_from_reference"]
+__all__ = ["config_folder", "config_reference", "durable_kernel", "kernel_from_reference"]
+
+
+def _is_file(config: Any) -> bool:
+    return isinstance(config, os.PathLike) or (
+        isinstance(config, str) and (config.endswith(".toml") or os.path.isfile(config))
+    )
+
+
+def config_folder(config: Any) -> str | None:
+    """The folder of a config file (its ``kernel`` module is imported from there first), or
+    None for a ``module:attribute`` reference."""
+    return os.path.dirname(os.path.abspath(str(os.fspath(config)))) if _is_file(config) else None
 
 
 def config_reference(config: Any) -> str:
     """The reference a worker rebuilds ``config``'s kernel from (an absolute TOML path, or
     ``module:attribute`` as given)."""
-    if isinstance(config, os.PathLike) or (
-        isinstance(config, str) and (config.endswith(".toml") or os.path.isfile(config))
-    ):
-        return os.path.abspath(os.fspath(config))
+    if _is_file(config):
+        return os.path.abspath(str(os.fspath(config)))
     if isinstance(config, str) and ":" in config:
         return config
     msg = (
@@ -39,18 +50,26 @@ def config_reference(config: Any) -> str:
     raise ConfigError(msg)
 
 
-def kernel_from_reference(reference: str) -> Kernel:
-    """Build the (plain) kernel a reference names."""
+def kernel_from_reference(reference: str, folder: str | None = None) -> Kernel:
+    """Build the (plain) kernel a reference names; a ``module:attribute`` is imported with
+    ``folder`` (the config file's) first on the import path, as ``[[tools]]`` modules are."""
     if reference.endswith(".toml") or ":" not in reference or os.path.isfile(reference):
         return Kernel.from_config(reference)
     module_name, _, attribute = reference.partition(":")
+    added = folder is not None and folder not in sys.path
+    if added:
+        sys.path.insert(0, str(folder))
     try:
         target: Any = importlib.import_module(module_name)
         for part in attribute.split("."):
             target = getattr(target, part)
     except (ImportError, AttributeError) as exc:
-        msg = f"The durable config reference {reference!r} cannot be imported: {type(exc).__name__}: {exc}."
+        where = f" (looked in {folder} and on sys.path)" if folder else ""
+        msg = f"The durable config reference {reference!r} cannot be imported{where}: {type(exc).__name__}: {exc}."
         raise ConfigError(msg) from exc
+    finally:
+        if added:
+            sys.path.remove(str(folder))
     kernel = target() if callable(target) and not isinstance(target, Kernel) else target
     if not isinstance(kernel, Kernel):
         msg = f"The durable config reference {reference!r} gave {kernel!r}; it must name a Kernel or return one."

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
@@ -13,7 +14,8 @@ from beamfilter_core.errors import DurableError
 
 from ._backend import TurnInfo
 from ._dbos import DbosBackend, DbosClientBackend
-from ._kernels import config_reference
+from ._handle import TurnHandle
+from ._kernels import config_folder, config_reference
 from ._options import DurableOptions
 from ._publish import EVENTS_KEY, decode
 from ._runtime import DECISION_TOPIC, PAUSE_KEY, Runtime, runtime
@@ -21,7 +23,6 @@ from ._runtime import DECISION_TOPIC, PAUSE_KEY, Runtime, runtime
 __all__ = ["DurableRunner", "FINISHED"]
 
 FINISHED = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
-_POLL = 0.1  # how often a caller looks for a pause of a turn another worker runs
 
 
 def _as_messages(value: str | Message | Sequence[Message]) -> list[Message]:
@@ -61,11 +62,43 @@ class DurableRunner:
     def __init__(self, config: Any, options: DurableOptions | None = None, *, worker: bool = True) -> None:
         self.options = options or DurableOptions()
         self.reference = config_reference(self.options.kernel or config)
+        #: The config file's folder: a ``kernel = "module:attribute"`` is imported from it
+        #: first, as ``[[tools]]`` modules are (None when ``config`` is not a file).
+        self.folder = config_folder(config)
         #: False: this process runs no turn; it submits turns to the queue and waits for workers.
         self.worker = worker
         #: The id of the turn this runner started last (for messages such as "paused: ...").
         self.last_turn_id: str | None = None
         self._client: DbosClientBackend | None = None
+
+    @classmethod
+    def from_config(
+        cls, config: str | os.PathLike[str], *, worker: bool = True, executor_id: str | None = None
+    ) -> DurableRunner:
+        """The runner of a beamfilter.toml's turns, with the options of its ``[durable]``
+        section (as ``beamfilter run`` and ``beamfilter durable`` build it). ``worker=False``
+        makes a runner that runs nothing in this process: it submits turns to the section's
+        queue, decides, inspects and waits (a web front end, a script). ``executor_id``
+        overrides the section's. A ``[model]`` is not needed when ``[durable] kernel`` names
+        the kernel.
+
+        Example::
+
+            client = DurableRunner.from_config("beamfilter.toml", worker=False)
+            handle = await client.submit("Book the flight", context={"conversation_id": "ada"})
+
+        Raises:
+            ConfigError: the file is missing or invalid, or has no ``[durable]`` section.
+        """
+        import attrs
+
+        from ._config import build_durable_config, durable_options
+
+        built = build_durable_config(config)
+        options = durable_options(built)
+        if executor_id is not None:
+            options = attrs.evolve(options, executor_id=executor_id)
+        return cls(os.path.abspath(os.fspath(config)), options, worker=worker)
 
     @property
     def runtime(self) -> Runtime:
@@ -73,7 +106,7 @@ class DurableRunner:
         if not self.worker:
             msg = "This DurableRunner was made with worker=False: it runs no turns in this process."
             raise DurableError(msg)
-        return runtime(self.options)
+        return runtime(self.options, {self.reference: self.folder} if self.folder else None)
 
     @property
     def backend(self) -> DbosBackend | DbosClientBackend:
@@ -120,12 +153,30 @@ class DurableRunner:
             "context": dict(context or {}),
             "stream": here,  # a streamed turn publishes its events: any process can attach()
         }
+        if self.folder is not None:  # where a worker without this config imports the kernel from
+            payload["folder"] = self.folder
         self.last_turn_id = turn
         if here:  # streamed: this process runs the turn, even with a queue
             await self.runtime.backend.submit(turn, payload, here=True)
         else:
             await self.backend.submit(turn, payload)
         return turn
+
+    async def submit(
+        self,
+        input: str | Message | Sequence[Message],
+        *,
+        context: Mapping[str, Any] | None = None,
+        turn_id: str | None = None,
+    ) -> TurnHandle:
+        """Start one turn durably and return at once, once the engine has recorded it: a
+        worker runs it (this process when it is a worker and there is no queue). Submitting
+        an existing ``turn_id`` starts nothing and returns its handle.
+
+        Raises:
+            DurableError: ``turn_id`` is invalid, or the conversation has an unfinished turn.
+        """
+        return TurnHandle(self, await self._submit(input, context, turn_id))
 
     async def run(
         self,
@@ -135,29 +186,32 @@ class DurableRunner:
         turn_id: str | None = None,
     ) -> TurnResult:
         """Run one turn durably; returns when it completes or pauses (see :meth:`decide`)."""
-        turn = await self._submit(input, context, turn_id)
-        return await self.result(turn)
+        handle = await self.submit(input, context=context, turn_id=turn_id)
+        return await handle.result()
 
     async def result(self, turn_id: str, *, decided: str | None = None) -> TurnResult:
         """Wait for the turn ``turn_id``: its result once it completes, or a ``paused``
         result while it waits for a decision. ``decided`` is a pause id whose decision was
-        sent: that pause is not reported again while the turn takes its decision."""
+        sent: that pause is not reported again while the turn takes its decision.
+
+        The wait is woken by the turn itself (its state stream: LISTEN/NOTIFY on
+        PostgreSQL, DBOS's notification poller on SQLite), not by polling its status."""
         if not self.worker:
-            kind, value = await self.backend.outcome(turn_id, pause_key=PAUSE_KEY, poll=_POLL, decided=decided)
+            kind, value = await self.backend.outcome(turn_id, pause_key=PAUSE_KEY, decided=decided)
             return converter.structure(value["result"] if kind == "paused" else value, TurnResult)
         rt = self.runtime
         loop = asyncio.get_running_loop()
         paused: asyncio.Future[Any] = loop.create_future()
 
         def settle(record: Any) -> None:
-            if not paused.done():
+            if not paused.done() and record.get("pause_id") != decided:
                 paused.set_result(record)
 
         def on_pause(record: Any) -> None:
             loop.call_soon_threadsafe(settle, record)
 
         rt.pause_watchers[turn_id] = on_pause
-        done = asyncio.ensure_future(rt.backend.outcome(turn_id, pause_key=PAUSE_KEY, poll=_POLL, decided=decided))
+        done = asyncio.ensure_future(rt.backend.outcome(turn_id, pause_key=PAUSE_KEY, decided=decided))
         try:
             await asyncio.wait({done, paused}, return_when=asyncio.FIRST_COMPLETED)
         finally:

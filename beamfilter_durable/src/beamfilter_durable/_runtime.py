@@ -8,6 +8,7 @@ resume it in the same workflow.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from beamfilter_core import Decision, Event, Kernel, Message, RunFinished, TurnResult, converter
 from beamfilter_core.errors import DurableError
 
+from ._backend import STATE_KEY
 from ._dbos import DbosBackend, same_database
 from ._kernels import durable_kernel, kernel_from_reference
 from ._options import DurableOptions
@@ -35,8 +37,10 @@ _runtime: Runtime | None = None
 class Runtime:
     """The backend of this process and the kernels its turns run on."""
 
-    def __init__(self, options: DurableOptions) -> None:
+    def __init__(self, options: DurableOptions, folders: Mapping[str, str] | None = None) -> None:
         self.options = options
+        #: config reference -> the folder its kernel module is imported from (the config's)
+        self.folders: dict[str, str] = dict(folders or {})
         self._kernels: dict[str, Kernel] = {}
         self._kernel_lock = threading.Lock()
         #: turn id -> where this process streams that turn's events (only while a caller waits)
@@ -49,13 +53,16 @@ class Runtime:
         """The durable kernel of ``reference``, built once per process."""
         return self._kernel(reference, self.backend)
 
-    def _kernel(self, reference: str, backend: DbosBackend) -> Kernel:
+    def _kernel(self, reference: str, backend: DbosBackend, folder: str | None = None) -> Kernel:
         kernel = self._kernels.get(reference)
         if kernel is None:
             with self._kernel_lock:
                 kernel = self._kernels.get(reference)
                 if kernel is None:
-                    kernel = self._kernels[reference] = durable_kernel(kernel_from_reference(reference), backend)
+                    # this process's config folder first, else the submitter's
+                    where = self.folders.get(reference, folder)
+                    plain = kernel_from_reference(reference, where)
+                    kernel = self._kernels[reference] = durable_kernel(plain, backend)
         return kernel
 
     async def aclose(self) -> None:
@@ -69,7 +76,7 @@ class Runtime:
         # ``backend``, not self.backend: turns recovered at launch run before __init__ returns
         turn = backend.current_turn()
         assert turn is not None  # the engine runs this as the turn's workflow
-        kernel = self._kernel(payload["config"], backend)
+        kernel = self._kernel(payload["config"], backend, payload.get("folder"))
         context: dict[str, Any] = dict(payload.get("context") or {})
         messages = [converter.structure(item, Message) for item in payload["input"]]
         publisher: Publisher | None = None
@@ -87,6 +94,7 @@ class Runtime:
                 await backend.publish(PAUSE_KEY, record)
                 if publisher is not None:  # after the pause record: a reader of the mark finds it
                     await publisher.pause(pause_id)
+                await backend.append(STATE_KEY, {"paused": pause_id})  # wakes whoever waits
                 watcher = self.pause_watchers.get(turn)
                 if watcher is not None:
                     watcher(record)
@@ -95,6 +103,12 @@ class Runtime:
                 result = await self._resume(kernel, turn, result, decisions, context, publisher)
             if publisher is not None:
                 await publisher.finish(result.text if result.status == "completed" else None)
+        except Exception:
+            with contextlib.suppress(Exception):  # the turn's own error is what its waiters get
+                await backend.append(STATE_KEY, {"end": True})  # it fails: waiters wake
+            raise
+        else:
+            await backend.append(STATE_KEY, {"end": True})  # its result is committed next
         finally:
             for flt in kernel.filters:
                 store = flt.extras.get("store")
@@ -167,14 +181,17 @@ async def _drain(events: Any, sink: Callable[[Event], None] | None, publisher: P
     return result
 
 
-def runtime(options: DurableOptions) -> Runtime:
-    """This process's runtime (created, and its engine launched, on first use)."""
+def runtime(options: DurableOptions, folders: Mapping[str, str] | None = None) -> Runtime:
+    """This process's runtime (created, and its engine launched, on first use); ``folders``
+    maps config references to the folders their kernel modules are imported from."""
     global _runtime
     with _lock:
         if _runtime is None:
-            _runtime = Runtime(options)
+            _runtime = Runtime(options, folders)
         else:
             same_database(_runtime.options, options)
+            for reference, folder in (folders or {}).items():
+                _runtime.folders.setdefault(reference, folder)
         return _runtime
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from beamfilter_core import Message, PauseState, converter
-from beamfilter_memory import KEEP_PAUSE
+from beamfilter_core.errors import ConfigError
 
 if TYPE_CHECKING:
     from beamfilter_memory import ChatStore
@@ -22,6 +22,28 @@ if TYPE_CHECKING:
     from ._backend import DurableBackend
 
 __all__ = ["DurableStore"]
+
+
+#: ``append``'s default: keep the stored pause (the memory package's KEEP_PAUSE, looked up
+#: when used, so that beamfilter-durable imports without beamfilter-memory).
+_KEEP: Any = object()
+
+
+def keep_pause() -> Any:
+    """beamfilter-memory's ``KEEP_PAUSE`` marker.
+
+    Raises:
+        ConfigError: beamfilter-memory is not installed.
+    """
+    try:
+        from beamfilter_memory import KEEP_PAUSE
+    except ImportError as exc:
+        msg = (
+            "A durable turn with the memory filter needs beamfilter-memory, which is not installed "
+            f"({exc}); install it: pip install beamfilter-memory."
+        )
+        raise ConfigError(msg) from exc
+    return KEEP_PAUSE
 
 
 def _messages(data: Any) -> list[Message]:
@@ -58,7 +80,9 @@ class DurableStore:
         self._sizes[turn, conversation_id] = recorded["size"]
         return _messages(recorded["messages"])
 
-    async def append(self, conversation_id: str, messages: Sequence[Message], *, pause: Any = KEEP_PAUSE) -> None:
+    async def append(self, conversation_id: str, messages: Sequence[Message], *, pause: Any = _KEEP) -> None:
+        if pause is _KEEP:
+            pause = keep_pause()
         turn = self.backend.current_turn()
         if turn is None:
             await self.inner.append(conversation_id, messages, pause=pause)
