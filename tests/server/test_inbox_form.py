@@ -18,7 +18,7 @@ pytest.importorskip("beamfilter_server")
 from starlette.testclient import TestClient
 
 from beamfilter_builtins import approval_filter
-from beamfilter_core import ChatRequest, ChatResponse, Kernel, ScriptedModel, ToolCall, tool
+from beamfilter_core import ChatRequest, ChatResponse, Decision, Kernel, ScriptedModel, ToolCall, tool
 from beamfilter_server import ServerOptions, create_app
 from beamfilter_server._page import form_token
 
@@ -42,6 +42,10 @@ def _after_tool(request: ChatRequest) -> str:
     return f"done: {request.messages[-1].content}"
 
 
+def _over_25(name: str, arguments: dict[str, Any]) -> bool | Decision:
+    return True if arguments["amount"] <= 25 else Decision.pause("refunds over 25 need a human")
+
+
 @pytest.fixture
 def refunds() -> list[tuple[int, int]]:
     return []
@@ -56,7 +60,9 @@ def http(refunds: list[tuple[int, int]]) -> Iterator[TestClient]:
         return f"refunded {amount} on order {order}"
 
     model = ScriptedModel([REFUND, _after_tool], repeat=True)
-    kernel = Kernel(model, tools=[refund], filters=[approval_filter()], pause_key="inbox-form-pause-key-0123456789")
+    # refunds over 25 wait for a human: an edit to 25 or less passes the gate when it is asked again
+    gate = approval_filter(approve=_over_25)
+    kernel = Kernel(model, tools=[refund], filters=[gate], pause_key="inbox-form-pause-key-0123456789")
     options = ServerOptions(api_keys=[KEY], inbox_keys=[REVIEWER], model_name="assistant", max_body_bytes=4000)
     with TestClient(create_app(kernel, options)) as client:
         yield client
@@ -69,9 +75,11 @@ def _pause(http: TestClient) -> str:
     return pause_id
 
 
-def _submit(http: TestClient, pause_id: str, form: dict[str, str], **headers: str) -> Any:
+def _submit(http: TestClient, pause_id: str, form: dict[str, str], origin: str | None = "http://testserver") -> Any:
+    """The inbox form as the reviewer's browser posts it (with its Origin, unless None)."""
     fields = {"token": form_token(REVIEWER, pause_id), **form}
-    return http.post(f"/inbox/{pause_id}/decide", data=fields, headers={**SIGNED_IN, **headers}, follow_redirects=False)
+    headers = {**SIGNED_IN, **({"origin": origin} if origin is not None else {})}
+    return http.post(f"/inbox/{pause_id}/decide", data=fields, headers=headers, follow_redirects=False)
 
 
 def _outcome(http: TestClient, pause_id: str) -> dict[str, Any]:
@@ -100,24 +108,47 @@ def test_the_form_is_refused_from_another_site_stale_too_large_or_for_an_unknown
     http: TestClient, refunds: list[tuple[int, int]]
 ) -> None:
     pause_id = _pause(http)
-    cross_site = _submit(http, pause_id, {}, origin="https://evil.example")
-    assert (cross_site.status_code, "The form came from another site." in cross_site.text) == (403, True)
+    refused = "The form came from another site (or without its Origin)."
+    cross_site = _submit(http, pause_id, {"all": "approve"}, origin="https://evil.example")
+    assert (cross_site.status_code, refused in cross_site.text) == (403, True)
+    no_origin = _submit(http, pause_id, {"all": "approve"}, origin=None)
+    assert (no_origin.status_code, refused in no_origin.text) == (403, True)
     stale = _submit(http, pause_id, {"token": form_token("another-reviewer-key-0123", pause_id)})
     assert (stale.status_code, "The form is stale or not yours; reload the inbox." in stale.text) == (403, True)
     large = _submit(http, pause_id, {"reason:call_1": "x" * 5000})
     assert (large.status_code, "The form is too large." in large.text) == (413, True)
     unknown = _submit(http, "p-unknown", {})
-    assert (unknown.status_code, "No pause p-unknown is known here." in unknown.text) == (404, True)
+    assert (unknown.status_code, "No pause &#x27;p-unknown&#x27; is known here." in unknown.text) == (404, True)
     assert refunds == []
-    assert _submit(http, pause_id, {}, origin="http://testserver").status_code == 303  # its own page: accepted
+    assert _submit(http, pause_id, {"all": "approve"}).status_code == 303  # its own page: accepted
 
 
 @pytest.mark.parametrize(
     ("form", "text"),
     [
-        ({"action:call_1": "maybe"}, "The action for call call_1 is &#x27;maybe&#x27;."),
-        ({"arguments:call_1": "{order: 7"}, "The arguments of call call_1 are not JSON; fix them and submit again."),
-        ({"arguments:call_1": "[7, 30]"}, "The arguments of call call_1 must be a JSON object."),
+        (
+            {"action:call_1": "maybe"},
+            "The decision for call call_1 is &#x27;maybe&#x27;; choose approve or reject and submit again.",
+        ),
+        # nothing is preselected: no choice, or a reason without one, is refused
+        ({}, "The decision for call call_1 was not chosen; choose approve or reject and submit again."),
+        (
+            {"reason:call_1": "not paid"},
+            "The decision for call call_1 was not chosen (a reason was given: choose reject to send it); "
+            "choose approve or reject and submit again.",
+        ),
+        (
+            {"all": "approve", "reason:call_1": "not paid"},
+            "Call call_1 is approved with a reason; a reason goes with a rejection. Clear it or reject.",
+        ),
+        (
+            {"action:call_1": "approve", "arguments:call_1": "{order: 7"},
+            "The arguments of call call_1 are not JSON; fix them and submit again.",
+        ),
+        (
+            {"action:call_1": "approve", "arguments:call_1": "[7, 30]"},
+            "The arguments of call call_1 must be a JSON object.",
+        ),
     ],
 )
 def test_a_malformed_form_decision_is_400_and_the_pause_stays_pending(
@@ -137,23 +168,33 @@ def test_approving_with_edited_arguments_runs_the_edited_call_once(
     http: TestClient, refunds: list[tuple[int, int]]
 ) -> None:
     pause_id = _pause(http)
-    done = _submit(http, pause_id, {"action:call_1": "approve", "arguments:call_1": '{"order": 7, "amount": 20}'})
-    assert (done.status_code, done.headers["location"]) == (303, f"/inbox?done={pause_id}")
+    form = {"action:call_1": "approve", "arguments:call_1": '{"order": 7, "amount": 20}'}
+    # an edit is confirmed first, on a page showing what changed
+    confirm = _submit(http, pause_id, form)
+    assert confirm.status_code == 200
+    assert "<h1>Confirm the edited arguments</h1>" in confirm.text
+    assert "<tr><td>amount</td><td>30</td><td>20</td></tr>" in confirm.text, (
+        "the diff shows the argument as the model sent it and as edited"
+    )
+    assert "<td>order</td>" not in confirm.text  # unchanged arguments are not listed
+    assert refunds == []
+    done = _submit(http, pause_id, {**form, "confirm": "1"})
+    assert (done.status_code, done.headers["location"]) == (303, f"/inbox?done={pause_id}&status=completed")
     outcome = _outcome(http, pause_id)
     assert (outcome["status"], outcome["decided_by"]) == ("completed", "ana")
     assert outcome["completion"]["choices"][0]["message"]["content"] == "done: refunded 20 on order 7"
     assert refunds == [(7, 20)]
-    again = _submit(http, pause_id, {})
+    again = _submit(http, pause_id, {"all": "approve"})
     assert again.status_code == 409
     assert "Already decided" in again.text
-    flash = http.get(f"/inbox?done={pause_id}", headers=SIGNED_IN)
-    assert f"Pause {pause_id}: decision sent." in flash.text
+    flash = http.get(f"/inbox?done={pause_id}&status=completed", headers=SIGNED_IN)
+    assert f"Pause {pause_id}: decided; its turn completed." in flash.text
 
 
 def test_unchanged_arguments_approve_the_call_as_asked(http: TestClient, refunds: list[tuple[int, int]]) -> None:
     pause_id = _pause(http)
     unchanged = json.dumps({"amount": 30, "order": 7})
-    assert _submit(http, pause_id, {"arguments:call_1": unchanged}).status_code == 303
+    assert _submit(http, pause_id, {"action:call_1": "approve", "arguments:call_1": unchanged}).status_code == 303
     assert _outcome(http, pause_id)["status"] == "completed"
     assert refunds == [(7, 30)]
 

@@ -35,6 +35,7 @@ REVIEWER = "refusals-reviewer-key-0123"
 CHAT = "/v1/chat/completions"
 HELLO = {"model": "assistant", "messages": [{"role": "user", "content": "hello"}]}
 AUTH = {"Authorization": f"Bearer {KEY}"}
+JSON_AUTH = {**AUTH, "Content-Type": "application/json"}
 REVIEW = {"Authorization": f"Bearer {REVIEWER}"}
 
 
@@ -94,13 +95,26 @@ def test_a_body_that_is_not_json_is_400(http: TestClient) -> None:
 def test_a_body_over_max_body_bytes_is_413_declared_or_streamed() -> None:
     expected = _error("The request body is larger than max_body_bytes=64.", code="request_too_large")
     with _client(["hi"], max_body_bytes=64) as http:
-        declared = http.post(CHAT, content=b" " * 65, headers=AUTH)
+        declared = http.post(CHAT, content=b" " * 65, headers=JSON_AUTH)
         assert (declared.status_code, declared.json()) == (413, expected)
         # no Content-Length (chunked): counted while it is read
-        streamed = http.post(CHAT, content=iter([b" " * 40, b" " * 40]), headers=AUTH)
+        streamed = http.post(CHAT, content=iter([b" " * 40, b" " * 40]), headers=JSON_AUTH)
         assert "content-length" not in streamed.request.headers
         assert (streamed.status_code, streamed.json()) == (413, expected)
-        assert http.post(CHAT, content=b" " * 64, headers=AUTH).status_code == 400  # at the cap: read, not JSON
+        assert http.post(CHAT, content=b" " * 64, headers=JSON_AUTH).status_code == 400  # at the cap: read, not JSON
+
+
+@pytest.mark.parametrize("media", [None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data"])
+def test_a_json_route_refuses_any_other_content_type_with_415(http: TestClient, media: str | None) -> None:
+    headers = {**AUTH, **({"Content-Type": media} if media else {})}
+    answer = http.post(CHAT, content=b'{"model": "assistant"}', headers=headers)
+    shown = repr(media or "none")
+    assert (answer.status_code, answer.json()) == (
+        415,
+        _error(f"Send the body as Content-Type: application/json (got {shown}).", code="unsupported_media_type"),
+    )
+    with_charset = http.post(CHAT, json=HELLO, headers={**AUTH, "Content-Type": "application/json; charset=utf-8"})
+    assert with_charset.status_code == 200
 
 
 def test_unknown_routes_and_methods_answer_openai_errors(http: TestClient) -> None:
@@ -131,28 +145,47 @@ def test_a_malformed_conversation_id_or_wait_header_is_400(http: TestClient) -> 
     bad_user = http.post(CHAT, json={**HELLO, "user": "x" * 201}, headers=AUTH)
     assert bad_user.status_code == 400
     assert bad_user.json()["error"]["param"] == "user"
-    for raw in ("soon", "-1", "nan"):
+    for raw in ("soon", "-1", "nan", "inf", "-inf", "301", "1e308", ""):
         answer = http.post(CHAT, json=HELLO, headers={**AUTH, "Beamfilter-Wait": raw})
         assert (answer.status_code, answer.json()) == (
             400,
-            _error(f"header Beamfilter-Wait is {raw!r}; send a number of seconds.", param="Beamfilter-Wait"),
+            _error(
+                f"header Beamfilter-Wait is {raw!r}; send a number of seconds from 0 to 300 (max_wait).",
+                param="Beamfilter-Wait",
+            ),
         )
+    # the user field is matched whole: a trailing line break is not a conversation id
+    for user in ("ticket-7\n", "ticket-7\r", "ticket 7", "\nticket"):
+        refused = http.post(CHAT, json={**HELLO, "user": user}, headers=AUTH)
+        assert (refused.status_code, refused.json()["error"]["param"]) == (400, "user")
+        assert refused.json()["error"]["message"].startswith(f"user is {user!r}; send 1 to 200 letters")
+    assert http.post(CHAT, json={**HELLO, "user": "ticket-7"}, headers=AUTH).status_code == 200
 
 
 def test_polling_refuses_a_bad_wait_and_an_unknown_pause(http: TestClient) -> None:
-    bad = http.get("/v1/pauses/p1?wait=later", headers=AUTH)
-    assert (bad.status_code, bad.json()) == (400, _error("wait is 'later'; send a number of seconds.", param="wait"))
+    for raw in ("later", "nan", "NaN", "inf", "-1", "300.5", "1e999", ""):
+        bad = http.get(f"/v1/pauses/p1?wait={raw}", headers=AUTH)
+        assert (bad.status_code, bad.json()) == (
+            400,
+            _error(f"wait is {raw!r}; send a number of seconds from 0 to 300 (max_wait).", param="wait"),
+        )
     unknown = http.get("/v1/pauses/p1", headers=AUTH)
     assert (unknown.status_code, unknown.json()) == (404, _error("No pause 'p1' is known here.", code="unknown_pause"))
     assert http.get("/v1/pauses/p1").status_code == 401
 
 
 def test_the_reviewer_routes_refuse_a_client_key(http: TestClient) -> None:
-    refused = _error("Incorrect or missing reviewer key.", code="invalid_api_key")
+    refused = _error(
+        "Incorrect or missing reviewer key; send Authorization: Bearer <reviewer key>.", code="invalid_api_key"
+    )
     listing = http.get("/v1/pauses", headers=AUTH)
     assert (listing.status_code, listing.json()) == (401, refused)
     decide = http.post("/v1/pauses/p1/decide", json={"decisions": {}}, headers=AUTH)
     assert (decide.status_code, decide.json()) == (401, refused)
+    # the JSON API never takes the reviewer key as Basic credentials (a browser resends those)
+    basic = ("ana", REVIEWER)
+    assert http.get("/v1/pauses", auth=basic).status_code == 401
+    assert http.post("/v1/pauses/p1/decide", json={"decisions": {}}, auth=basic).status_code == 401
     for page in ("/inbox", "/inbox/version"):
         login = http.get(page)
         assert login.status_code == 401
@@ -274,7 +307,7 @@ def test_error_for_maps_each_failure_to_its_status_and_never_its_text() -> None:
         (LimitExceeded("tokens 900 > 500", limit="tokens", value=900, maximum=500), 429, "limit_exceeded"),
         (FilterError("boom sk-filter-secret-0123456789", "guard"), 500, "server_error"),
         (AlreadyResumedError("twice"), 409, "invalid_request_error"),
-        (ResumeError("call_9 is not awaited"), 400, "invalid_request_error"),
+        (ResumeError("call_9 is not awaited"), 422, "invalid_request_error"),
         (ConfigError("bad sk-config-secret-0123456789"), 500, "server_error"),
         (RuntimeError("sk-runtime-secret-0123456789"), 500, "server_error"),
     ]
@@ -283,7 +316,7 @@ def test_error_for_maps_each_failure_to_its_status_and_never_its_text() -> None:
         ("tokens 900 > 500", 429, "limit_exceeded", "LimitExceeded"),
         ("The filter 'guard' failed; see the gateway's log.", 500, "server_error", "filter_error"),
         ("already decided: this pause was decided before.", 409, "invalid_request_error", "already_decided"),
-        ("call_9 is not awaited", 400, "invalid_request_error", "bad_decision"),
+        ("call_9 is not awaited", 422, "invalid_request_error", "decision_refused"),
         ("The turn failed (ConfigError); see the gateway's log.", 500, "server_error", None),
         ("The turn failed (an internal error); see the gateway's log.", 500, "server_error", None),
     ]

@@ -90,7 +90,13 @@ def test_a_pause_made_on_one_app_is_decided_once_on_the_other(
     assert [(p["pause_id"], p["conversation_id"], p["client"]) for p in listed] == [
         (pause_id, "ticket-9", client_id(KEY))
     ]
-    assert _listed(a) == listed
+    # which filter paused is known where the turn ran; the other worker has the pause's reason
+    here = _listed(a)
+    assert [p.pop("paused_by") for p in here] == [
+        {"call_1": {"filter": "approval", "reason": "'refund' is a sensitive tool: a human decides"}}
+    ]
+    assert [p.pop("paused_by") for p in listed] == [{}]
+    assert here == listed
     signed_in = {"Authorization": "Basic " + base64.b64encode(f"ada:{REVIEWER}".encode()).decode()}
     assert f"client {client_id(KEY)} · conversation ticket-9" in b.get("/inbox", headers=signed_in).text
     assert isinstance(b.get("/inbox/version?since=0", headers=signed_in).json()["version"], int)
@@ -99,7 +105,16 @@ def test_a_pause_made_on_one_app_is_decided_once_on_the_other(
     assert b.get(f"/v1/pauses/{pause_id}", headers=other).status_code == 404  # another client's pause
 
     decided = b.post(f"/v1/pauses/{pause_id}/decide", json={"decisions": {"call_1": "approve"}}, headers=REVIEW)
-    assert decided.json() == {"object": "beamfilter.pause", "id": pause_id, "status": "deciding"}
+    # the decision answers with the resumed turn's outcome, not an acknowledgement
+    assert decided.status_code == 200
+    answer = decided.json()
+    assert (answer["object"], answer["id"], answer["status"], answer["decided_by"]) == (
+        "beamfilter.pause",
+        pause_id,
+        "completed",
+        "api",
+    )
+    assert answer["completion"]["choices"][0]["message"]["content"] == "done: refunded 40 on order 9"
     outcome = a.get(f"/v1/pauses/{pause_id}?wait=20", headers=AUTH).json()
     assert (outcome["status"], outcome["decided_by"]) == ("completed", "api")
     assert outcome["completion"]["choices"][0]["message"]["content"] == "done: refunded 40 on order 9"
@@ -109,8 +124,9 @@ def test_a_pause_made_on_one_app_is_decided_once_on_the_other(
     for worker in (a, b):
         again = worker.post(f"/v1/pauses/{pause_id}/decide", json={"decisions": {"call_1": "approve"}}, headers=REVIEW)
         assert (again.status_code, again.json()["error"]["message"]) == (409, already)
-    form = {"token": form_token(REVIEWER, pause_id)}
-    stale = a.post(f"/inbox/{pause_id}/decide", data=form, headers=signed_in, follow_redirects=False)
+    form = {"token": form_token(REVIEWER, pause_id), "all": "approve"}
+    page = {**signed_in, "Origin": "http://testserver"}
+    stale = a.post(f"/inbox/{pause_id}/decide", data=form, headers=page, follow_redirects=False)
     assert stale.status_code == 409
     assert already in stale.text
     assert _listed(a) == _listed(b) == []

@@ -19,6 +19,7 @@ import attrs
 
 from beamfilter_core import (
     Filter,
+    GateRequest,
     IterationRequest,
     IterationResult,
     Kernel,
@@ -29,7 +30,14 @@ from beamfilter_core import (
 )
 from beamfilter_core.errors import GatewayError
 
-__all__ = ["CLIENT_TOOLS_FILTER", "ClientCalls", "client_tools_filter", "current_calls", "with_client_tools"]
+__all__ = [
+    "CLIENT_TOOLS_FILTER",
+    "ClientCalls",
+    "client_tools_filter",
+    "current_calls",
+    "recording_gates",
+    "with_client_tools",
+]
 
 CLIENT_TOOLS_FILTER = "server_client_tools"
 #: What the transcript holds for a client call until the client sends its result.
@@ -43,6 +51,8 @@ class ClientCalls:
     names: frozenset[str] = frozenset()
     handed: list[ToolCall] = attrs.Factory(list)
     refused: list[dict[str, str]] = attrs.Factory(list)
+    #: Which filter paused each call and why (``{call_id: {"filter", "reason"}}``).
+    paused: dict[str, dict[str, str]] = attrs.Factory(dict)
 
 
 #: The request being served; set by the gateway around each turn and each resume.
@@ -84,6 +94,31 @@ async def _iteration_hook(
     # End the turn here: the client runs its calls and sends their results in its next request.
     kept = tuple(m for m in result.messages if m.tool_call_id not in handed)
     return IterationResult("completed", kept)
+
+
+def _recording(name: str, gate: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    async def around_gate(request: GateRequest, state: dict[str, Any], call_next: Any) -> Any:
+        decision = await gate(request, state, call_next)
+        calls = current_calls.get()
+        if calls is not None and getattr(decision, "kind", decision) == "pause":
+            # the innermost pausing layer returns first: it is the one that paused
+            reason = getattr(decision, "message", None) or ""
+            calls.paused.setdefault(request.call.id, {"filter": name, "reason": reason})
+        return decision
+
+    return around_gate
+
+
+def recording_gates(filters: Iterable[Any]) -> list[Any]:
+    """``filters`` with each gate hook wrapped to record which filter paused a call, and why
+    (the inbox shows it to the reviewer)."""
+    out = []
+    for item in filters:
+        gate = getattr(item, "around_gate", None)
+        if isinstance(item, Filter) and gate is not None:
+            item = attrs.evolve(item, around_gate=_recording(item.name, gate))
+        out.append(item)
+    return out
 
 
 def client_tools_filter() -> Filter:

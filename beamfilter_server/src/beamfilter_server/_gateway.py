@@ -1,7 +1,9 @@
 """The gateway: one request, one turn through the config's onion.
 
 Framework-free: :mod:`._app` turns HTTP into calls of :class:`Gateway` and its answers
-(plain dicts, or chunks for a stream) back into HTTP.
+(plain dicts, or chunks for a stream) back into HTTP. Where pauses wait is the
+:class:`~._board.PauseBoard`'s business (this process's inbox, or a store every worker
+shares); what a client reads is :class:`~._answers.Answers`'.
 """
 
 from __future__ import annotations
@@ -9,35 +11,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import re
 import time
 import uuid
-import zlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from typing import Any
 
 import attrs
 
 from beamfilter_core import Decision, Kernel, Message, PauseState, RunFinished, TextDelta
-from beamfilter_core.errors import (
-    AlreadyResumedError,
-    BeamfilterError,
-    FilterError,
-    GatewayError,
-    LimitError,
-    ProviderError,
-    ProviderTimeoutError,
-    RateLimitError,
-    ResumeError,
-)
+from beamfilter_core.errors import AlreadyResumedError, ConfigError, GatewayError, ResumeError
+from beamfilter_core.secrets import escape_controls
 
-from ._client_tools import ClientCalls, client_tools_filter, current_calls, with_client_tools
-from ._inbox import Entry, Inbox, Outcome
+from ._answers import Answers, error_for, stream_transforms
+from ._board import LocalBoard, PauseBoard, SharedBoard, unknown_pause, wait_for
+from ._client_tools import ClientCalls, client_tools_filter, current_calls, recording_gates, with_client_tools
+from ._idempotency import IdempotencyKeys
+from ._inbox import Entry, Outcome
 from ._options import ServerOptions
 from ._shared import POLL_SECONDS, SharedPauses, already_decided, recorded_error, shared_store
-from ._wire import ChatCall, chunk, completion, completion_chunks, parse_tool, tool_call_deltas
+from ._wire import ChatCall, chunk, completion_chunks, parse_tool, tool_call_deltas
 
-__all__ = ["CONVERSATION_HEADER", "WAIT_HEADER", "Caller", "Gateway"]
+__all__ = ["CONVERSATION_HEADER", "WAIT_HEADER", "Caller", "Gateway", "check_reviewers", "seconds"]
 
 logger = logging.getLogger("beamfilter.server")
 
@@ -45,10 +41,12 @@ logger = logging.getLogger("beamfilter.server")
 CONVERSATION_HEADER = "beamfilter-conversation"
 #: The request header asking to wait up to N seconds for a paused turn's decision.
 WAIT_HEADER = "beamfilter-wait"
-_CONVERSATION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,199}$")
+_CONVERSATION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,199}")
 #: The run-context key of what a resume on another worker needs from the request.
 CONTEXT_KEY = "gateway"
 _DECIDED = ("completed", "failed")
+#: What a started turn ends with: its outcome, and its inbox entry when it paused.
+Started = tuple[Outcome, Entry | None]
 
 
 @attrs.frozen(slots=True)
@@ -67,64 +65,75 @@ class Caller:
         return f"{self.client}:{self.conversation}"
 
 
+def seconds(raw: str, where: str, limit: float, param: str | None = None) -> float:
+    """A number of seconds from 0 to ``limit``; anything else (``nan``, ``inf``, negative,
+    larger than ``limit``, not a number) is a 400 naming ``where``."""
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 <= value <= limit):
+        msg = f"{where} is {raw[:30]!r}; send a number of seconds from 0 to {limit:g} (max_wait)."
+        raise GatewayError(msg, status=400, param=param or where)
+    return value
+
+
+def can_pause(kernel: Kernel) -> list[str]:
+    """The names of the filters that can pause a turn (a gate hook), and the kernel's gate."""
+    names = [item.name for item in kernel.filters if getattr(item, "around_gate", None) is not None]
+    return [*names, "Kernel(gate=...)"] if kernel.gate is not None else names
+
+
+def check_reviewers(kernel: Kernel, options: ServerOptions) -> None:
+    """Refuse a gateway whose turns can pause but that names no reviewer, or whose client
+    keys could decide: clients never approve their own calls."""
+    pausing = can_pause(kernel)
+    if pausing and not options.inbox_keys:
+        msg = (
+            f"[server] inbox_keys is missing, and {', '.join(pausing)} can pause turns for a human decision. "
+            'Give the reviewers\' keys as inbox_keys = [{ "$env" = "REVIEWER_KEY" }]; client keys '
+            "(api_keys) never decide."
+        )
+        raise ConfigError(msg)
+    if set(options.inbox_keys) & set(options.api_keys):
+        msg = "[server] inbox_keys and api_keys share a key; give reviewers keys of their own."
+        raise ConfigError(msg)
+
+
 def _meta(pause: PauseState) -> dict[str, Any]:
     found = pause.context.get(CONTEXT_KEY)
     return found if isinstance(found, dict) else {}
 
 
-def error_for(exc: BaseException) -> GatewayError:
-    """The HTTP error a failed turn answers with; nothing of a secret or a stack trace."""
-    if isinstance(exc, GatewayError):
-        return exc
-    if isinstance(exc, RateLimitError):
-        return GatewayError("The upstream model is rate limited; retry later.", status=429, type="rate_limit_error")
-    if isinstance(exc, ProviderTimeoutError):
-        return GatewayError("The upstream model timed out.", status=504, type="server_error", code="upstream_timeout")
-    if isinstance(exc, ProviderError):  # an error status, a dropped or an incomplete answer
-        name = type(exc).__name__
-        msg = f"The upstream model failed ({name}); see the gateway's log."
-        return GatewayError(msg, status=502, type="server_error", code="upstream_error")
-    if isinstance(exc, LimitError):
-        return GatewayError(str(exc), status=429, type="limit_exceeded", code=type(exc).__name__)
-    if isinstance(exc, FilterError):
-        msg = f"The filter {exc.filter_name!r} failed; see the gateway's log."
-        return GatewayError(msg, status=500, type="server_error", code="filter_error")
-    if isinstance(exc, AlreadyResumedError):
-        return GatewayError("already decided: this pause was decided before.", status=409, code="already_decided")
-    if isinstance(exc, ResumeError):
-        return GatewayError(str(exc), status=400, code="bad_decision")
-    name = type(exc).__name__ if isinstance(exc, BeamfilterError) else "an internal error"
-    return GatewayError(f"The turn failed ({name}); see the gateway's log.", status=500, type="server_error")
+def _date(entry: Entry) -> Entry:
+    """Date the entry by its request (carried in the pause), the same on every worker."""
+    since = _meta(entry.pause).get("since")
+    if isinstance(since, int | float):
+        entry.created = float(since)
+    return entry
 
 
-def _text_of(messages: tuple[Message, ...]) -> str | None:
-    for message in reversed(messages):
-        if message.role == "assistant":
-            return message.content if isinstance(message.content, str) else None
-    return None
-
-
-async def _chain(first: Any, rest: AsyncIterator[Any]) -> AsyncIterator[Any]:
-    if first is not None:
-        yield first
-    async for item in rest:
-        yield item
+def _check_owner(pause_id: str, owner: Any, client: str | None) -> None:
+    # another client's pause is unknown to this one (its answer is that client's)
+    if client is not None and owner != client:
+        raise unknown_pause(pause_id)
 
 
 class Gateway:
-    """The config's kernel behind the OpenAI wire, with the inbox of its paused turns."""
+    """The config's kernel behind the OpenAI wire, with the board of its paused turns."""
 
     def __init__(self, kernel: Kernel, options: ServerOptions) -> None:
+        check_reviewers(kernel, options)
         self.options = options
-        self.kernel = kernel.with_filters([*kernel.filters, client_tools_filter()])
+        self.kernel = kernel.with_filters([*recording_gates(kernel.filters), client_tools_filter()])
         #: With a memory filter the conversation lives in its store: a request with a
         #: conversation id sends only its new messages as the turn's input.
         self.remembers = any(f.load_pause is not None for f in kernel.filters)
-        self.inbox = Inbox()
-        #: With a memory store that workers share, the pauses of every worker.
         store = shared_store(kernel)
-        self.shared = SharedPauses(store) if store is not None else None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self.board: PauseBoard = SharedBoard(SharedPauses(store), self._adopt) if store is not None else LocalBoard()
+        self.answers = Answers(options, stream_transforms(kernel))
+        self.keys: IdempotencyKeys[Started] = IdempotencyKeys()
+        self._tasks: set[asyncio.Task[Any]] = set()
         self.closing = False
 
     def __repr__(self) -> str:
@@ -138,7 +147,7 @@ class Gateway:
         where = "header Beamfilter-Conversation"
         if value is None:
             value, where = call.user, "user"
-        if value is not None and not _CONVERSATION.match(value):
+        if value is not None and not _CONVERSATION.fullmatch(value):
             msg = (
                 f"{where} is {value[:60]!r}; send 1 to 200 letters, digits or _.:@/- (starting with a letter or digit)."
             )
@@ -147,16 +156,7 @@ class Gateway:
 
     def wait_seconds(self, headers: Mapping[str, str]) -> float:
         raw = headers.get(WAIT_HEADER)
-        if raw is None:
-            return 0.0
-        try:
-            seconds = float(raw)
-        except ValueError:
-            seconds = -1.0
-        if not seconds >= 0:
-            msg = f"header Beamfilter-Wait is {raw[:30]!r}; send a number of seconds."
-            raise GatewayError(msg, status=400, param="Beamfilter-Wait")
-        return min(seconds, self.options.max_wait)
+        return 0.0 if raw is None else seconds(raw, "header Beamfilter-Wait", self.options.max_wait, "Beamfilter-Wait")
 
     def check_model(self, call: ChatCall) -> None:
         if call.model != self.options.model_name:
@@ -187,24 +187,6 @@ class Gateway:
             raise GatewayError(msg, status=400, param="messages")
         return kernel, messages, ClientCalls(frozenset(t.name for t in call.tools))
 
-    async def complete(self, call: ChatCall, caller: Caller, wait: float) -> tuple[int, dict[str, Any]]:
-        """A non-streamed request: its HTTP status and JSON body."""
-        kernel, messages, calls = self._prepare(call, caller.conversation_id)
-        token = current_calls.set(calls)
-        try:
-            result = await kernel.run(messages, context=self._context(caller, call))
-        finally:
-            current_calls.reset(token)
-        outcome = Outcome(result, calls)
-        completion_id = f"chatcmpl-{uuid.uuid4().hex}"
-        if result.status == "paused":
-            entry = self._park(outcome, kernel, call.model, caller)
-            decided = await self._await_decision(entry, wait)
-            if isinstance(decided, dict):  # decided on another worker: its answer as it sent it
-                return (202 if decided["choices"][0]["finish_reason"] == "paused" else 200), decided
-            outcome = decided or outcome
-        return self.render(outcome, completion_id, call.model)
-
     def _context(self, caller: Caller, call: ChatCall) -> dict[str, Any]:
         # What another worker needs to resume this turn if it pauses: it travels in the
         # (signed) pause state, with the client key's id and the id the client sent.
@@ -222,14 +204,70 @@ class Gateway:
             context["conversation_id"] = caller.conversation_id
         return context
 
+    def _track(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _attached(
+        self, caller: Caller, key: str | None, digest: str, start: Callable[[], Coroutine[Any, Any, Started]]
+    ) -> Started:
+        """Run the turn ``start`` begins, or, for a request retried with the same
+        Idempotency-Key, await the turn its first attempt began."""
+        if key is None:
+            return await start()
+        while True:
+            found = self.keys.find(caller.client, key, digest)
+            if found is None:
+                task: asyncio.Task[Started] = asyncio.get_running_loop().create_task(start())
+                self._track(task)
+                self.keys.start(caller.client, key, digest, task)
+                found = task
+            try:
+                # shielded: the attempt that started the turn may go; the turn stays
+                return await asyncio.shield(found)
+            except asyncio.CancelledError:
+                if found.cancelled() and not _cancelling():
+                    continue  # that attempt's turn was cut off (a stream closed): run anew
+                raise
+
+    async def complete(
+        self, call: ChatCall, caller: Caller, wait: float, key: str | None = None, digest: str = ""
+    ) -> tuple[int, dict[str, Any]]:
+        """A non-streamed request: its HTTP status and JSON body."""
+        kernel, messages, calls = self._prepare(call, caller.conversation_id)
+
+        async def start() -> Started:
+            token = current_calls.set(calls)
+            try:
+                result = await kernel.run(messages, context=self._context(caller, call))
+            finally:
+                current_calls.reset(token)
+            outcome = Outcome(result, calls)
+            entry = self._park(outcome, kernel, call.model, caller) if result.status == "paused" else None
+            return outcome, entry
+
+        outcome, entry = await self._attached(caller, key, digest, start)
+        return await self._answer(outcome, entry, wait, f"chatcmpl-{uuid.uuid4().hex}", call.model)
+
+    async def _answer(
+        self, outcome: Outcome, entry: Entry | None, wait: float, completion_id: str, model: str
+    ) -> tuple[int, dict[str, Any]]:
+        if entry is not None:
+            decided = await self._await_decision(entry, wait)
+            if isinstance(decided, dict):  # decided on another worker: its answer as it sent it
+                return (202 if decided["choices"][0]["finish_reason"] == "paused" else 200), decided
+            outcome = decided or outcome
+        return self.answers.render(outcome, completion_id, model)
+
     def _park(self, outcome: Outcome, kernel: Kernel, model: str, caller: Caller) -> Entry:
         pause = outcome.result.pause
         assert pause is not None  # status "paused" always carries its state
         entry = Entry(
             pause, caller.conversation_id, kernel, model, outcome.calls.names, caller.client, caller.conversation
         )
+        entry.paused_by = {k: v for k, v in outcome.calls.paused.items() if k in pause.awaiting}
         _date(entry)
-        self.inbox.add(entry)
+        self.board.inbox.add(entry)
         logger.info("turn paused: pause %s awaits %s", pause.pause_id, ", ".join(pause.awaiting))
         return entry
 
@@ -253,40 +291,36 @@ class Gateway:
         )
         return _date(entry)
 
-    def _shares(self, entry: Entry | None) -> SharedPauses | None:
-        """The shared store when ``entry``'s pause is in it (a turn with a conversation id)."""
-        return self.shared if entry is None or entry.conversation_id is not None else None
-
     async def _await_decision(self, entry: Entry, wait: float) -> Outcome | dict[str, Any] | None:
         """The outcome of the decided turn (its completion when another worker decided it),
         or None when ``wait`` passes first. A resumed turn that pauses again waits on,
-        for what is left of ``wait``."""
+        for what is left of ``wait``. A pause decided already answers at once."""
         deadline = time.monotonic() + wait
-        shared = self._shares(entry)
         current: Entry | None = entry
         pause_id = entry.pause_id
-        while wait > 0:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            if current is None:
-                await asyncio.sleep(min(left, POLL_SECONDS))
-            else:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(min(left, POLL_SECONDS) if shared is not None else left):
-                        await current.done.wait()
-                if current.done.is_set():
-                    outcome = self._local_outcome(current)
-                    pause = outcome.result.pause
-                    if outcome.result.status != "paused" or pause is None:
-                        return outcome
-                    current = self.inbox.get(pause.pause_id)
-                    if current is None:
-                        return outcome
-                    pause_id = current.pause_id
-                    continue
-            record = await shared.outcome(pause_id) if shared is not None else None
+        while True:
+            if current is not None and not current.done.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                await wait_for(current.done, self.board.step(current, left))
+            if current is not None and current.done.is_set():
+                outcome = self._local_outcome(current)
+                pause = outcome.result.pause
+                if outcome.result.status != "paused" or pause is None:
+                    return outcome
+                current = self.board.inbox.get(pause.pause_id)
+                if current is None:
+                    return outcome
+                pause_id = current.pause_id
+                continue
+            record = await self.board.decided(pause_id)
             if record is None or record.get("status") not in _DECIDED:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                if current is None:
+                    await asyncio.sleep(min(left, POLL_SECONDS))
                 continue
             if record["status"] == "failed":
                 raise recorded_error(record)
@@ -294,8 +328,7 @@ class Gateway:
             next_id = answer.get("beamfilter", {}).get("pause_id")
             if answer["choices"][0]["finish_reason"] != "paused" or not isinstance(next_id, str):
                 return answer
-            pause_id, current = next_id, self.inbox.get(next_id)
-        return None
+            pause_id, current = next_id, self.board.inbox.get(next_id)
 
     def _local_outcome(self, entry: Entry) -> Outcome:
         if entry.error is not None:
@@ -305,73 +338,49 @@ class Gateway:
             raise GatewayError(msg, status=503)
         return entry.outcome
 
-    # -- answers ------------------------------------------------------------------------
+    # -- streams ------------------------------------------------------------------------
 
-    def pause_info(self, entry_or_pause: Any) -> dict[str, Any]:
-        pause = entry_or_pause
-        calls = {c.id: c for c in pause.calls}
-        base = self.options.public_url or ""
-        return {
-            "status": "paused",
-            "pause_id": pause.pause_id,
-            "reason": pause.reason,
-            "awaiting": [
-                {"id": i, "name": calls[i].name, "arguments": dict(calls[i].arguments)} for i in pause.awaiting
-            ],
-            "inbox": f"{base}/inbox#pause-{pause.pause_id}",
-            "poll": f"{base}/v1/pauses/{pause.pause_id}",
-        }
-
-    def _pause_text(self, info: dict[str, Any]) -> str:
-        names = ", ".join(a["name"] for a in info["awaiting"])
-        why = f" ({info['reason']})" if info["reason"] else ""
-        return (
-            f"Paused: {names} waits for a human decision{why}. Pause {info['pause_id']}; "
-            f"decide at {info['inbox']}; the outcome is at {info['poll']}."
-        )
-
-    def _final(self, outcome: Outcome) -> tuple[Message, str, dict[str, Any]]:
-        """The answer's message, finish reason and ``beamfilter`` extras."""
-        result, calls = outcome.result, outcome.calls
-        extra: dict[str, Any] = {}
-        if calls.refused:
-            extra["refused"] = list(calls.refused)
-        if result.blocked_by:
-            extra["blocked_by"] = result.blocked_by
-        if result.status == "paused" and result.pause is not None:
-            info = self.pause_info(result.pause)
-            extra.update(info)
-            return Message("assistant", self._pause_text(info)), "paused", extra
-        if result.status == "cancelled":
-            msg = "The turn was cancelled (the gateway is shutting down)."
-            raise GatewayError(msg, status=503)
-        if calls.handed:
-            text = _text_of(result.messages)
-            return Message("assistant", text, tuple(calls.handed)), "tool_calls", extra
-        message = result.message
-        if message is None or message.role != "assistant":
-            message = Message("assistant", result.text)
-        finish = "content_filter" if result.blocked_by else "stop"
-        return Message("assistant", message.content, ()), finish, extra
-
-    def _check_size(self, message: Message) -> None:
-        size = len(message.text) + sum(len(c.arguments_json) for c in message.tool_calls)
-        if size > self.options.max_answer_chars:
-            msg = f"The answer is longer than max_answer_chars={self.options.max_answer_chars}."
-            raise GatewayError(msg, status=502, type="server_error", code="answer_too_large")
-
-    def render(self, outcome: Outcome, completion_id: str, model: str) -> tuple[int, dict[str, Any]]:
-        message, finish, extra = self._final(outcome)
-        self._check_size(message)
-        status = 202 if finish == "paused" else 200
-        return status, completion(completion_id, model, message, finish, outcome.result.usage, extra)
-
-    async def stream(self, call: ChatCall, caller: Caller, wait: float) -> AsyncIterator[dict[str, Any] | str]:
+    async def stream(
+        self, call: ChatCall, caller: Caller, wait: float, key: str | None = None, digest: str = ""
+    ) -> AsyncIterator[dict[str, Any] | str]:
         """A streamed request: chunks (dicts) and SSE comments (str). The first item is
         produced before the HTTP status is sent, so a turn that fails at once is an error
         status, not a broken stream."""
         kernel, messages, calls = self._prepare(call, caller.conversation_id)
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
+        created = int(time.time())
+        model = call.model
+        found = self.keys.find(caller.client, key, digest) if key is not None else None
+        if found is not None:  # a retry: the first attempt's turn, its answer as chunks
+            outcome, entry = await self._attached(caller, key, digest, _never)
+            if entry is not None and wait > 0 and not entry.done.is_set():
+                yield f"waiting up to {wait:g} s for the decision on pause {entry.pause_id}"
+            _, answer = await self._answer(outcome, entry, wait, completion_id, model)
+            yield chunk(completion_id, model, created, {"role": "assistant", "content": ""})
+            for piece in completion_chunks(answer, completion_id, created, call.include_usage):
+                yield piece
+            return
+        turn: asyncio.Future[Started] = asyncio.get_running_loop().create_future()
+        if key is not None:
+            self.keys.start(caller.client, key, digest, turn)
+        try:
+            async for item in self._stream_turn(kernel, messages, calls, call, caller, wait, turn, completion_id):
+                yield item
+        finally:
+            if not turn.done():
+                turn.cancel()  # cut off before its end: a retry runs anew
+
+    async def _stream_turn(
+        self,
+        kernel: Kernel,
+        messages: tuple[Message, ...],
+        calls: ClientCalls,
+        call: ChatCall,
+        caller: Caller,
+        wait: float,
+        turn: asyncio.Future[Started],
+        completion_id: str,
+    ) -> AsyncIterator[dict[str, Any] | str]:
         created = int(time.time())
         model = call.model
         limit = self.options.max_answer_chars
@@ -398,26 +407,27 @@ class Gateway:
             elif type(event) is RunFinished:
                 outcome = Outcome(event.result, calls)
         assert outcome is not None  # run_stream always ends with RunFinished
-        if outcome.result.status == "paused":
-            entry = self._park(outcome, kernel, call.model, caller)
-            if wait > 0:
-                yield f"waiting up to {wait:g} s for the decision on pause {entry.pause_id}"
-                decided = await self._await_decision(entry, wait)
-                if isinstance(decided, dict):  # decided on another worker: its answer as chunks
-                    for item in completion_chunks(decided, completion_id, created, call.include_usage):
-                        yield item
-                    return
-                if decided is not None:
-                    outcome = decided
-                    text = "" if decided.calls.handed else (decided.result.text or "")
-                    if text and decided.result.status == "completed":
-                        yield chunk(completion_id, model, created, {"content": text})
-        message, finish, extra = self._final(outcome)
+        entry = self._park(outcome, kernel, call.model, caller) if outcome.result.status == "paused" else None
+        turn.set_result((outcome, entry))
+        if entry is not None and wait > 0:
+            yield f"waiting up to {wait:g} s for the decision on pause {entry.pause_id}"
+            decided = await self._await_decision(entry, wait)
+            if isinstance(decided, dict):  # decided on another worker: its answer as chunks
+                for item in completion_chunks(decided, completion_id, created, call.include_usage):
+                    yield item
+                return
+            if decided is not None:
+                outcome = decided
+                # the resumed turn's answer was not streamed: one chunk, in the consumer view
+                text = "" if decided.calls.handed else self.answers.view(decided.result.text or "")
+                if text and decided.result.status == "completed":
+                    yield chunk(completion_id, model, created, {"content": text})
+        message, finish, extra = self.answers.final(outcome)
         delta: dict[str, Any] = {}
         if finish == "paused":
             delta["content"] = message.text
         if message.tool_calls:
-            self._check_size(message)
+            self.answers.check_size(message)
             delta["tool_calls"] = tool_call_deltas(message.tool_calls)
         yield chunk(completion_id, model, created, delta, finish, extra=extra)
         if call.include_usage:
@@ -425,127 +435,65 @@ class Gateway:
 
     # -- decisions ----------------------------------------------------------------------
 
-    async def listing(self) -> list[Entry]:
-        """The pending pauses, oldest first: with a shared store, every worker's."""
-        if self.shared is None:
-            return self.inbox.pending()
-        listed: dict[str, Entry] = {}
-        for item in await self.shared.pending():
-            known = self.inbox.get(item.pause.pause_id)
-            if known is None:
-                listed[item.pause.pause_id] = self._adopt(item.pause, item.conversation_id)
-            elif known.status == "pending":
-                listed[known.pause_id] = known
-        for entry in self.inbox.pending():  # turns without a conversation id: not in the store
-            if entry.conversation_id is None:
-                listed[entry.pause_id] = entry
-        return sorted(listed.values(), key=lambda entry: entry.created)
+    async def decide(self, pause_id: str, decisions: dict[str, Decision], reviewer: str) -> dict[str, Any]:
+        """Take the pause for ``reviewer``, resume its turn, and answer how it ended.
 
-    async def listing_version(self, since: int, seconds: float) -> int:
-        """A number that changes when the listing does: the inbox page reloads on it."""
-        if self.shared is None:
-            return await self.inbox.changed(since, seconds)
-        deadline = time.monotonic() + seconds
-        while True:
-            version = listing_version(await self.listing())
-            left = deadline - time.monotonic()
-            if version != since or left <= 0 or self.closing:
-                return version
-            await self.inbox.changed(self.inbox.version, min(left, 1.0))
-
-    async def find(self, pause_id: str) -> PauseState | None:
-        """The pause with that id (None when unknown); 409 when it was decided on another worker."""
-        entry = self.inbox.get(pause_id)
-        if entry is not None:
-            return entry.pause
-        if self.shared is None:
-            return None
-        found = await self.shared.find(pause_id)
-        if found is not None:
-            pause: PauseState = found.pause
-            return pause
-        record = await self.shared.outcome(pause_id)
-        if record is not None:
-            raise already_decided(pause_id, record.get("decided_by"))
-        return None
-
-    async def decide(self, pause_id: str, decisions: dict[str, Decision], reviewer: str) -> Entry:
-        """Take the pause for ``reviewer`` and resume its turn in the background.
+        The resumed turn runs in a task of its own: a reviewer who leaves does not stop it.
 
         Raises:
             GatewayError: 404 for an unknown pause, 409 ``already decided`` for one decided
-                before (on any worker, with a shared store).
+                before (on any worker, with a shared store), 422 ``decision_refused`` when the
+                decision was refused before anything ran (the pause is pending again).
         """
-        entry = self.inbox.get(pause_id)
-        if entry is None and self.shared is not None:
-            found = await self.shared.find(pause_id)
-            if found is not None:
-                entry = self.inbox.get(pause_id) or self._adopt(found.pause, found.conversation_id)
-                self.inbox.add(entry)
-            else:
-                record = await self.shared.outcome(pause_id)
-                if record is not None:
-                    raise already_decided(pause_id, record.get("decided_by"))
-        if entry is None:
-            msg = f"No pause {pause_id[:80]!r} is known here."
-            raise GatewayError(msg, status=404, code="unknown_pause")
-        taken = self.inbox.take(pause_id, reviewer)
-        if taken is None:
-            raise already_decided(pause_id, entry.decided_by)
-        shared = self._shares(taken)
-        if shared is not None:
-            try:
-                record = await shared.claim(pause_id, reviewer, taken.client)
-            except BaseException:
-                self.inbox.give_back(taken)
-                raise
-            if record is not None:  # another worker took it first
-                self.inbox.give_back(taken)
-                raise already_decided(pause_id, record.get("decided_by"))
+        taken = await self.board.claim(pause_id, reviewer)
         taken.decisions = {key: value.kind for key, value in decisions.items()}
         task = asyncio.get_running_loop().create_task(self._resume(taken, decisions))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return taken
+        self._track(task)
+        refusal = await asyncio.shield(task)
+        if refusal is not None:
+            msg = f"The decision was refused: {refusal}"
+            raise GatewayError(msg, status=422, code="decision_refused")
+        if isinstance(taken.error, AlreadyResumedError):
+            raise already_decided(pause_id, None)
+        return {"object": "beamfilter.pause", "id": pause_id, **self._body(taken)}
 
-    async def _resume(self, entry: Entry, decisions: dict[str, Decision]) -> None:
+    async def _resume(self, entry: Entry, decisions: dict[str, Decision]) -> str | None:
+        """Resume the entry's turn; the refusal when the decision was refused before anything ran."""
         calls = ClientCalls(entry.tool_names)
         current_calls.set(calls)
-        shared = self._shares(entry)
         try:
             result = await entry.kernel.resume(
                 entry.pause, decisions, context=None, conversation_id=entry.conversation_id
             )
         except AlreadyResumedError as exc:  # resumed elsewhere (not through a gateway's inbox)
-            self.inbox.finish(entry, None, exc)
+            self.board.inbox.finish(entry, None, exc)
         except ResumeError as exc:
             # refused before anything ran (edited arguments that break the tool's schema...):
             # the pause is pending again, with the reason shown in the inbox
             logger.warning("decision on pause %s refused: %s", entry.pause_id, exc)
             entry.refusal = str(exc)
-            self.inbox.give_back(entry)
-            if shared is not None:
-                await shared.release(entry.pause_id)
-            return
+            await self.board.release(entry)
+            return entry.refusal
         except BaseException as exc:
             logger.exception("resumed turn of pause %s failed", entry.pause_id)
-            self.inbox.finish(entry, None, exc)
+            self.board.inbox.finish(entry, None, exc)
             if not isinstance(exc, Exception):  # cancelled (shutdown): the memory filter gave the pause back
-                if shared is not None:
-                    with contextlib.suppress(Exception):
-                        await shared.release(entry.pause_id)
+                with contextlib.suppress(Exception):
+                    await self.board.release(entry)
                 raise
         else:
             outcome = Outcome(result, calls)
             if result.status == "paused":
                 self._park(outcome, entry.kernel, entry.model, Caller(entry.client, entry.shown_conversation))
-            self.inbox.finish(entry, outcome, None)
-            logger.info("pause %s decided by %s: %s", entry.pause_id, entry.decided_by, result.status)
-        if shared is not None:
-            try:
-                await shared.record(entry.pause_id, {**self._body(entry), "client": entry.client})
-            except Exception:
-                logger.exception("the outcome of pause %s could not be stored", entry.pause_id)
+            self.board.inbox.finish(entry, outcome, None)
+            logger.info(
+                "pause %s decided by %s: %s", entry.pause_id, escape_controls(entry.decided_by or ""), result.status
+            )
+        try:
+            await self.board.record(entry, {**self._body(entry), "client": entry.client})
+        except Exception:
+            logger.exception("the outcome of pause %s could not be stored", entry.pause_id)
+        return None
 
     def _body(self, entry: Entry) -> dict[str, Any]:
         body: dict[str, Any] = {"status": entry.status}
@@ -558,7 +506,9 @@ class Gateway:
             body["error"] = {"message": str(error), "status": error.status, "type": error.type, "code": error.code}
         if entry.outcome is not None:
             try:
-                _status, body["completion"] = self.render(entry.outcome, f"chatcmpl-{uuid.uuid4().hex}", entry.model)
+                _status, body["completion"] = self.answers.render(
+                    entry.outcome, f"chatcmpl-{uuid.uuid4().hex}", entry.model
+                )
             except GatewayError as error:  # cancelled, or an answer over max_answer_chars
                 body["status"] = "failed"
                 body["error"] = {"message": str(error), "status": error.status, "type": error.type, "code": error.code}
@@ -573,32 +523,28 @@ class Gateway:
             left = deadline - time.monotonic()
             if body["status"] in _DECIDED or left <= 0 or self.closing:
                 return {"object": "beamfilter.pause", "id": pause_id, **body}
-            entry = self.inbox.get(pause_id)
+            entry = self.board.inbox.get(pause_id)
             if entry is None:
                 await asyncio.sleep(min(left, POLL_SECONDS))
-                continue
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(min(left, POLL_SECONDS) if self._shares(entry) else left):
-                    await entry.done.wait()
+            else:
+                await wait_for(entry.done, self.board.step(entry, left))
 
     async def _poll_once(self, pause_id: str, client: str | None) -> dict[str, Any]:
-        entry = self.inbox.get(pause_id)
+        entry = self.board.inbox.get(pause_id)
         if entry is not None and entry.status in _DECIDED:
             _check_owner(pause_id, entry.client, client)
             return self._body(entry)
-        shared = self._shares(entry)
-        if shared is not None:
-            record = await shared.outcome(pause_id)
-            if record is not None:
-                _check_owner(pause_id, record.pop("client", None), client)
-                return record
+        record = await self.board.decided(pause_id)
+        if record is not None:
+            _check_owner(pause_id, record.pop("client", None), client)
+            return record
         if entry is not None:
             _check_owner(pause_id, entry.client, client)
             return self._body(entry)
-        found = await shared.find(pause_id) if shared is not None else None
-        if found is None:
-            raise _unknown_pause(pause_id)
-        _check_owner(pause_id, _meta(found.pause).get("client"), client)
+        stored, owner = await self.board.stored_owner(pause_id)
+        if not stored:
+            raise unknown_pause(pause_id)
+        _check_owner(pause_id, owner, client)
         return {"status": "pending"}
 
     async def aclose(self, grace: float) -> None:
@@ -612,31 +558,23 @@ class Gateway:
                 task.cancel()
             if late:
                 await asyncio.wait(late, timeout=5)
-        self.inbox.close()
+        self.board.inbox.close()
         await self.kernel.aclose()
         logger.info("gateway closed: its stores, toolsets and model connections")
 
 
-def _date(entry: Entry) -> Entry:
-    """Date the entry by its request (carried in the pause), the same on every worker."""
-    since = _meta(entry.pause).get("since")
-    if isinstance(since, int | float):
-        entry.created = float(since)
-    return entry
+async def _never() -> Started:  # pragma: no cover - a retry's turn is found before it is awaited
+    msg = "no turn to attach to"
+    raise GatewayError(msg, status=409, code="idempotency_key_in_use")
 
 
-def listing_version(entries: list[Entry]) -> int:
-    """A number for the listing's pauses and refusals (the same on every worker)."""
-    seen = "|".join(f"{entry.pause_id}:{entry.refusal or ''}" for entry in entries)
-    return zlib.crc32(seen.encode())
+def _cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
-def _unknown_pause(pause_id: str) -> GatewayError:
-    msg = f"No pause {pause_id[:80]!r} is known here."
-    return GatewayError(msg, status=404, code="unknown_pause")
-
-
-def _check_owner(pause_id: str, owner: Any, client: str | None) -> None:
-    # another client's pause is unknown to this one (its answer is that client's)
-    if client is not None and owner != client:
-        raise _unknown_pause(pause_id)
+async def _chain(first: Any, rest: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    if first is not None:
+        yield first
+    async for item in rest:
+        yield item

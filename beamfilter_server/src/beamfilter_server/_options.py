@@ -18,7 +18,14 @@ SERVER_OPTIONS: dict[str, Any] = {
     "type": "object",
     "properties": {
         "api_keys": _KEYS,
-        "inbox_keys": {**_KEYS, "description": "Keys of the human reviewers at /inbox (default: api_keys)."},
+        "inbox_keys": {
+            **_KEYS,
+            "description": "Keys of the human reviewers (/inbox, the decision API); required when a filter can pause.",
+        },
+        "allow_literal_keys": {
+            "type": "boolean",
+            "description": "Accept keys written in the file rather than from $env (default false: refused).",
+        },
         "model_name": {
             "type": "string",
             "pattern": "^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$",
@@ -70,8 +77,4 @@ class ServerOptions:
     cors_origins: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     public_url: str | None = None
     shutdown_grace: float = 30.0
-
-    @property
-    def reviewer_keys(self) -> tuple[str, ...]:
-        """The keys that open the inbox: ``inbox_keys``, else ``api_keys``."""
-        return self.inbox_keys or self.api_keys
+    allow_literal_keys: bool = False
