@@ -352,6 +352,7 @@ def test_chain_shows_how_the_shell_runs(
         f"{config}: model core:scripted, 0 filters, 1 toolset",
         f"tools[0] shell: {shown.format(work=tmp_path / 'work')}",
     ]
+    assert f"  tools[0].workdir: work -> {tmp_path / 'work'}" in lines
 
 
 # -- an ordinary user ------------------------------------------------------------------

@@ -129,12 +129,18 @@ class ShellToolset(Toolset):
         return ToolResult(text) if result.ok else ToolResult.failure("semantic", text)
 
 
-_FOLDERS = {"type": "array", "items": {"type": "string", "minLength": 1}}
+# x-path: relative folders are taken from the config file's folder by the core
+_FOLDERS = {"type": "array", "items": {"type": "string", "minLength": 1}, "x-path": True}
 
 OPTIONS: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "workdir": {"type": "string", "minLength": 1, "x-hint": 'a folder, e.g. "work" (beside the config file)'},
+        "workdir": {
+            "type": "string",
+            "minLength": 1,
+            "x-path": True,
+            "x-hint": 'a folder, e.g. "work" (beside the config file)',
+        },
         "writable": _FOLDERS,
         "readable": _FOLDERS,
         "network": {"type": "boolean"},
@@ -163,7 +169,8 @@ def shell_toolset(
     bwrap: str | None = None,
     build: Any = None,
 ) -> ShellToolset:
-    """The ``shell`` toolset's factory (folders are relative to the config file's folder)."""
+    """The ``shell`` toolset's factory. From a config, relative folders were taken from the
+    config file's folder already; a Python call takes them from the current folder."""
     base = getattr(build, "config_dir", None) or os.getcwd()
 
     def here(path: str) -> str:
