@@ -209,7 +209,10 @@ class ShellRule:
         if found.not_allowed:
             return ShellVerdict(found.not_allowed[0])
         if found.opaque and self.on_opaque != "allow":
-            return ShellVerdict(found.opaque[0] + " (allow_opaque is off)", opaque=True)
+            suffix = (
+                " (on_opaque is 'pause': a human decides)" if self.on_opaque == "pause" else " (allow_opaque is off)"
+            )
+            return ShellVerdict(found.opaque[0] + suffix, opaque=True)
         return ShellVerdict(None, tuple(found.redirects))
 
     def _collect(self, script: Script, found: _Findings, depth: int, caller: str | None) -> None:

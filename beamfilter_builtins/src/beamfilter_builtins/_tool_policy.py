@@ -27,6 +27,7 @@ from beamfilter_core import Decision, Filter, FilterSpec, GateRequest, ToolReque
 from beamfilter_core.errors import ConfigError
 
 from ._policy_rules import PathRule, ShellRule, UrlRule
+from ._shell_rule import ON_OPAQUE
 
 __all__ = ["DEFAULT_ARGUMENTS", "DEFAULT_DENIAL", "SPEC", "Denial", "ToolPolicy", "tool_policy_filter"]
 
@@ -50,7 +51,7 @@ DEFAULT_DENIAL = (
 _RULE_KEYS: Mapping[str, frozenset[str]] = {
     "allow": frozenset(),
     "deny": frozenset({"reason"}),
-    "shell": frozenset({"deny_patterns", "allow_commands", "allow_env", "builtin", "allow_opaque"}),
+    "shell": frozenset({"deny_patterns", "allow_commands", "allow_env", "builtin", "allow_opaque", "on_opaque"}),
     "path": frozenset({"roots", "deny_paths", "base", "case_sensitive"}),
     "url": frozenset({"schemes", "hosts", "allow_networks", "allow_userinfo", "resolve_dns"}),
 }
@@ -62,6 +63,8 @@ class Denial:
 
     rule: str
     reason: str
+    #: The command is opaque and its rule says ``on_opaque = "pause"``: a human decides.
+    pause: bool = attrs.field(default=False, kw_only=True)
 
 
 @attrs.frozen
@@ -91,6 +94,13 @@ def _flag(where: str, key: str, value: Any) -> bool:
         msg = f"{where}.{key}={value!r} is invalid; give true or false."
         raise ConfigError(msg)
     return value
+
+
+def _on_opaque(where: str, value: Any) -> str | None:
+    if value is not None and value not in ON_OPAQUE:
+        msg = f"{where}.on_opaque={value!r} is invalid; give one of {', '.join(map(repr, ON_OPAQUE))}."
+        raise ConfigError(msg)
+    return value  # type: ignore[no-any-return]  # None or one of ON_OPAQUE
 
 
 def _build_rule(index: int, raw: Any, folder: str | None = None) -> _Rule:
@@ -138,6 +148,7 @@ def _build_rule(index: int, raw: Any, folder: str | None = None) -> _Rule:
             _flag(where, "builtin", raw.get("builtin", True)),
             allow_env=None if env is None else frozenset(_strings(where, "allow_env", env)),
             allow_opaque=_flag(where, "allow_opaque", raw.get("allow_opaque", False)),
+            on_opaque=_on_opaque(where, raw.get("on_opaque")),
         )
         check = shell.check
     elif kind == "path":
@@ -243,7 +254,7 @@ class ToolPolicy:
     ) -> Denial | None:
         verdict = shell.analyse(command)
         if verdict.reason is not None:
-            return Denial(label, verdict.reason)
+            return Denial(label, verdict.reason, pause=verdict.opaque and shell.on_opaque == "pause")
         if not verdict.redirects:
             return None
         paths = self._path_rules.get(tool)
@@ -300,6 +311,7 @@ OPTIONS: dict[str, Any] = {
                     "allow_env": _STRINGS,
                     "builtin": {"type": "boolean"},
                     "allow_opaque": {"type": "boolean"},
+                    "on_opaque": {"enum": list(ON_OPAQUE)},
                     "case_sensitive": {"type": "boolean"},
                     "roots": {**_STRINGS, "x-path": True},
                     "deny_paths": _STRINGS,
@@ -340,7 +352,7 @@ def tool_policy_filter(
             ``tool`` (a name or glob), ``kind`` (``allow``, ``deny``, ``shell``, ``path``,
             ``url``), optional ``arguments`` (the argument names to check; defaults in
             :data:`DEFAULT_ARGUMENTS`) and the kind's options: shell ``deny_patterns``,
-            ``allow_commands``, ``allow_env``, ``builtin``, ``allow_opaque``; path ``roots``,
+            ``allow_commands``, ``allow_env``, ``builtin``, ``on_opaque``; path ``roots``,
             ``deny_paths``, ``base``, ``case_sensitive``; url
             ``schemes``, ``hosts``, ``allow_networks``, ``allow_userinfo``, ``resolve_dns``;
             deny ``reason``.
@@ -358,7 +370,7 @@ def tool_policy_filter(
     """
     policy = ToolPolicy(rules, default, folder=getattr(build, "config_dir", None))
     mode = action
-    pausing = mode == "pause"
+    pausing = mode == "pause" or any(r.shell is not None and r.shell.on_opaque == "pause" for r in policy.rules)
 
     def text(tool: str, denial: Denial) -> str:
         return message.format(tool=tool, rule=denial.rule, reason=denial.reason)
@@ -368,8 +380,8 @@ def tool_policy_filter(
     ) -> Decision:
         call = request.call
         denial = policy.check(call.name, call.arguments, request.tool.workdir)
-        if denial is None:
-            return await call_next(request)
+        if denial is None or not (mode == "pause" or denial.pause):
+            return await call_next(request)  # denied (or not) by the tool hook
         return Decision.pause(text(call.name, denial))
 
     async def around_tool(
@@ -379,7 +391,7 @@ def tool_policy_filter(
         denial = policy.check(tool, request.arguments, request.tool.workdir)
         if denial is None:
             return await call_next(request)
-        if pausing and request.approved:
+        if request.approved and (mode == "pause" or denial.pause):
             return await call_next(request)  # a human approved exactly this paused call
         return ToolResult.failure("permission", text(tool, denial))
 
