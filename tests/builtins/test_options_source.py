@@ -1,4 +1,4 @@
-"""Every built-in and memory filter (and the mcp toolset) declares its options once: the
+"""Every built-in and memory filter (and the mcp and shell toolsets) declares its options once: the
 spec's JSON schema is the one its factory checks Python calls against."""
 
 from __future__ import annotations
@@ -18,6 +18,6 @@ def test_every_spec_schema_is_its_factory_schema() -> None:
         if item.plugin in ("builtins", "memory") and item.name != "durable_steps"
     ]
     names = sorted(item.name for item in specs)
-    assert len(names) == 30, names  # 27 built-in filters, 2 memory filters, the mcp toolset
+    assert len(names) == 31, names  # 27 built-in filters, 2 memory filters, the mcp and shell toolsets
     undeclared = [item.name for item in specs if declared_schema(item.spec.factory) is not item.spec.options_schema]
     assert undeclared == []
