@@ -209,7 +209,7 @@ def finish_reason(value: Any, text: str, calls: bool, details: Any = None) -> st
     if value in ("MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL"):
         msg = f"Gemini ended the answer with finishReason {value!r}: the model produced a tool call it could not use."
         raise ProviderResponseError(msg)
-    if calls and value == "STOP":
+    if calls and value in ("STOP", "FUNCTION_CALL"):  # the service says STOP; aimock FUNCTION_CALL
         return "tool_calls"
     return _FINISH.get(value, value.lower())
 
