@@ -207,6 +207,7 @@ def test_an_explicit_tool_config_option_wins_over_tool_choice() -> None:
 def test_finish_reasons() -> None:
     assert wire.finish_reason("STOP", "x", False) == "stop"
     assert wire.finish_reason("STOP", "", True) == "tool_calls"
+    assert wire.finish_reason("FUNCTION_CALL", "", True) == "tool_calls"  # aimock's word for it
     assert wire.finish_reason("MAX_TOKENS", "x", False) == "length"
     assert wire.finish_reason("OTHER", "x", False) == "other"
     assert wire.finish_reason(None, "", False) is None
