@@ -7,6 +7,7 @@ outside the root, a second ``tool_policy`` (``action = "pause"``, enabled under 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -117,7 +118,15 @@ def test_a_toml_file_alone_gives_an_agent_an_mcp_filesystem_with_policy(tmp_path
     assert len(wrapped) == 2
     assert any(line.startswith("<- turn logging: completed: 'The plan: ship on friday.") for line in lines)
     assert "[tool fs_read_text_file: ok]" in lines
-    assert "[tool fs_read_text_file: failed]" in lines
+    reason = (
+        "[tool fs_read_text_file: failed: denied by the tool policy (rules[0] path 'path'): the path resolves to "
+        f"'{os.path.realpath(tmp_path)}/secret.txt', outside the allowed roots ({os.path.realpath(data)})"
+    )
+    shown = [line for line in lines if line.startswith("[tool fs_read_text_file: failed: ")]
+    assert len(shown) == 1
+    assert reason.startswith(shown[0].removesuffix("…]"))  # one line, cut when long
+    # the server's banner, with its absolute folders, is kept out of the command's output
+    assert not any("Secure MCP Filesystem Server" in line for line in done.stderr.splitlines())
     # the server's write tool is there, marked sensitive for the gate and approval
     listed = python(config, "-c", _LIST.format(config=str(config)))
     assert listed.returncode == 0, listed.stderr

@@ -65,6 +65,12 @@ def _run_options(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--debug", action="store_true", help="print the traceback of a failure (or BEAMFILTER_DEBUG=1)"
     )
+    command.add_argument(
+        "--log",
+        metavar="LEVEL",
+        help="print log records of this level and above on stderr: the logging filter's, an MCP server's "
+        "stderr, other libraries' (debug, info, warning, error; or BEAMFILTER_LOG=LEVEL)",
+    )
 
 
 def _parser(argv: Sequence[str] = (), registry: Any = None) -> argparse.ArgumentParser:
@@ -176,6 +182,8 @@ def main(argv: Sequence[str] | None = None, *, registry: Any = None) -> int:
         return USAGE_ERROR
     debug = getattr(args, "debug", False) or os.environ.get("BEAMFILTER_DEBUG", "").strip() in ("1", "true", "yes")
     try:
+        if args.command in ("run", "chat"):
+            _start_logging(args.log if args.log is not None else os.environ.get("BEAMFILTER_LOG"))
         return int(args.handler(args))
     except BrokenPipeError:
         # the reader went away (| head): end quietly, and keep Python from complaining at exit
@@ -199,8 +207,39 @@ def main(argv: Sequence[str] | None = None, *, registry: Any = None) -> int:
             print(f"beamfilter {args.command}: {text}", file=sys.stderr)
         else:
             hint = "" if debug else " (--debug or BEAMFILTER_DEBUG=1 shows the traceback)"
+            if "\n" in text:  # a server's stderr lines: the hint on its own line, after them
+                hint = hint.replace(" (", "\n(", 1)
             print(f"beamfilter {args.command}: the run failed: {type(exc).__name__}: {text}{hint}", file=sys.stderr)
         return code
+
+
+_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+_LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
+
+
+def _start_logging(level: str | None) -> None:
+    """Show log records of ``level`` and above on stderr, secrets masked (``--log``,
+    ``BEAMFILTER_LOG``); nothing is shown without it.
+
+    Raises:
+        ConfigError: ``level`` is not a level name.
+    """
+    if level is None or not level.strip():
+        return
+    name = level.strip().lower()
+    if name not in _LOG_LEVELS:
+        msg = f"--log {level!r} is not a log level; give one of {', '.join(_LOG_LEVELS)} (or set BEAMFILTER_LOG)."
+        raise ConfigError(msg)
+    import logging
+
+    from ._masking import MaskingFilter
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(_LOG_FORMAT))
+    handler.addFilter(MaskingFilter())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(name.upper())
 
 
 # -- plugins ----------------------------------------------------------------------------
@@ -363,18 +402,21 @@ def _print_places(built: BuiltConfig, out: TextIO) -> None:
 def _build(args: argparse.Namespace, err: TextIO) -> BuiltConfig:
     """The config's kernel, with ``--tool`` functions added and, with ``--trace``, every
     filter wrapped to print its before/after lines."""
+    import attrs
+
     from ._config import build_config
     from ._toolsets import as_toolset, import_reference
 
     extra = [as_toolset(import_reference(ref, os.getcwd()), ref) for ref in args.tool]
     built = build_config(args.config, tools=extra)
+    filters: list[Any] = list(built.kernel.filters)
     if args.trace:
-        import attrs
-
         from ._trace import traced_filters
 
-        built = attrs.evolve(built, kernel=built.kernel.with_filters(traced_filters(built.kernel.filters, err)))
-    return built
+        filters = list(traced_filters(filters, err))
+    # outermost, untraced: it only writes the lines of calls to tools that do not exist
+    kernel = built.kernel.with_filters([_unknown_tool_lines(err), *filters])
+    return attrs.evolve(built, kernel=kernel)
 
 
 def _has_memory(built: BuiltConfig) -> bool:
@@ -409,6 +451,50 @@ class _Answer:
         self.out.flush()
 
 
+#: How long the reason on a ``[tool X: failed: ...]`` line may be.
+_REASON_CHARS = 160
+_FAILED_PREFIX = re.compile(r"^Tool '[^']*' failed: ")
+_CALL_PREFIX = re.compile(r"^The call to '[^']*' was ")
+
+
+def outcome(result: Any) -> str:
+    """``ok``, or ``failed: REASON`` with one short reason: the first sentence of the
+    message the model reads (``denied by the tool policy (...): ...``, ``Not run: ...``,
+    ``ToolServerError: the MCP server ... failed``...)."""
+    if result.ok:
+        return "ok"
+    text = result.error.message if result.error is not None else result.content
+    first = " ".join(text.strip().split("\n", 1)[0].split())
+    end = first.find(". ")
+    if end > 0:
+        first = first[:end]
+    first = _CALL_PREFIX.sub("", _FAILED_PREFIX.sub("", first)).rstrip(".")
+    if len(first) > _REASON_CHARS:
+        first = first[: _REASON_CHARS - 1] + "…"
+    return f"failed: {first}" if first else "failed"
+
+
+def _unknown_tool_lines(err: TextIO) -> Any:
+    """A chat filter (the outermost: it sees every tool of the run) that writes the
+    ``[tool ...]`` lines of calls to a tool that does not exist: the run answers them itself
+    (the model reads the available tools), without the events the other lines come from."""
+    from ._filter import Filter
+    from ._records import ChatRequest, ChatResponse
+
+    async def around_chat(request: ChatRequest, state: dict[str, Any], call_next: Any) -> ChatResponse:
+        response: ChatResponse = await call_next(request)
+        calls = response.message.tool_calls
+        if calls:
+            known = {tool.name for tool in request.tools}
+            for call in calls:
+                if call.name not in known:
+                    print(f"[tool {call.name}({json.dumps(call.arguments)})]", file=err)
+                    print(f"[tool {call.name}: failed: the model asked for a tool that does not exist]", file=err)
+        return response
+
+    return Filter("cli_unknown_tools", around_chat=around_chat)
+
+
 async def _stream(kernel: Kernel, entry: Any, context: dict[str, Any] | None, out: TextIO, err: TextIO) -> TurnResult:
     from ._streaming import RunFinished, TextDelta, ToolCallFinished, ToolCallStarted
 
@@ -422,8 +508,7 @@ async def _stream(kernel: Kernel, entry: Any, context: dict[str, Any] | None, ou
             call = event.call  # type: ignore[union-attr]
             print(f"[tool {call.name}({json.dumps(call.arguments)})]", file=err)
         elif kind is ToolCallFinished:
-            status = "ok" if event.result.ok else "failed"  # type: ignore[union-attr]
-            print(f"[tool {event.call.name}: {status}]", file=err)  # type: ignore[union-attr]
+            print(f"[tool {event.call.name}: {outcome(event.result)}]", file=err)  # type: ignore[union-attr]
         elif isinstance(event, RunFinished):
             result = event.result
     if result is None:  # pragma: no cover - run_stream always ends with RunFinished
@@ -449,7 +534,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     """Run PROMPT through the kernel built from CONFIG, streaming the answer to stdout
     (tool calls are shown on stderr). --json prints the whole TurnResult instead, with
     the final answer in "text"; on failure it prints {"error": {...}}."""
-    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    # a prompt piped in ends with the newline of its last line: not part of the prompt
+    prompt = sys.stdin.read().removesuffix("\n").removesuffix("\r") if args.prompt == "-" else args.prompt
     built = _build(args, sys.stderr)
     kernel = built.runner()  # the kernel, or e.g. its durable runner ([durable])
     conversation_id = args.conversation_id
@@ -480,21 +566,26 @@ def _cmd_chat(args: argparse.Namespace) -> int:
     """An interactive conversation with the kernel built from CONFIG. Each turn runs with
     context {"conversation_id": ID}, so a memory filter keeps the history; without one the
     history is kept in this process. Lines starting with / are commands (/help), never
-    sent to the model. End with Ctrl-D or /exit."""
+    sent to the model. End with Ctrl-D or /exit. Through a pipe, stdout holds the answers
+    only, one a line: no prompts."""
     built = _build(args, sys.stderr)
     has_memory = _has_memory(built)
     conversation_id = args.conversation_id or uuid.uuid4().hex
-    print(f"conversation: {conversation_id}")
+    print(f"conversation: {conversation_id}", file=sys.stderr)
     if not has_memory:
         print("(no memory filter: the history lives in this process only)", file=sys.stderr)
     _memory_warning(built, sys.stderr)
     runner = built.runner()  # the kernel, or e.g. its durable runner ([durable])
-    asyncio.run(_closing(runner, _chat_loop(runner, conversation_id, keep_history=not has_memory)))
+    interactive = sys.stdin.isatty()
+    asyncio.run(
+        _closing(runner, _chat_loop(runner, conversation_id, keep_history=not has_memory, interactive=interactive))
+    )
     return OK
 
 
 def _read_line(prompt: str) -> str:
-    """One line from stdin; on a terminal with line editing (arrows, history)."""
+    """One line from stdin; on a terminal with a prompt and line editing (arrows, history),
+    through a pipe without a prompt (stdout holds the answers only)."""
     if sys.stdin.isatty():
         with contextlib.suppress(ImportError):  # Windows has no readline
             import readline  # noqa: F401  # importing it gives input() line editing
@@ -502,11 +593,10 @@ def _read_line(prompt: str) -> str:
             return input(prompt) + "\n"
         except EOFError:
             return ""
-    print(prompt, end="", flush=True)
     return sys.stdin.readline()
 
 
-async def _chat_loop(kernel: Kernel, conversation_id: str, *, keep_history: bool) -> None:
+async def _chat_loop(kernel: Kernel, conversation_id: str, *, keep_history: bool, interactive: bool = True) -> None:
     from ._messages import Message
 
     history: tuple[Message, ...] = ()
@@ -514,7 +604,8 @@ async def _chat_loop(kernel: Kernel, conversation_id: str, *, keep_history: bool
     while True:
         line = await asyncio.to_thread(_read_line, "you> ")
         if not line:  # EOF
-            print()
+            if interactive:
+                print()  # end the prompt's line
             return
         text = line.strip()
         if not text:
@@ -529,7 +620,8 @@ async def _chat_loop(kernel: Kernel, conversation_id: str, *, keep_history: bool
                 print(f"  {name:<6} {meaning}", file=sys.stderr)
             continue
         entry = (*history, Message("user", text)) if keep_history else text
-        print("assistant> ", end="", flush=True)
+        if interactive:
+            print("assistant> ", end="", flush=True)
         result = await _stream(kernel, entry, context, sys.stdout, sys.stderr)
         _report_status(result, sys.stderr)
         if keep_history:

@@ -5,17 +5,21 @@ scope, the filter, what it received, what it changed on the way in (the request 
 on) and on the way out (the response it returned), whether it short-circuited or called
 the inner layers more than once, and how long it took. The facts are those the
 ``logging`` built-in records; core cannot import that plugin, so the wrapper lives here.
+A token transform (``redact`` on the stream) gets one line at the end of each stream: how
+much text went in and out and how many places it changed (each redaction is one).
 """
 
 from __future__ import annotations
 
+import difflib
+import re
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 import attrs
 
-from ._filter import SCOPES, Filter, normalise
+from ._filter import SCOPES, Filter, TokenTransform, normalise
 from ._messages import Message
 from ._records import ChatResponse, IterationResult, ToolResult, TurnResult
 from ._tools import Tool
@@ -34,6 +38,7 @@ class Lines(Protocol):
 
 
 _CUT = 60
+_WORDS = re.compile(r"\w+|\s+|[^\w\s]")
 
 
 def _cut(text: str) -> str:
@@ -155,9 +160,48 @@ def _wrap(flt: Filter, scope: str, hook: Any, depth: int, out: Lines, clock: Cal
     return traced
 
 
+def changes(before: str, after: str) -> int:
+    """How many places ``after`` differs from ``before``: runs of words replaced, removed or
+    added (compared word by word, so a redacted key is one change, not one per letter)."""
+    if before == after:
+        return 0
+    matcher = difflib.SequenceMatcher(None, _WORDS.findall(before), _WORDS.findall(after), autojunk=False)
+    return sum(1 for tag, *_ in matcher.get_opcodes() if tag != "equal")
+
+
+def _wrap_token(flt: Filter, transform: TokenTransform, depth: int, out: Lines) -> TokenTransform:
+    """``transform`` noting what went in and out of one stream, with a line at its end."""
+    pad = "  " * depth
+    label = f"token {flt.name} ({transform.applies_to})"
+
+    def init() -> dict[str, Any]:
+        return {"inner": transform.new_state(), "in": [], "out": []}
+
+    def step(token: str, state: dict[str, Any]) -> tuple[Sequence[str], dict[str, Any]]:
+        tokens, state["inner"] = transform.step(token, state["inner"])
+        state["in"].append(token)
+        state["out"].extend(tokens)
+        return tokens, state
+
+    def flush(state: dict[str, Any]) -> Sequence[str]:
+        tail = list(transform.flush(state["inner"])) if transform.flush is not None else []
+        before, after = "".join(state["in"]), "".join(state["out"]) + "".join(tail)
+        count = changes(before, after)
+        if count:
+            # the text as it went in is not shown: what a transform removes may be a secret
+            what = f"{len(before)} -> {len(after)} characters, {count} change(s): now {_cut(after)!r}"
+        else:
+            what = f"{len(before)} characters [no change]"
+        out.write(f"{pad}-- {label}: {what}\n")
+        out.flush()
+        return tail
+
+    return TokenTransform(step, init=init, flush=flush, applies_to=transform.applies_to)
+
+
 def traced_filters(filters: Iterable[Any], out: Lines, clock: Callable[[], float] = time.perf_counter) -> list[Filter]:
     """The filters with every hook wrapped to write its before/after lines to ``out``
-    (indented by the filter's place in the onion)."""
+    (indented by the filter's place in the onion), and every token transform its line."""
     wrapped: list[Filter] = []
     for depth, item in enumerate(filters):
         flt = normalise(item, depth).filter
@@ -166,5 +210,6 @@ def traced_filters(filters: Iterable[Any], out: Lines, clock: Callable[[], float
             for scope in SCOPES
             if (hook := flt.hook(scope)) is not None
         }
-        wrapped.append(attrs.evolve(flt, **hooks))
+        token = _wrap_token(flt, flt.token, depth, out) if flt.token is not None else None
+        wrapped.append(attrs.evolve(flt, **hooks, token=token))
     return wrapped
