@@ -157,3 +157,52 @@ def test_a_tool_whose_folder_is_unknown_gets_relative_paths_denied_with_the_reas
     )
     assert texts[2] == "read"
     assert ran == ["/srv/data/notes.txt"]
+
+
+def test_cli_lines_say_why_a_server_s_call_failed_and_its_stderr_is_logged_with_its_place(tmp_path: Path) -> None:
+    project = _folder(tmp_path)
+    notes = Path(__file__).parent / "mcp_server.py"
+    config = project / "beamfilter.toml"
+    config.write_text(
+        textwrap.dedent(f"""
+        [model]
+        use = "scripted"
+        script = [{{ tool_calls = [
+          {{ name = "fs_read_text_file", arguments = {{ path = "./data/nothere.txt" }}, id = "m" }},
+          {{ name = "die", arguments = {{}}, id = "d" }},
+        ] }}, "done"]
+
+        [[tools]]
+        use = "mcp"
+        command = ["{FILESYSTEM}", "."]
+        include = ["read_text_file"]
+        prefix = "fs_"
+
+        [[tools]]
+        use = "mcp"
+        command = ["{sys.executable}", "{notes}", "stdio"]
+        include = ["die"]
+        """)
+    )
+    quiet = subprocess.run(
+        [sys.executable, "-m", "beamfilter_core", "run", str(config), "go", "--log", "info"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert quiet.returncode == 0, quiet.stderr
+    lines = quiet.stderr.splitlines()
+    python = Path(sys.executable).name
+    assert f"[tool die: failed: ToolServerError: the MCP server '{python} mcp_server.py' failed during 'die': " in (
+        "".join(line for line in lines if line.startswith("[tool die: failed"))
+    )
+    assert (
+        "[tool fs_read_text_file: failed: ENOENT: no such file or directory, open "
+        f"'{project.resolve()}/data/nothere.txt']" in lines
+    )
+    # the server's own lines are log records with its place, shown with --log info
+    assert "INFO beamfilter.mcp: [tools[0].command] Secure MCP Filesystem Server running on stdio" in lines
+    plain = subprocess.run(
+        [sys.executable, "-m", "beamfilter_core", "run", str(config), "go"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert "Secure MCP Filesystem Server" not in plain.stderr
+    assert plain.stdout == "done\n"
