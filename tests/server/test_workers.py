@@ -94,8 +94,8 @@ def _one_pause_across_workers(a: Gateway, b: Gateway, llmock: Peer, folder: Path
     assert refunds(folder) == []
 
     approve = {"decisions": {call_id: "approve"}}
-    decided = httpx.post(b.url + f"/v1/pauses/{pause_id}/decide", json=approve, headers=reviewer(), timeout=10)
-    assert decided.status_code == 202
+    decided = httpx.post(b.url + f"/v1/pauses/{pause_id}/decide", json=approve, headers=reviewer(), timeout=30)
+    assert (decided.status_code, decided.json()["status"]) == (200, "completed")
     for worker in (a, b):  # a second decision, on either worker: already decided, nothing runs
         again = httpx.post(worker.url + f"/v1/pauses/{pause_id}/decide", json=approve, headers=reviewer(), timeout=10)
         assert again.status_code == 409
