@@ -1,0 +1,172 @@
+"""Decoding a 10k-token stream: OpenAI Responses and Bedrock ConverseStream, beamfilter vs the SDKs.
+
+The streams are the recorded captures of ``tests/core/models/provider_captures``
+(``openai_responses_text_stream.http``, ``bedrock_converse_stream_text.events.json``) with
+their delta event repeated to 10,000 tokens, every field kept as recorded. Each row
+decodes the same bytes, cut in the same 16 KiB reads, in one run:
+
+- **OpenAI Responses**: ``OpenAIChatModel(api="responses").stream`` against the official
+  ``openai`` client's ``responses.create(stream=True)`` (its SSE decoder and typed event
+  models), both reading the body from one ``httpx.MockTransport``, so the HTTP layer is the
+  same and the difference is the decoding;
+- **Bedrock ConverseStream**: beamfilter's decoder (botocore's frame parser,
+  ``EventStreamDecoder``, and ``ConverseStreamAccumulator``) against boto3's own
+  streaming parser (``botocore.eventstream.EventStream`` over the ConverseStream output
+  shape, what ``client.converse_stream()["stream"]`` iterates), both fed the bytes directly.
+
+Each returns ``(seconds for beamfilter, seconds for the SDK)``, the best of ``rounds``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from beamfilter_core import ChatRequest, Message, OpenAIChatModel
+
+CAPTURES = Path(__file__).resolve().parents[1] / "tests" / "core" / "models" / "provider_captures"
+TOKENS = 10_000
+READ = 16_384
+WORDS = [" the", " sea", " is", " wide", ",", " and", " deep", ".", " Ünï", " ✓"]
+
+
+def responses_stream(tokens: int = TOKENS) -> bytes:
+    """The recorded Responses stream with its ``response.output_text.delta`` event repeated."""
+    raw = (CAPTURES / "openai_responses_text_stream.http").read_bytes().partition(b"\n\n")[2].decode()
+    events = [json.loads(block.split("data: ", 1)[1]) for block in raw.split("\n\n") if block.strip()]
+    deltas = [e for e in events if e["type"] == "response.output_text.delta"]
+    head = [e for e in events if e["sequence_number"] < deltas[0]["sequence_number"]]
+    tail = [e for e in events if e["sequence_number"] > deltas[-1]["sequence_number"]]
+    body = [*head, *({**deltas[0], "delta": WORDS[n % len(WORDS)]} for n in range(tokens)), *tail]
+    for number, event in enumerate(body):
+        event["sequence_number"] = number
+    text = "".join(WORDS[n % len(WORDS)] for n in range(tokens))
+    for event in tail:  # the done events repeat the whole text, as the real API does
+        if event["type"] == "response.output_text.done":
+            event["text"] = text
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e, separators=(',', ':'))}\n\n" for e in body).encode()
+
+
+def _reads(data: bytes) -> Iterator[bytes]:
+    for start in range(0, len(data), READ):
+        yield data[start : start + READ]
+
+
+def _transport(body: bytes) -> httpx.MockTransport:
+    async def content() -> Any:
+        for part in _reads(body):
+            yield part
+
+    def handle(_: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=content())
+
+    return httpx.MockTransport(handle)
+
+
+def _best(rounds: int, run: Callable[[], Any]) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.process_time()
+        run()
+        best = min(best, time.process_time() - start)
+    return best
+
+
+def responses_row(rounds: int = 5, tokens: int = TOKENS) -> tuple[float, float]:
+    """OpenAI Responses: beamfilter's stream decoding against the ``openai`` client's."""
+    import openai
+
+    body = responses_stream(tokens)
+    expected = "".join(WORDS[n % len(WORDS)] for n in range(tokens))
+    request = ChatRequest((Message.user("hi"),))
+
+    async def ours() -> None:
+        async with OpenAIChatModel("gpt-4.1", api="responses", api_key="k", transport=_transport(body)) as model:
+            pieces: list[str] = []
+            result = await model.stream(request, pieces.append)
+        assert result.text == "".join(pieces) == expected
+
+    async def sdk() -> None:
+        async with httpx.AsyncClient(transport=_transport(body)) as http:
+            client = openai.AsyncOpenAI(api_key="k", base_url="http://mock.test/v1", http_client=http, max_retries=0)
+            pieces: list[str] = []
+            stream = await client.responses.create(model="gpt-4.1", input="hi", stream=True)
+            async for event in stream:
+                if event.type == "response.output_text.delta":
+                    pieces.append(event.delta)
+        assert "".join(pieces) == expected
+
+    return _best(rounds, lambda: asyncio.run(ours())), _best(rounds, lambda: asyncio.run(sdk()))
+
+
+def converse_stream(tokens: int = TOKENS) -> bytes:
+    """The recorded ConverseStream events (with their ``p`` padding) with the text delta repeated."""
+    sys.path.insert(0, str(CAPTURES.parents[2]))  # tests/: the frame encoder of the captures
+    from core.models._provider_captures import event_frame
+
+    events = json.loads((CAPTURES / "bedrock_converse_stream_text.events.json").read_text())
+    delta = next(payload for kind, payload in events if kind == "contentBlockDelta")
+    frames = [event_frame(*events[0])]
+    for n in range(tokens):
+        frames.append(event_frame("contentBlockDelta", {**delta, "delta": {"text": WORDS[n % len(WORDS)]}}))
+    frames += [event_frame(kind, payload) for kind, payload in events if kind != "contentBlockDelta"][1:]
+    return b"".join(frames)
+
+
+def bedrock_row(rounds: int = 5, tokens: int = TOKENS) -> tuple[float, float]:
+    """Bedrock ConverseStream: beamfilter's decoder against boto3's streaming parser."""
+    import boto3
+    from botocore.eventstream import EventStream
+    from botocore.parsers import EventStreamJSONParser
+
+    from beamfilter_core._models._bedrock_wire import ConverseStreamAccumulator, EventStreamDecoder
+
+    body = converse_stream(tokens)
+    expected = "".join(WORDS[n % len(WORDS)] for n in range(tokens))
+    client = boto3.client(
+        "bedrock-runtime", region_name="us-east-1", aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret"
+    )
+    shape = client.meta.service_model.operation_model("ConverseStream").output_shape.members["stream"]
+
+    def ours() -> None:
+        pieces: list[str] = []
+        decoder = EventStreamDecoder()
+        accumulator = ConverseStreamAccumulator(pieces.append)
+        for part in _reads(body):
+            for headers, payload in decoder.feed(part):
+                accumulator.feed(headers[":event-type"], payload)
+        assert accumulator.result(chunks=1).text == "".join(pieces) == expected
+
+    class Raw:  # what botocore reads a streamed body through
+        def stream(self) -> Iterator[bytes]:
+            return _reads(body)
+
+        def close(self) -> None:
+            pass
+
+    def sdk() -> None:
+        pieces: list[str] = []
+        for event in EventStream(Raw(), shape, EventStreamJSONParser(), "ConverseStream"):
+            delta = event.get("contentBlockDelta")
+            if delta is not None:
+                pieces.append(delta["delta"]["text"])
+        assert "".join(pieces) == expected
+
+    return _best(rounds, ours), _best(rounds, sdk)
+
+
+def main() -> None:
+    for name, row in (("OpenAI Responses", responses_row), ("Bedrock ConverseStream", bedrock_row)):
+        ours, sdk = row()
+        print(f"{name:24s} beamfilter {ours * 1000:7.1f} ms   SDK {sdk * 1000:7.1f} ms   {sdk / ours:5.1f}x")
+
+
+if __name__ == "__main__":
+    main()
