@@ -37,36 +37,12 @@ INSTALL = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora
 
 #: Top-level system folders mounted read-only (a merged-/usr link is recreated as a link).
 _SYSTEM = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
-#: The parts of /etc programs need to start, find users and resolve names; the rest
-#: (shadow, ssh host keys, credentials of services) stays invisible.
-_ETC = (
-    "alternatives",
-    "bash.bashrc",
-    "ca-certificates",
-    "ca-certificates.conf",
-    "debian_version",
-    "group",
-    "host.conf",
-    "hostname",
-    "hosts",
-    "inputrc",
-    "ld.so.cache",
-    "ld.so.conf",
-    "ld.so.conf.d",
-    "locale.alias",
-    "localtime",
-    "magic",
-    "mime.types",
-    "nsswitch.conf",
-    "os-release",
-    "passwd",
-    "profile",
-    "protocols",
-    "resolv.conf",
-    "services",
-    "ssl",
-    "timezone",
-)
+#: The parts of /etc programs need to start, find users and their own links; the rest
+#: (shadow, ssh host keys, credentials of services) stays invisible. Each is one mount,
+#: and mounts are most of the start cost: the list is kept short.
+_ETC = ("alternatives", "group", "hosts", "ld.so.cache", "localtime", "nsswitch.conf", "passwd", "ssl")
+#: What name resolution and TLS need as well, mounted only with ``network=True``.
+_ETC_NETWORK = ("ca-certificates", "gai.conf", "host.conf", "protocols", "resolv.conf", "services")
 #: Folders that may never be made writable or readable as a whole.
 _REFUSED = frozenset({"/", "/etc", "/proc", "/sys", "/dev", "/boot", "/root", "/home", "/tmp", "/var", "/run"}) | {
     f"/{name}" for name in _SYSTEM
@@ -230,7 +206,7 @@ class Sandbox:
                 args += ["--symlink", os.readlink(top), top]
             elif os.path.isdir(top):
                 args += ["--ro-bind", top, top]
-        for name in _ETC:
+        for name in (*_ETC, *(_ETC_NETWORK if self.network else ())):
             args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
         args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
         # shallowest first, so a folder named inside another keeps its own mode
@@ -294,10 +270,12 @@ async def _exited(process: asyncio.subprocess.Process, seconds: float, confined:
             return False
         return True
     deadline = asyncio.get_running_loop().time() + seconds
+    delay = 0.0005  # short commands are seen at once, long ones polled every 20 ms
     while process.returncode is None:
         if asyncio.get_running_loop().time() >= deadline:
             return False
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.02)
     return True
 
 
