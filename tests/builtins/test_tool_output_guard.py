@@ -221,7 +221,7 @@ def test_bad_options() -> None:
         with pytest.raises(ConfigError, match=pattern):
             tool_output_guard_filter(**options)
     assert SPEC.name == "tool_output_guard"
-    assert SPEC.scopes == ("tool",)
+    assert SPEC.scopes == ("tool", "iteration")
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,10 @@ Three steps, in this order, on every tool result (failures too):
 3. **Size**: output longer than ``max_chars`` is cut, with a marker saying how much.
 
 Masking runs before the cut, so a secret that straddles the cut never leaks half.
+The same steps apply to every tool message the model reads that did not come from a
+tool run: a gate's or a human's rejection reason and ``Decision.reply`` text (the
+iteration hook guards them as the round ends, and at resume), a client's tool result.
+The wrapper's tags are found however they are spelt (:mod:`._tool_output_tags`).
 Pattern matching is a heuristic: it catches the common phrasings, not a determined
 attacker; pair it with ``tool_policy`` and least-privilege tools.
 """
@@ -24,13 +28,26 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from beamfilter_core import Filter, FilterSpec, ToolFailure, ToolRequest, ToolResult, options_schema
+import attrs
+
+from beamfilter_core import (
+    Filter,
+    FilterSpec,
+    IterationRequest,
+    IterationResult,
+    Message,
+    ToolFailure,
+    ToolRequest,
+    ToolResult,
+    options_schema,
+)
 from beamfilter_core.errors import ConfigError
 from beamfilter_core.secrets import select_rules
 
 from ._options import TOOL_NAMES
 from ._redact import user_rules
 from ._redactor import Redactor
+from ._tool_output_tags import escape_wrapper_tags
 
 __all__ = [
     "DEFAULT_BLOCK",
@@ -91,14 +108,9 @@ def _combine(where: str, patterns: Sequence[str], flags: int) -> re.Pattern[str]
     return re.compile("|".join(f"(?:{p})" for p in patterns), flags)
 
 
-# Any tag the model could read as opening or closing the wrapper: ``</tool_output >``,
-# ``</tool_output\n>``, ``< /TOOL_OUTPUT x="y">``...
-_TAG = re.compile(r"<(\s*/?\s*)(tool_output)(?=[\s/>])([^<>]*)>", re.IGNORECASE)
-
-
 def _escape_tags(text: str) -> str:
-    # the model must not see the data close its own wrapper
-    return _TAG.sub(r"&lt;\1\2\3&gt;", text)
+    # the model must not see the data close its own wrapper, however the tag is spelt
+    return escape_wrapper_tags(text)
 
 
 def _lines_hit(injection: re.Pattern[str], text: str, lines: Sequence[str]) -> set[int]:
@@ -221,7 +233,7 @@ def tool_output_guard_filter(
         if found is None:
             text = cut(text)
         else:
-            shown = found.group(0).strip()[:_SHOWN]
+            shown = _escape_tags(found.group(0).strip()[:_SHOWN])
             if mode == "block":
                 return ToolResult.failure("permission", block_message.format(tool=tool, match=shown))
             if mode == "drop":
@@ -243,13 +255,47 @@ def tool_output_guard_filter(
     async def around_tool(
         request: ToolRequest, state: dict[str, Any], call_next: Callable[[ToolRequest], Awaitable[ToolResult]]
     ) -> ToolResult:
+        state.setdefault("guarded", set()).add(request.call_id)
         result = await call_next(request)
         tool = request.tool.name
         if only is not None and tool not in only:
             return result
         return guard(tool, result)
 
-    return Filter(name, around_tool=around_tool)
+    def guard_messages(messages: tuple[Message, ...], state: dict[str, Any]) -> tuple[Message, ...]:
+        """Tool messages that did not come through around_tool: a gate's or a human's rejection
+        reason or reply (``Decision.reject``/``reply``), a client's tool result."""
+        guarded: set[str] = state.setdefault("guarded", set())
+        changed = list(messages)
+        for index, message in enumerate(messages):
+            call_id = message.tool_call_id
+            if message.role != "tool" or call_id is None or call_id in guarded:
+                continue
+            guarded.add(call_id)
+            tool = message.name or ""
+            if not isinstance(message.content, str) or (only is not None and tool not in only):
+                continue
+            text = guard(tool, ToolResult(message.content)).content
+            if text != message.content:
+                changed[index] = attrs.evolve(message, content=text)
+        return messages if changed == list(messages) else tuple(changed)
+
+    async def around_iteration(
+        request: IterationRequest,
+        state: dict[str, Any],
+        call_next: Callable[[IterationRequest], Awaitable[IterationResult]],
+    ) -> IterationResult:
+        entering = guard_messages(request.messages, state)  # at resume: the decided calls' results
+        if entering is not request.messages:
+            request = request.replace(messages=entering)
+        result = await call_next(request)
+        if result.status == "continue":  # the round's results, rejections and replies among them
+            leaving = guard_messages(result.messages, state)
+            if leaving is not result.messages:
+                result = result.replace(messages=leaving)
+        return result
+
+    return Filter(name, around_tool=around_tool, around_iteration=around_iteration)
 
 
 SPEC = FilterSpec(
@@ -257,5 +303,5 @@ SPEC = FilterSpec(
     tool_output_guard_filter,
     OPTIONS,
     "Caps tool output size, masks secrets in it and marks, drops or blocks likely prompt injection.",
-    ("tool",),
+    ("tool", "iteration"),
 )
