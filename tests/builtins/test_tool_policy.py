@@ -535,7 +535,14 @@ def test_bad_rules_name_the_problem() -> None:
             [{"tool": "x", "kind": "exec"}],
             r"rules\[0\]\.kind='exec' is invalid; give one of allow, deny, shell, path, url\.",
         ),
-        ([{"tool": "x", "kind": "path", "hosts": []}], r"rules\[0\] \(kind 'path'\) has unknown keys \['hosts'\]"),
+        (
+            [{"tool": "x", "kind": "path", "hosts": []}],
+            r"rules\[0\]\.hosts: unknown key 'hosts' for a rule of kind 'path'\. Did you mean 'roots'\? Known keys: ",
+        ),
+        (
+            [{"tool": "x", "kind": "path", "root": []}],
+            r"rules\[0\]\.root: unknown key 'root' for a rule of kind 'path'\. Did you mean 'roots'\? Known keys: ",
+        ),
         (
             [{"tool": "x", "kind": "shell", "deny_patterns": ["("]}],
             r"rules\[0\]\.deny_patterns\[0\]='\(' is not a valid",
@@ -556,3 +563,17 @@ def test_bad_rules_name_the_problem() -> None:
         tool_policy_filter([], default="maybe")
     assert SPEC.name == "tool_policy"
     assert SPEC.scopes == ("tool", "gate")
+
+
+def test_a_nested_typo_in_a_config_is_named_like_a_top_level_one() -> None:
+    def problems(rule: dict[str, Any]) -> tuple[str, ...]:
+        config = {"model": {"use": "scripted", "script": ["x"]}, "filters": [{"use": "tool_policy", "rules": [rule]}]}
+        with pytest.raises(ConfigError) as caught:
+            Kernel.from_config(config)
+        return caught.value.problems
+
+    typo = problems({"tool": "fs_*", "kind": "path", "root": ["./data"]})
+    assert len(typo) == 1
+    assert typo[0].startswith("filters[0].rules[0].root: unknown key 'root'. Did you mean 'roots'? Known keys: ")
+    assert "must not contain" not in typo[0]
+    assert problems({"kind": "path"}) == ("filters[0].rules[0]: missing key 'tool'",)

@@ -14,6 +14,7 @@ denied as usual: the policy fails closed. See docs/approvals.md.
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import ipaddress
 import re
@@ -82,6 +83,12 @@ class _Rule:
         return self.tool == tool or fnmatch.fnmatchcase(tool, self.tool)
 
 
+def suggest(key: str, known: Sequence[str]) -> str:
+    """``" Did you mean 'x'?"`` for the closest known keys, or ``""``."""
+    close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
+    return " Did you mean " + " or ".join(repr(c) for c in close) + "?" if close else ""
+
+
 def _strings(where: str, key: str, value: Any) -> list[str]:
     if isinstance(value, str) or not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
         msg = f"{where}.{key}={value!r} is invalid; give a list of strings."
@@ -118,8 +125,12 @@ def _build_rule(index: int, raw: Any, folder: str | None = None) -> _Rule:
         raise ConfigError(msg)
     unknown = sorted(set(raw) - {"tool", "kind", "arguments"} - _RULE_KEYS[kind])
     if unknown:
-        allowed = ", ".join(sorted({"tool", "kind", "arguments"} | _RULE_KEYS[kind]))
-        msg = f"{where} (kind {kind!r}) has unknown keys {unknown}; allowed: {allowed}."
+        known = sorted({"tool", "kind", "arguments"} | _RULE_KEYS[kind])
+        key = unknown[0]
+        msg = (
+            f"{where}.{key}: unknown key {key!r} for a rule of kind {kind!r}.{suggest(key, known)} "
+            f"Known keys: {', '.join(known)}."
+        )
         raise ConfigError(msg)
     arguments = tuple(_strings(where, "arguments", raw["arguments"])) if "arguments" in raw else None
     check: Callable[[str], str | None] | None = None

@@ -327,9 +327,26 @@ def schema_problem(exc: fastjsonschema.JsonSchemaValueException, where: str) -> 
         text = f"must be of type {limit}, got {value!r}"
     elif rule == "enum":
         text = f"must be one of {', '.join(map(repr, limit))}, got {value!r}"
+    elif rule == "additionalProperties" and isinstance(value, Mapping) and isinstance(exc.definition, Mapping):
+        return _unknown_key(path, value, exc.definition)
+    elif rule == "required" and isinstance(value, Mapping) and isinstance(limit, list):
+        missing = [key for key in limit if key not in value]
+        text = f"missing key {', '.join(map(repr, missing))}" if missing else (exc.message or str(exc))
     else:
         text = (exc.message or "")[len(name) :].strip() or str(exc)
     return f"{path}: {text}"
+
+
+def _unknown_key(path: str, value: Mapping[str, Any], schema: Mapping[str, Any]) -> str:
+    """A key a nested table does not take, as the top level says it: ``rules[0].root:
+    unknown key 'root'. Did you mean 'roots'? Known keys: ...``."""
+    from ._registry import suggest
+
+    known = sorted(schema.get("properties", {}))
+    extra = [key for key in value if key not in known]
+    key = str(extra[0]) if extra else "?"
+    listing = f" Known keys: {', '.join(known)}." if known else " It takes no keys."
+    return f"{path}.{key}: unknown key {key!r}.{suggest(key, known)}{listing}"
 
 
 def _alternatives_problem(schema: Mapping[str, Any], options: Mapping[str, Any]) -> str | None:
