@@ -197,7 +197,7 @@ def bench_peers(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """Execute every python example of docs/ (tests/docs)."""
     session.install(
-        "./beamfilter_core[local]",
+        "./beamfilter_core[local,bedrock]",
         "./beamfilter_builtins[otel,embeddings]",
         "./beamfilter_memory",
         "./beamfilter_durable",
