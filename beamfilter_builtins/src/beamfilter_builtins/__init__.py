@@ -19,6 +19,7 @@ from ._re_reading import re_reading_filter
 from ._redact import redact_filter
 from ._safeguard import safeguard_filter
 from ._sandbox import SandboxResult, run_sandboxed
+from ._sandboxed_shell import ShellToolset
 from ._schema_validation import schema_validation_filter, schema_validator
 from ._skills import BM25SkillRouter, Skill, SkillRouter, load_skills, parse_skill, skills_filter
 from ._title import ChatStoreTitles, InMemoryTitleStore, TitleStore, heuristic_title, title_filter
@@ -47,6 +48,7 @@ __all__ = [
     "RegexToolIndex",
     "Retriever",
     "SandboxResult",
+    "ShellToolset",
     "Skill",
     "SkillRouter",
     "TitleStore",
