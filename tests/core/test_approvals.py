@@ -60,6 +60,10 @@ def _srv_pauses_etc_rejected(call: ToolCall, tool: Any, context: Any) -> Decisio
     return Decision.pause("needs a human")
 
 
+def _srv_pauses_etc_allowed(call: ToolCall, tool: Any, context: Any) -> Decision:
+    return Decision.approve() if call.arguments["path"].startswith("/etc") else Decision.pause("needs a human")
+
+
 def _paused(calls: list[ToolCall], gate: Any = _srv_pauses_etc_rejected, **kw: Any) -> tuple[Kernel, Any]:
     kernel = Kernel(scripted_calls(*calls), tools=[read_file, look], gate=gate, **kw)
     result = kernel.run_sync("go")
@@ -130,7 +134,11 @@ def test_approved_arguments_are_validated_against_the_tool_schema() -> None:
     with pytest.raises(ResumeError, match=r"the approved arguments \['/x'\] are not a mapping"):
         kernel.resume_sync(pause, {"c1": Decision.approve(["/x"])})  # type: ignore[arg-type]
     assert RAN == []
-    done = kernel.resume_sync(pause, {"c1": Decision.approve({"path": "/srv/b"})})
+    # valid edited arguments go through the gate again: this gate pauses on /srv, a new pause
+    again = kernel.resume_sync(pause, {"c1": Decision.approve({"path": "/srv/b"})})
+    assert (again.status, RAN) == ("paused", [])
+    assert [dict(c.arguments) for c in again.pause.calls] == [{"path": "/srv/b"}]
+    done = kernel.resume_sync(again.pause, {"c1": "approve"})
     assert (done.status, RAN) == ("completed", [("read_file", "/srv/b")])
 
 
@@ -146,8 +154,18 @@ def test_approved_arguments_go_through_every_tool_filter_like_a_models_call() ->
     calls = [ToolCall("read_file", {"path": "/srv/a"}, "c1"), ToolCall("read_file", {"path": "/srv/b"}, "c2")]
     kernel, pause = _paused(calls, filters=[Filter("guard", around_tool=guard)])
     done = kernel.resume_sync(pause, {"c1": Decision.approve({"path": "/etc/shadow"}), "c2": "approve"})
-    assert sorted(seen) == [("c1", {"path": "/etc/shadow"}, False), ("c2", {"path": "/srv/b"}, True)]
+    # the gate judges the edit first and rejects it: it never reaches the tool filters
+    assert sorted(seen) == [("c2", {"path": "/srv/b"}, True)]
     assert RAN == [("read_file", "/srv/b")]
+    assert [m.text for m in done.messages if m.role == "tool"] == [
+        "The call to 'read_file' was rejected: system files are off limits",
+        "read /srv/b",
+    ]
+    # an edit the gates approve is judged by every tool filter like a model's call
+    seen.clear()
+    kernel, pause = _paused(calls, gate=_srv_pauses_etc_allowed, filters=[Filter("guard", around_tool=guard)])
+    done = kernel.resume_sync(pause, {"c1": Decision.approve({"path": "/etc/hosts"}), "c2": "approve"})
+    assert sorted(seen) == [("c1", {"path": "/etc/hosts"}, False), ("c2", {"path": "/srv/b"}, True)]
     assert [m.text for m in done.messages if m.role == "tool"] == ["guard: no /etc", "read /srv/b"]
 
 

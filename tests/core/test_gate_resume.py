@@ -81,7 +81,16 @@ def test_pause_roundtrips_through_json_and_resumes_with_decisions() -> None:
     assert json.loads(text)["context"] == {"user": "ana"}
 
     fresh = Kernel(ScriptedModel(["all done"]), tools=[delete, look], gate=_async_gate)
-    result = fresh.resume_sync(text, {"c1": Decision.approve({"path": "a-approved"})})
+    # an edit goes through the gate again: this gate pauses, so the edited call is a new pause
+    again = fresh.resume_sync(text, {"c1": Decision.approve({"path": "a-approved"})})
+    assert again.status == "paused"
+    assert again.pause is not None
+    assert [(c.id, dict(c.arguments)) for c in again.pause.calls] == [
+        ("c1", {"path": "a-approved"}),
+        ("c2", {"path": "b"}),
+    ]
+    assert RUNS == []
+    result = fresh.resume_sync(again.pause.to_json(), {"c1": "approve"})
     assert result.status == "completed"
     assert result.text == "all done"
     assert RUNS == ["a-approved"]

@@ -462,9 +462,12 @@ def test_only_a_call_a_human_approved_as_paused_is_marked_approved() -> None:
     model = scripted_calls(*calls)
     kernel = Kernel(model, tools=[read_file], gate=lambda c, t, x: "pause", filters=[_tool_spy(seen)])
     paused = kernel.run_sync("go")
-    done = kernel.resume_sync(paused.pause, {"c1": "approve", "c2": Decision.approve({"path": "/c"})})
+    again = kernel.resume_sync(paused.pause, {"c1": "approve", "c2": Decision.approve({"path": "/c"})})
+    assert (again.status, seen) == ("paused", [])  # the edit paused again: nothing ran
+    done = kernel.resume_sync(again.pause, {"c2": "approve"})
     assert done.status == "completed"
-    assert seen == [("c1", {"path": "/a"}, True, None), ("c2", {"path": "/c"}, False, None)]
+    # c1 was approved as paused before; c2 is approved as the new pause showed it
+    assert seen == [("c1", {"path": "/a"}, True, None), ("c2", {"path": "/c"}, True, None)]
     assert RAN == [("read_file", "/a"), ("read_file", "/c")]
 
 
@@ -519,10 +522,17 @@ async def test_a_streamed_resume_of_a_return_direct_batch_delivers_its_answer() 
 def test_an_approval_naming_arguments_is_not_an_approval_as_paused_even_with_the_paused_mapping() -> None:
     seen: list[tuple[str, Any, bool, str | None]] = []
     model = scripted_calls(ToolCall("read_file", {"path": "/a"}, "c1"))
-    kernel = Kernel(model, tools=[read_file], gate=lambda c, t, x: "pause", filters=[_tool_spy(seen)])
+    asked: list[str] = []
+
+    def gate(call: ToolCall, tool: Any, context: Any) -> str:
+        asked.append(call.id)  # pauses the model's call, approves the edit judged at resume
+        return "pause" if len(asked) == 1 else "approve"
+
+    kernel = Kernel(model, tools=[read_file], gate=gate, filters=[_tool_spy(seen)])
     paused = kernel.run_sync("go")
     same = paused.pause.calls[0].arguments
     kernel.resume_sync(paused.pause, {"c1": Decision.approve(same)})
+    assert asked == ["c1", "c1"]
     assert seen == [("c1", {"path": "/a"}, False, None)]
     assert RAN == [("read_file", "/a")]
 

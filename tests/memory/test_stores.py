@@ -301,7 +301,7 @@ async def _raw_rows(store: ChatStore, cid: str) -> list[str]:
 
 async def test_unknown_future_fields_are_read_and_kept(store: ChatStore) -> None:
     await store.append("c", [Message.user("now")])  # creates the schema
-    future = json.dumps({"role": "assistant", "content": "later", "reasoning": {"steps": 3}, "tool_calls": []})
+    future = json.dumps({"role": "assistant", "content": "later", "sentiment": {"steps": 3}, "tool_calls": []})
     await _raw_append(store, "c", future)
     await store.append("c", [Message.user("after")])
     assert await store.load("c") == [Message.user("now"), Message.assistant("later"), Message.user("after")]

@@ -13,7 +13,7 @@ from ._chain import CompiledChain, blame, raised_by
 from ._filter import Scope, normalise_all
 from ._lazy import lazy_module
 from ._messages import Message, as_messages
-from ._pause import PauseKeys, check_decisions, check_pause, restore_filter_state, unseal, verify
+from ._pause import PauseKeys, check_bound, check_decisions, check_pause, restore_filter_state, unseal, verify
 from ._plan import Gate, Plan, Settings, compile_plan, index_tools
 from ._records import Decision, PauseState, TurnRequest, TurnResult
 from ._run import _Run
@@ -559,12 +559,18 @@ class Kernel:
         if conversation_id is not None:
             merged["conversation_id"] = conversation_id
         merged.update(context or {})
+        check_bound(state, merged.get("conversation_id"))
         ledger = self.pause_ledger
         if ledger is not None and not await ledger.claim_pause(state.pause_id):
             msg = f"already resumed: pause {state.pause_id!r} was resumed before; nothing ran."
             raise AlreadyResumedError(msg)
         sink, emit = (channel.push_text, channel.push) if channel is not None else (None, None)
-        run = _Run(plan, merged, sink=sink, emit=emit, cancel=cancel, resume=(state, checked), restored=kept)
+        journal = next(
+            (j for j in (item.filter.extras.get("journal") for item in self._filters) if j is not None), None
+        )
+        run = _Run(
+            plan, merged, sink=sink, emit=emit, cancel=cancel, resume=(state, checked), restored=kept, journal=journal
+        )
         return run, TurnRequest(messages=(), context=run.view, resume=True, pause=state)
 
     async def resume(

@@ -72,8 +72,64 @@ def _mac(keys: PauseKeys, pause: PauseState) -> str:
 
 
 def sign(pause: PauseState, keys: PauseKeys) -> PauseState:
-    """``pause`` with its signature."""
-    return attrs.evolve(pause, signature=_mac(keys, pause))
+    """``pause`` with its signature; ConfigError naming the place of a lone surrogate."""
+    try:
+        return attrs.evolve(pause, signature=_mac(keys, pause))
+    except UnicodeEncodeError:
+        from ._serde import unstructure
+
+        where, value = _surrogate(unstructure(pause), "")
+        shown = repr(value) if len(value) <= 60 else repr(value[:60]) + "..."
+        msg = (
+            f"The run paused with a lone surrogate (an undecodable byte) at {where} = {shown}, which a pause "
+            "cannot carry: a pause is signed UTF-8 JSON. Decode the text properly (or encode the bytes, e.g. "
+            "as hex or base64) before it reaches the call, the context or the transcript."
+        )
+        raise ConfigError(msg) from None
+
+
+def _surrogate(data: Any, where: str) -> tuple[str, str]:
+    """The path and text of the first str in ``data`` that UTF-8 cannot encode (calls and
+    context first: what a reviewer is shown), or ``("", "")``."""
+    if isinstance(data, str):
+        try:
+            data.encode()
+        except UnicodeEncodeError:
+            return where, data
+        return "", ""
+    items: list[tuple[str, Any]] = []
+    if isinstance(data, Mapping):
+        keyed = where.endswith(("arguments", "context"))
+        first = sorted(data, key=lambda key: key not in ("calls", "context")) if not where else list(data)
+        for key in first:
+            items.append((f"{where}[{key!r}]" if keyed else f"{where}.{key}".lstrip("."), data[key]))
+            items.append((f"{where} (a key)", key))
+    elif isinstance(data, list | tuple):
+        items = [(f"{where}[{index}]", value) for index, value in enumerate(data)]
+    for path, value in items:
+        found = _surrogate(value, path)
+        if found[0]:
+            return found
+    return "", ""
+
+
+def check_bound(pause: PauseState, conversation_id: Any) -> None:
+    """Refuse to resume ``pause`` in another conversation than the one its signed context names.
+
+    The context is signed, so a pause row copied into another conversation (or a pause
+    JSON resumed with another ``conversation_id``) cannot take the victim's context along.
+    """
+    if conversation_id is None:
+        return
+    bound = pause.context.get("conversation_id")
+    if bound == conversation_id:
+        return
+    made = "outside any conversation" if bound is None else f"in conversation {bound!r} and is signed for it"
+    msg = (
+        f"Cannot resume: pause {pause.pause_id!r} was made {made}; it cannot resume in conversation "
+        f"{conversation_id!r} (a copied or moved pause)."
+    )
+    raise PauseSignatureError(msg)
 
 
 def verify(pause: PauseState, keys: PauseKeys, *, allow_unsigned: bool = False) -> None:

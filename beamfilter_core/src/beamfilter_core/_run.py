@@ -15,7 +15,7 @@ import json
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, runtime_checkable
 
 from ._chain import passed_through
 from ._filter import SCOPE_SPECS, Scope
@@ -54,6 +54,21 @@ if TYPE_CHECKING:
     from ._tools import Tool
 
 _CANCELLED_TOOL_TEXT = "cancelled: the run was cancelled before this tool call finished"
+
+
+@runtime_checkable
+class Journal(Protocol):
+    """Where a resume records each call's outcome, keyed by pause id and call id (the
+    memory filter's store: ``Filter.extras["journal"]``). A resume that failed after a
+    tool ran, and is resumed again, continues from the recorded result."""
+
+    async def recorded(self, pause: PauseState) -> dict[str, ToolResult]:
+        """The outcomes recorded for ``pause``'s calls, by call id (the batch starts after)."""
+        ...
+
+    async def record(self, pause: PauseState, call_id: str, result: ToolResult) -> None:
+        """Record one call's outcome (the first record of a call wins)."""
+        ...
 
 
 def _classify(exc: BaseException) -> str:
@@ -161,6 +176,7 @@ class _Run:
         cancel: CancelToken | None = None,
         resume: tuple[PauseState, dict[str, Decision]] | None = None,
         restored: Mapping[str, Any] | None = None,
+        journal: Journal | None = None,
     ) -> None:
         self.plan = plan
         self.model = plan.settings.model
@@ -171,6 +187,9 @@ class _Run:
         self.emit = emit
         self.cancel = cancel
         self.pending_resume = resume
+        self.journal = journal
+        # (journal, pause) while a resumed batch runs: each call's outcome is recorded
+        self.recording: tuple[Journal, PauseState] | None = None
         # True when the current round's model call streamed text to the consumer
         self.streamed = False
         # the tool calls the model boundary last made unique (skips a second check)
@@ -365,17 +384,33 @@ class _Run:
             emit(ToolCallFinished(call, result))
         return result
 
+    async def _run_recorded(
+        self, call: ToolCall, snapshot: Mapping[str, Any], decision: Decision | None, approved: bool = False
+    ) -> ToolResult:
+        """:meth:`_run_one` for a resumed batch: the outcome is recorded in the journal
+        (keyed by pause id and call id) before anything else happens."""
+        result = await self._run_one(call, snapshot, decision, approved)
+        recording = self.recording
+        if recording is not None and call.name in self.tools:
+            await recording[0].record(recording[1], call.id, result)
+        return result
+
     async def _run_batch(
-        self, calls: Sequence[ToolCall], decided: Mapping[str, Decision], approved: frozenset[str] = frozenset()
+        self,
+        calls: Sequence[ToolCall],
+        decided: Mapping[str, Decision],
+        approved: frozenset[str] = frozenset(),
+        run_one: Callable[[ToolCall, Mapping[str, Any], Decision | None, bool], Awaitable[ToolResult]] | None = None,
     ) -> list[ToolResult]:
         snapshot = MappingProxyType(dict(self.context))
+        one = run_one or self._run_one
         if len(calls) == 1:
             call = calls[0]
-            return [await self._run_one(call, snapshot, decided.get(call.id), call.id in approved)]
+            return [await one(call, snapshot, decided.get(call.id), call.id in approved)]
         tools = self.tools
         if any(t.serial for t in (tools.get(c.name) for c in calls) if t is not None):
-            return [await self._run_one(call, snapshot, decided.get(call.id), call.id in approved) for call in calls]
-        tasks = [asyncio.ensure_future(self._run_one(c, snapshot, decided.get(c.id), c.id in approved)) for c in calls]
+            return [await one(call, snapshot, decided.get(call.id), call.id in approved) for call in calls]
+        tasks = [asyncio.ensure_future(one(c, snapshot, decided.get(c.id), c.id in approved)) for c in calls]
         try:
             return list(await asyncio.gather(*tasks))
         except BaseException:
@@ -419,23 +454,30 @@ class _Run:
             if inspect.isawaitable(value):
                 value = await value
             decision = _as_decision(value, f"The gate's decision for call {call.id!r} ({call.name})")
-            if decision.kind == "approve" and decision.arguments is None:
-                return Decision(kind="approve", arguments=call.arguments)  # keep what an outer layer set
+            if decision.arguments is None and decision.kind in ("approve", "pause"):
+                # keep what an outer layer set: it runs, or the reviewer is shown it
+                return Decision(kind=decision.kind, arguments=call.arguments, message=decision.message)
             return decision
         except Exception as exc:
             passed_through(exc)  # the model's, a tool's or the loop's own error
             raise
 
-    async def _gate(self, calls: Sequence[ToolCall]) -> tuple[dict[str, Decision], list[str], str | None]:
+    async def _gate(
+        self, calls: Sequence[ToolCall]
+    ) -> tuple[dict[str, Decision], list[str], str | None, Sequence[ToolCall]]:
+        """Ask the gate chain about ``calls``: the decided calls, the awaited ones, the first
+        pause reason, and ``calls`` with each awaited call as the pausing layer saw it (an
+        outer layer may have rewritten it: the reviewer approves what the gate was shown)."""
         decided: dict[str, Decision] = {}
         awaiting: list[str] = []
         reason: str | None = None
         if not self.plan.gated:
-            return decided, awaiting, reason
+            return decided, awaiting, reason, calls
         gate = self.gate or self._gate_chain()
         tools = self.tools
         view = self.view
-        for call in calls:
+        shown: list[ToolCall] | None = None
+        for index, call in enumerate(calls):
             tool = tools.get(call.name)
             if tool is None:
                 continue  # answered as an unknown tool; nothing to decide
@@ -445,9 +487,13 @@ class _Run:
             if kind == "pause":
                 awaiting.append(call.id)
                 reason = reason or decision.message
+                seen = decision.arguments
+                if seen is not None and seen is not call.arguments and seen != call.arguments:
+                    shown = shown or list(calls)
+                    shown[index] = ToolCall(call.name, dict(seen), call.id)
             elif kind != "approve" or (decision.arguments is not None and decision.arguments is not call.arguments):
                 decided[call.id] = decision
-        return decided, awaiting, reason
+        return decided, awaiting, reason, calls if shown is None else tuple(shown)
 
     # -- iteration ----------------------------------------------------------------------
 
@@ -496,9 +542,11 @@ class _Run:
                 calls = fixed
                 message = message.replace(tool_calls=fixed)
             transcript.append(message)
-            decided, awaiting, reason = await self._gate(calls)
+            decided, awaiting, reason, shown = await self._gate(calls)
             if awaiting:
-                return IterationResult(status="paused", pause=self._pause(calls, decided, awaiting, reason))
+                if shown is not calls:  # the pause holds the calls as the gate was shown them
+                    transcript[-1] = message.replace(tool_calls=tuple(shown))
+                return IterationResult(status="paused", pause=self._pause(shown, decided, awaiting, reason))
             results = await self._run_batch(calls, decided)
             return self._after_batch(calls, results)
         except Exception as exc:
@@ -593,6 +641,50 @@ class _Run:
                 )
             return self._cancelled()
 
+    async def _judge_edits(
+        self, pause: PauseState, edited: Sequence[ToolCall], merged: dict[str, Decision]
+    ) -> TurnResult | None:
+        """Ask the gate chain again about calls whose arguments the reviewer edited: the
+        edit is judged like a model's call. Updates ``merged``; a layer that pauses again
+        makes a new pause (returned), and nothing runs."""
+        gate = self.gate or self._gate_chain()
+        shown = list(pause.calls)
+        where = {call.id: index for index, call in enumerate(shown)}
+        awaiting: list[str] = []
+        reason: str | None = None
+        for call in edited:
+            tool = self.tools.get(call.name)
+            if tool is None:
+                continue  # answered as an unknown tool
+            changed = ToolCall(call.name, dict(merged[call.id].arguments or {}), call.id)
+            value = await gate(GateRequest(call=changed, tool=tool, context=self.view))
+            decision = _as_decision(value, f"The gate chain's decision for call {call.id!r} ({call.name})")
+            seen = decision.arguments if decision.arguments is not None else changed.arguments
+            if decision.kind == "pause":
+                awaiting.append(call.id)
+                reason = reason or decision.message
+                shown[where[call.id]] = ToolCall(call.name, dict(seen), call.id)
+                del merged[call.id]
+            elif decision.kind == "approve":
+                merged[call.id] = Decision("approve", seen)
+            else:
+                merged[call.id] = decision
+        if not awaiting:
+            return None
+        transcript = self.loop.transcript
+        transcript[-1] = transcript[-1].replace(tool_calls=tuple(shown))
+        decided = {call_id: d for call_id, d in merged.items() if call_id not in awaiting}
+        pause = self._pause(shown, decided, awaiting, reason)
+        loop = self.loop
+        return TurnResult(
+            status="paused",
+            messages=pause.messages,
+            tool_calls_made=loop.tool_calls_made,
+            iterations=loop.llm_calls,
+            usage=loop.usage,
+            pause=pause,
+        )
+
     def _cancelled(self) -> TurnResult:
         loop = self.loop
         healed = heal_tool_calls(loop.transcript, _CANCELLED_TOOL_TEXT) or tuple(loop.transcript)
@@ -611,9 +703,35 @@ class _Run:
         loop.usage = pause.usage
         # disjoint by check_decisions: what the gate decided before the pause is final
         merged = {**pause.decided, **decisions}
-        approved = frozenset(call_id for call_id, d in decisions.items() if d.kind == "approve" and d.arguments is None)
-        results = await self._run_batch(pause.calls, merged, approved)
-        outcome = self._after_batch(pause.calls, results)
+        # approved as paused (an approval without arguments in `decided` is a human's,
+        # carried over from a resume whose edit paused again)
+        approved = {call_id for call_id, d in merged.items() if d.kind == "approve" and d.arguments is None}
+        journal = self.journal
+        # what an earlier attempt of this resume recorded is what happened: never run again
+        recorded = await journal.recorded(pause) if journal is not None else {}
+        calls = pause.calls
+        if self.plan.gated:
+            edited = [
+                call
+                for call in calls
+                if call.id not in recorded
+                and (d := decisions.get(call.id)) is not None
+                and d.kind == "approve"
+                and d.arguments is not None
+            ]
+            if edited:
+                repaused = await self._judge_edits(pause, edited, merged)
+                if repaused is not None:
+                    return repaused
+        todo = [call for call in calls if call.id not in recorded]
+        self.recording = (journal, pause) if journal is not None else None
+        try:
+            done = await self._run_batch(todo, merged, frozenset(approved), self._run_recorded)
+        finally:
+            self.recording = None
+        fresh = {call.id: result for call, result in zip(todo, done, strict=True)}
+        results = [recorded[call.id] if call.id in recorded else fresh[call.id] for call in calls]
+        outcome = self._after_batch(calls, results)
         if outcome.status == "completed":
             loop.transcript.extend(outcome.messages)
             return TurnResult(

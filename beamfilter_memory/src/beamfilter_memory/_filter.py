@@ -29,8 +29,9 @@ from beamfilter_core import (
     heal_tool_calls,
     options_schema,
 )
-from beamfilter_core.errors import AlreadyResumedError
+from beamfilter_core.errors import AlreadyResumedError, ConversationBusyError
 
+from ._journal import Journal
 from ._options import MEMORY_OPTIONS
 from ._stores import resolve_store
 from ._stores._base import KEEP_PAUSE, STORE_METHODS, ChatStore, PauseChange, check_conversation_id
@@ -41,6 +42,17 @@ DEFAULT_STORE = "sqlite:///beamfilter.db"
 ABANDONED_CALL_TEXT = "not run: the conversation went on before a decision on this call was made"
 
 _CID = "conversation_id"
+
+
+def _unanswered(history: list[Message]) -> list[str]:
+    """The ids of the calls of a trailing assistant message that have no result."""
+    start = len(history) - 1
+    while start >= 0 and history[start].role == "tool":
+        start -= 1
+    if start < 0 or not history[start].tool_calls:
+        return []
+    answered = {m.tool_call_id for m in history[start + 1 :]}
+    return [call.id for call in history[start].tool_calls if call.id not in answered]
 
 
 def _heal_tail(history: list[Message]) -> tuple[Message, ...]:
@@ -92,6 +104,13 @@ def memory_filter(
     chat_store: ChatStore = resolve_store(store, build, owner="memory", kind="ChatStore", methods=STORE_METHODS)
     load = chat_store.load
     append = chat_store.append
+    journal = Journal(chat_store)
+
+    async def give_back(cid: str, taken: PauseState) -> None:
+        # Nothing of the turn was stored: the pause is pending again. Without a journal,
+        # only if no call of it started (else approving it again could run a tool twice).
+        if journal.durable or not journal.started(taken.pause_id):
+            await chat_store.save_pause(cid, taken)
 
     async def around_turn(
         request: TurnRequest, state: dict[str, Any], call_next: Callable[[TurnRequest], Awaitable[TurnResult]]
@@ -124,19 +143,25 @@ def memory_filter(
             # An outer re-entry passes the committed transcript as history.
             offset = len(request.history)
             healed = _heal_tail(history)
+            if healed:
+                # A new turn instead of a decision abandons the stored pause: take it (the
+                # same compare-and-swap a resume makes), so the two never both go on.
+                taken = await chat_store.take_pause(cid)
+                if taken is None:
+                    raise ConversationBusyError(_busy(cid, _unanswered(history)))
         state[_CID] = cid
         state["history"] = (*history, *healed)
         state["offset"] = offset
         try:
             result = await call_next(request)
         except BaseException:
-            if taken is not None:  # nothing of the resumed turn was stored: give the pause back
-                await chat_store.save_pause(cid, taken)
+            if taken is not None:  # nothing of the turn was stored: the pause is pending again
+                await give_back(cid, taken)
             raise
         status = result.status
         if status == "cancelled":
             if taken is not None:
-                await chat_store.save_pause(cid, taken)
+                await give_back(cid, taken)
             return result
         if offset <= len(result.messages):
             new = [m for m in result.messages[offset:] if m.role != "system"]
@@ -150,6 +175,9 @@ def memory_filter(
         else:
             pause = KEEP_PAUSE
         await append(cid, [*healed, *new], pause=pause)
+        if taken is not None:
+            # outlives the row: the same pause inserted again is never taken again
+            await journal.consume(cid, taken)
         return result
 
     async def around_chat(
@@ -175,5 +203,13 @@ def memory_filter(
         around_chat=around_chat,
         load_pause=load_pause,
         resources=(chat_store,),
-        extras={"store": chat_store, "window": window},
+        extras={"store": chat_store, "window": window, "journal": journal},
+    )
+
+
+def _busy(cid: str, calls: list[str]) -> str:
+    return (
+        f"Conversation {cid!r} is busy: its last tool calls ({', '.join(calls)}) have no results yet and no "
+        "paused run is stored, so a resume of them is in flight (or the worker running it died). Nothing ran; "
+        "send the message again once the resume has finished."
     )

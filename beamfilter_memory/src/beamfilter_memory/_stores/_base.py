@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, NamedTuple, Protocol, runtime_checkable
@@ -275,6 +276,13 @@ def decode_pause(text: str | bytes, where: str) -> PauseState:
     except Exception as exc:  # json or cattrs
         msg = f"Cannot read the stored pause state {where}: {type(exc).__name__}: {exc}"
         raise StoreError(msg) from exc
+
+
+def consumed_key(pause: PauseState) -> str:
+    """The key of a pause's consumed record: the digest of its signed state (its id and its
+    signature, which covers everything else), so only that very pause matches it."""
+    signed = f"{pause.pause_id}\0{pause.signature or ''}".encode(errors="surrogatepass")
+    return "consumed:" + hashlib.sha256(signed).hexdigest()
 
 
 def check_pause_id(pause_id: Any) -> str:

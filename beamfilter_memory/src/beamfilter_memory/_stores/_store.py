@@ -28,6 +28,7 @@ from ._base import (
     check_limit,
     check_pause_id,
     check_user_id,
+    consumed_key,
     decode_all,
     decode_outcome,
     decode_pause,
@@ -260,7 +261,15 @@ class StoreBase:
         cid = check_conversation_id(conversation_id)
         wanted = None if pause_id is None else check_pause_id(pause_id)
         text = await self._guarded(self._take_pause(cid, wanted), "take_pause", cid)
-        return None if not text else decode_pause(text, f"of conversation {cid!r}")
+        if not text:
+            return None
+        pause = decode_pause(text, f"of conversation {cid!r}")
+        if self.shares_pauses:
+            # a pause resumed (or abandoned) before and inserted again: taken, never given
+            key = consumed_key(pause)
+            if await self._guarded(self._get_outcome(key), "take_pause (consumed record)", cid) is not None:
+                return None
+        return pause
 
     async def claim_pause(self, pause_id: str) -> bool:
         """Record ``pause_id`` as resumed (the kernel's pause ledger); True the first time only."""

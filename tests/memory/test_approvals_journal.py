@@ -1,0 +1,285 @@
+"""Approvals exactly once with a store (issue 26), on every store: memory://, SQLite, real
+PostgreSQL and Redis servers, and the third-party files store.
+
+- a resume that fails after its tool ran gives the pause back; approving again never runs
+  the tool a second time (each call's outcome is recorded, keyed by pause id and call id,
+  before anything else happens in that resume);
+- a new turn while a resume is in flight is refused (ConversationBusyError), never healed
+  with "not run" and then given a second result;
+- with write access to the store: a pause copied into another conversation does not run, a
+  consumed pause inserted again does not run again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from beamfilter_core import (
+    ChatRequest,
+    ChatResponse,
+    Decision,
+    Kernel,
+    Message,
+    PauseState,
+    ScriptedModel,
+    ToolCall,
+    tool,
+)
+from beamfilter_core.errors import AlreadyResumedError, ConversationBusyError, PauseSignatureError
+from beamfilter_memory import ABANDONED_CALL_TEXT, ChatStore, memory_filter
+
+pytestmark = [pytest.mark.anyio, pytest.mark.services]
+
+KEY = "j" * 32
+CID = {"conversation_id": "c1"}
+
+
+class Flaky:
+    """A model that fails the calls listed in ``fail`` (by number), else follows ``script``."""
+
+    def __init__(self, script: list[Any], fail: set[int]) -> None:
+        self.inner = ScriptedModel(script)
+        self.fail = fail
+        self.calls = 0
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        self.calls += 1
+        if self.calls in self.fail:
+            raise ConnectionError(f"model call {self.calls} failed")
+        return await self.inner.complete(request)
+
+    async def stream(self, request: ChatRequest, push: Callable[[str], None]) -> ChatResponse:
+        return await self.complete(request)
+
+
+def _transfer(ran: list[int]) -> Any:
+    @tool(sensitive=True)
+    def transfer(amount: int) -> str:
+        """Move money."""
+        ran.append(amount)
+        return f"moved {amount}"
+
+    return transfer
+
+
+def _pay(*amounts: int) -> ChatResponse:
+    return ChatResponse.tool_calls(*(ToolCall("transfer", {"amount": n}, f"pay{n}") for n in amounts))
+
+
+def _kernel(store: ChatStore, model: Any, ran: list[int]) -> Kernel:
+    return Kernel(
+        model, tools=[_transfer(ran)], filters=[memory_filter(store)], gate=lambda c, t, x: "pause", pause_key=KEY
+    )
+
+
+def _one_result_per_call(messages: list[Message]) -> list[str]:
+    calls = [c.id for m in messages for c in m.tool_calls]
+    answered = [m.tool_call_id or "" for m in messages if m.role == "tool"]
+    assert sorted(answered) == sorted(calls), (calls, answered)
+    assert len(set(calls)) == len(calls), calls
+    return calls
+
+
+async def test_a_resume_whose_next_model_call_fails_never_pays_twice(store: ChatStore) -> None:
+    ran: list[int] = []
+    model = Flaky([_pay(5), "Paid."], fail={2})
+    kernel = _kernel(store, model, ran)
+    paused = await kernel.run("pay 5", context=CID)
+    assert paused.pause is not None
+    with pytest.raises(ConnectionError, match="model call 2 failed"):
+        await kernel.resume(conversation_id="c1", decisions={"pay5": "approve"})
+    assert ran == [5]
+    # the pause is pending again, and approving it again continues from the recorded result
+    back = await store.load_pause("c1")
+    assert back is not None
+    assert back.pause_id == paused.pause.pause_id
+    done = await kernel.resume(conversation_id="c1", decisions={"pay5": "approve"})
+    assert (done.status, done.text, ran) == ("completed", "Paid.", [5])
+    stored = await store.load("c1")
+    _one_result_per_call(stored)
+    assert [(m.role, m.text) for m in stored] == [
+        ("user", "pay 5"),
+        ("assistant", ""),
+        ("tool", "moved 5"),
+        ("assistant", "Paid."),
+    ]
+    assert await store.load_pause("c1") is None
+
+
+async def test_the_recorded_outcome_wins_over_a_later_decision(store: ChatStore) -> None:
+    ran: list[int] = []
+    model = Flaky([_pay(5, 7), "Done."], fail={2})
+    kernel = _kernel(store, model, ran)
+    paused = await kernel.run("pay", context=CID)
+    assert paused.pause is not None
+    decisions: dict[str, Decision | str] = {"pay5": "approve", "pay7": Decision.reject("no")}
+    with pytest.raises(ConnectionError):
+        await kernel.resume(paused.pause.to_json(), decisions)
+    assert ran == [5]
+    # the reviewer changes their mind: what happened is what the model reads
+    flipped: dict[str, Decision | str] = {"pay5": Decision.reject("too late"), "pay7": "approve"}
+    done = await kernel.resume(paused.pause.to_json(), flipped)
+    assert (done.text, ran) == ("Done.", [5])
+    results = {m.tool_call_id: m.text for m in done.messages if m.role == "tool"}
+    assert results == {"pay5": "moved 5", "pay7": "The call to 'transfer' was rejected: no"}
+
+
+class Hanging:
+    """A model whose call number ``hang`` never answers (until its task is cancelled)."""
+
+    def __init__(self, script: list[Any], hang: int) -> None:
+        self.inner = ScriptedModel(script)
+        self.hang = hang
+        self.calls = 0
+        self.waiting = asyncio.Event()
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        self.calls += 1
+        if self.calls == self.hang:
+            self.waiting.set()
+            await asyncio.Event().wait()
+        return await self.inner.complete(request)
+
+    async def stream(self, request: ChatRequest, push: Callable[[str], None]) -> ChatResponse:
+        return await self.complete(request)
+
+
+async def test_a_resume_cancelled_after_its_tool_ran_never_pays_twice(store: ChatStore) -> None:
+    ran: list[int] = []
+    model = Hanging([_pay(5), "Paid."], hang=2)
+    kernel = _kernel(store, model, ran)
+    paused = await kernel.run("pay", context=CID)
+    assert paused.pause is not None
+    # a worker whose resume task is cancelled while the model call after the tool runs
+    task = asyncio.ensure_future(kernel.resume(conversation_id="c1", decisions={"pay5": "approve"}))
+    await model.waiting.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert ran == [5]
+    assert (await store.load_pause("c1")) == paused.pause
+    done = await kernel.resume(conversation_id="c1", decisions={"pay5": "approve"})
+    assert (done.text, ran) == ("Paid.", [5])
+
+
+async def test_a_new_turn_during_a_resume_in_flight_is_refused(store: ChatStore) -> None:
+    ran: list[int] = []
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    @tool(sensitive=True)
+    async def transfer(amount: int) -> str:
+        """Move money."""
+        entered.set()
+        await release.wait()
+        ran.append(amount)
+        return f"moved {amount}"
+
+    model = ScriptedModel([_pay(5), "Paid.", "Hello again."])
+    kernel = Kernel(
+        model, tools=[transfer], filters=[memory_filter(store)], gate=lambda c, t, x: "pause", pause_key=KEY
+    )
+    await kernel.run("pay 5", context=CID)
+    resuming = asyncio.ensure_future(kernel.resume(conversation_id="c1", decisions={"pay5": "approve"}))
+    await entered.wait()
+    with pytest.raises(ConversationBusyError) as caught:
+        await kernel.run("hello?", context=CID)
+    assert str(caught.value) == (
+        "Conversation 'c1' is busy: its last tool calls (pay5) have no results yet and no paused run is "
+        "stored, so a resume of them is in flight (or the worker running it died). Nothing ran; send the "
+        "message again once the resume has finished."
+    )
+    release.set()
+    assert (await resuming).text == "Paid."
+    again = await kernel.run("hello?", context=CID)
+    assert (again.text, ran) == ("Hello again.", [5])
+    stored = await store.load("c1")
+    assert _one_result_per_call(stored) == ["pay5"]
+    assert ABANDONED_CALL_TEXT not in [m.text for m in stored]
+
+
+async def test_a_new_turn_instead_of_a_decision_and_a_racing_resume_never_both(store: ChatStore) -> None:
+    ran: list[int] = []
+    kernel = _kernel(store, ScriptedModel([_pay(5), "Moving on.", "Paid."]), ran)
+    paused = await kernel.run("pay 5", context=CID)
+    assert paused.pause is not None
+    results = await asyncio.gather(
+        kernel.run("never mind", context=CID),
+        kernel.resume(paused.pause.to_json(), {"pay5": "approve"}),
+        return_exceptions=True,
+    )
+    stored = await store.load("c1")
+    assert _one_result_per_call(stored) == ["pay5"]
+    refused = [r for r in results if isinstance(r, AlreadyResumedError | ConversationBusyError)]
+    assert len(refused) == 1, results
+    answer = next(m.text for m in stored if m.role == "tool")
+    assert answer == ("moved 5" if ran == [5] else ABANDONED_CALL_TEXT)
+
+
+async def test_a_new_turn_that_fails_gives_the_abandoned_pause_back(store: ChatStore) -> None:
+    ran: list[int] = []
+    kernel = _kernel(store, Flaky([_pay(5), "Paid."], fail={2}), ran)
+    paused = await kernel.run("pay 5", context=CID)
+    assert paused.pause is not None
+    with pytest.raises(ConnectionError):
+        await kernel.run("never mind", context=CID)
+    back = await store.load_pause("c1")
+    assert back is not None
+    assert back.pause_id == paused.pause.pause_id
+    done = await kernel.resume(conversation_id="c1", decisions={"pay5": "approve"})
+    assert (done.text, ran) == ("Paid.", [5])
+
+
+async def test_a_pause_row_copied_into_another_conversation_does_not_run(store: ChatStore) -> None:
+    ran: list[int] = []
+    kernel = _kernel(store, ScriptedModel([_pay(5), "Paid."]), ran)
+    paused = await kernel.run("pay 5", context={"conversation_id": "victim", "user_id": "ada"})
+    assert paused.pause is not None
+    await store.save_pause("attacker", paused.pause)  # write access to the store
+    with pytest.raises(PauseSignatureError, match=r"was made in conversation 'victim' and is signed for it"):
+        await kernel.resume(conversation_id="attacker", decisions={"pay5": "approve"})
+    assert ran == []
+    assert await store.load_pause("victim") == paused.pause  # the real one is untouched
+
+
+async def test_a_consumed_pause_inserted_again_does_not_run_again(store: ChatStore) -> None:
+    ran: list[int] = []
+    kernel = _kernel(store, ScriptedModel([_pay(5), "Paid.", "Paid again?"]), ran)
+    paused = await kernel.run("pay 5", context=CID)
+    assert paused.pause is not None
+    done = await kernel.resume(conversation_id="c1", decisions={"pay5": "approve"})
+    assert (done.text, ran) == ("Paid.", [5])
+    await store.save_pause("c1", paused.pause)  # a restored backup, a careless job, an attacker
+    with pytest.raises(AlreadyResumedError, match=r"^already resumed: "):
+        await kernel.resume(conversation_id="c1", decisions={"pay5": "approve"})
+    with pytest.raises(AlreadyResumedError, match=r"^already resumed: "):
+        await kernel.resume(paused.pause.to_json(), {"pay5": "approve"})
+    assert ran == [5]
+    assert len(await store.load("c1")) == 4
+
+
+async def test_an_abandoned_pause_inserted_again_does_not_run(store: ChatStore) -> None:
+    ran: list[int] = []
+    kernel = _kernel(store, ScriptedModel([_pay(5), "Moving on.", "Paid?"]), ran)
+    paused = await kernel.run("pay 5", context=CID)
+    assert paused.pause is not None
+    await kernel.run("never mind", context=CID)
+    await store.save_pause("c1", paused.pause)
+    with pytest.raises(AlreadyResumedError):
+        await kernel.resume(conversation_id="c1", decisions={"pay5": "approve"})
+    assert ran == []
+
+
+async def test_the_consumed_record_outlives_the_pause_row(store: ChatStore) -> None:
+    ran: list[int] = []
+    kernel = _kernel(store, ScriptedModel([_pay(5), "Paid."]), ran)
+    paused = await kernel.run("pay 5", context=CID)
+    assert isinstance(paused.pause, PauseState)
+    await kernel.resume(conversation_id="c1", decisions={"pay5": "approve"})
+    await store.clear("c1")  # the conversation and its rows are gone, the record is not
+    await store.save_pause("c1", paused.pause)
+    assert await store.take_pause("c1", paused.pause.pause_id) is None
+    assert await store.load_pause("c1") is None
