@@ -135,3 +135,19 @@ def test_built_from_a_config() -> None:
     with pytest.raises(ConfigError) as caught:
         Kernel.from_config({"model": {"use": "azure_openai", "deployment": "d"}})
     assert any("base_url" in problem for problem in caught.value.problems)
+
+
+async def test_a_deployment_name_is_encoded_in_the_path() -> None:
+    server = Server([capture("azure_chat_stream.http")])
+    m = AzureOpenAIChatModel(
+        "prod/gpt 4o",
+        base_url="https://r.openai.azure.com",
+        api_key=KEY,
+        api_version="2024-10-21&x=1",
+        transport=httpx.MockTransport(server.handle),
+    )
+    async with m:
+        await m.stream(REQUEST, lambda _: None)
+    assert server.requests[0].url.raw_path == (
+        b"/openai/deployments/prod%2Fgpt%204o/chat/completions?api-version=2024-10-21%26x%3D1"
+    )

@@ -708,3 +708,39 @@ def test_frames_split_anywhere_decode_the_same() -> None:
         kinds = [headers[":event-type"] for part in pieces(body, size) for headers, _ in decoder.feed(part)]
         assert (kinds[0], kinds[-1], len(kinds)) == ("messageStart", "metadata", 11)
         assert decoder.pending == 0
+
+
+async def test_an_arn_model_id_is_encoded_and_signed(aws_env: Path) -> None:
+    arn = "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-3-5-haiku-20241022-v1:0"
+    server = Server([capture("bedrock_converse_text.http")])
+    async with BedrockChatModel(arn, transport=httpx.MockTransport(server.handle)) as m:
+        await m.complete(REQUEST)
+    (sent,) = server.requests
+    assert sent.url.raw_path == (
+        b"/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A123456789012%3Ainference-profile%2F"
+        b"us.anthropic.claude-3-5-haiku-20241022-v1%3A0/converse"
+    )
+    assert sent.headers["authorization"] == expected_authorization(sent, SECRET, "us-east-1")
+
+
+async def test_the_secret_key_is_in_no_repr_error_or_log(caplog: pytest.LogCaptureFixture, waits: list[float]) -> None:
+    caplog.set_level("DEBUG")
+    server = Server([lambda _: capture("bedrock_throttling_429.http")])
+    async with model(server) as m:
+        with pytest.raises(RateLimitError) as caught:
+            await m.stream(REQUEST, lambda _: None)
+        shown = [repr(m), str(caught.value), repr(caught.value), repr(caught.value.body)]
+    shown += [record.getMessage() for record in caplog.records]
+    assert any("retry 2/2" in line for line in shown)
+    assert not [line for line in shown if SECRET in line or SESSION in line]
+
+
+def test_a_frame_declaring_a_huge_payload_is_refused() -> None:
+    import struct
+    import zlib
+
+    prelude = struct.pack(">II", 30_000_000, 0)
+    frame = prelude + struct.pack(">I", zlib.crc32(prelude)) + b"x" * 8
+    with pytest.raises(ProviderResponseError) as caught:
+        wire.EventStreamDecoder().feed(frame)
+    assert str(caught.value).startswith("The event stream sent a broken frame (InvalidPayloadLength:")

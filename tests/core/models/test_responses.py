@@ -453,3 +453,16 @@ def test_api_must_be_chat_or_responses() -> None:
         "OpenAIChatModel(api='completions') must be 'chat' (/chat/completions) or 'responses' (/responses)."
     )
     assert OpenAIChatModel("m", api_key="k").api == "chat"
+
+
+def test_a_call_done_without_added_and_unknown_events() -> None:
+    item = {"type": "function_call", "name": "f", "call_id": "c9", "arguments": '{"x": 1}'}
+    accumulator = feed_all(
+        {"type": "response.output_item.done", "output_index": 4, "item": item},
+        {"type": "response.web_search_call.searching", "output_index": 0},
+        {"type": "response.reasoning_summary_text.delta", "delta": "hm"},
+        {"type": "response.completed", "response": {"status": "completed"}},
+    )
+    result = accumulator.result(chunks=4)
+    assert result.message.tool_calls == (ToolCall("f", {"x": 1}, "c9"),)
+    assert (result.finish_reason, result.usage, result.text) == ("tool_calls", None, "")

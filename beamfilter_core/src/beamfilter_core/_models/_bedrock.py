@@ -68,6 +68,20 @@ class _Failed(Exception):
         self.asked = asked
 
 
+class _NoSigningDetails(logging.Filter):
+    """Drops botocore's DEBUG records of each signature: the canonical request holds the
+    ``x-amz-security-token`` header (a credential) and the signature itself can be replayed."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(("CanonicalRequest", "StringToSign", "Signature", "String to sign"))
+
+
+def _quiet_signing() -> None:
+    signing = logging.getLogger("botocore.auth")
+    if not any(isinstance(f, _NoSigningDetails) for f in signing.filters):
+        signing.addFilter(_NoSigningDetails())
+
+
 def _seconds(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
         msg = f"BedrockChatModel({name}={value!r}) must be a positive number of seconds (not nan or inf)."
@@ -141,6 +155,7 @@ class BedrockChatModel:
         if client is not None and transport is not None:
             msg = "BedrockChatModel takes client= or transport=, not both; configure the transport on your client."
             raise ConfigError(msg)
+        _quiet_signing()
         self._session = session if session is not None else botocore.session.Session(profile=profile)
         # AWS_REGION is what the other AWS SDKs read; botocore reads AWS_DEFAULT_REGION and the profile
         region = region or os.environ.get("AWS_REGION") or self._session.get_config_variable("region")
