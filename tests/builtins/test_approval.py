@@ -157,3 +157,35 @@ def test_enabled_by_name_with_no_options_it_pauses_for_a_human() -> None:
     kernel = K.from_config({"model": {"use": "scripted", "script": ["hi"]}, "filters": [{"use": "approval"}]})
     assert [f.name for f in kernel.filters] == ["approval"]
     assert kernel.filters[0].scopes == ("gate",)
+
+
+def _cap_to(limit: int) -> Any:
+    from beamfilter_core import Filter, GateRequest
+
+    async def around_gate(request: GateRequest, state: dict[str, Any], call_next: Any) -> Decision:
+        call = request.call
+        capped = ToolCall(call.name, {**call.arguments, "amount": min(call.arguments["amount"], limit)}, call.id)
+        return await call_next(request.replace(call=capped))  # type: ignore[no-any-return]
+
+    return Filter("cap", around_gate=around_gate)
+
+
+@pytest.mark.parametrize(
+    "approve", [None, lambda name, arguments: Decision.pause("ask")], ids=["no approver", "approver pauses"]
+)
+async def test_a_pause_shows_and_runs_the_call_an_outer_gate_rewrote(approve: Any) -> None:
+    paid: list[int] = []
+
+    @tool(sensitive=True)
+    def transfer(amount: int) -> str:
+        """Send money."""
+        paid.append(amount)
+        return f"sent {amount}"
+
+    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("transfer", {"amount": 10_000}, "t1")), "Sent."])
+    kernel = Kernel(model, tools=[transfer], filters=[_cap_to(100), approval_filter(approve)], pause_key="k" * 16)
+    paused = await kernel.run("pay 10000")
+    assert paused.pause is not None
+    assert [dict(call.arguments) for call in paused.pause.calls] == [{"amount": 100}]
+    done = await kernel.resume(paused.pause, {"t1": "approve"})
+    assert (done.text, paid) == ("Sent.", [100])
