@@ -92,6 +92,10 @@ def _pause(http: TestClient, **headers: str) -> dict[str, Any]:
     return info
 
 
+def _approve_all(call: ToolCall, tool: Any, context: Any) -> str:
+    return "approve"
+
+
 # -- who may decide, and from where ------------------------------------------------------
 
 
@@ -106,7 +110,7 @@ def test_a_gateway_whose_filters_can_pause_needs_inbox_keys(sent: list[str]) -> 
     )
     with pytest.raises(ConfigError, match=r"^\[server\] inbox_keys and api_keys share a key; give reviewers"):
         create_app(kernel, ServerOptions(api_keys=[KEY], inbox_keys=[KEY]))
-    gated = Kernel(ScriptedModel(["hi"]), gate=lambda request: "approve")
+    gated = Kernel(ScriptedModel(["hi"]), gate=_approve_all)
     with pytest.raises(ConfigError, match=r"and Kernel\(gate=\.\.\.\) can pause turns"):
         create_app(gated, ServerOptions())
     # no filter can pause: no reviewer is needed
