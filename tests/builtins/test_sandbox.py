@@ -401,3 +401,45 @@ def test_the_sandbox_works_for_an_ordinary_user() -> None:
         assert (outside / "sentinel.txt").read_text() == "keep"
     finally:
         shutil.rmtree(folder)
+
+
+@needs_bwrap
+def test_a_malformed_call_is_a_failure_the_model_reads(tmp_path: Path) -> None:
+    calls = [
+        ToolCall("shell", {"command": "echo a\0b"}, "c1"),
+        ToolCall("shell", {"cmd": "ls"}, "c2"),
+        ToolCall("shell", {"command": 5}, "c3"),
+        ToolCall("shell", {"command": ""}, "c4"),
+    ]
+    kernel = Kernel(ScriptedModel([ChatResponse.tool_calls(*calls), "done"]), tools=[ShellToolset(workdir=tmp_path)])
+    texts = [m.text for m in kernel.run_sync("go").messages if m.role == "tool"]
+    assert texts == [
+        "Invalid arguments for tool 'shell': data.command must match pattern ^[^\\x00]*$. Fix them and call again.",
+        "Invalid arguments for tool 'shell': data must contain ['command'] properties. Fix them and call again.",
+        "Invalid arguments for tool 'shell': data.command must be string. Fix them and call again.",
+        "Invalid arguments for tool 'shell': data.command must be longer than or equal to 1 characters. "
+        "Fix them and call again.",
+    ]
+
+
+@needs_bwrap
+def test_endless_output_is_drained_capped_and_stopped(tmp_path: Path) -> None:
+    result = run(["yes"], tmp_path, timeout=1, max_output=8)
+    assert (result.timed_out, result.exit_code) == (True, None)
+    assert result.stdout.startswith("y\ny\ny\ny\n\n[output cut: ")
+    assert result.stdout_cut > 1_000_000  # read all along, so `yes` never blocked on a full pipe
+
+
+@needs_bwrap
+def test_stdin_is_empty(tmp_path: Path) -> None:
+    result = run(["bash", "-c", "cat; read -r line; echo read=$?"], tmp_path, timeout=5)
+    assert (result.exit_code, result.stdout) == (0, "read=1\n")
+
+
+def test_a_folder_that_links_to_a_system_folder_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "all").symlink_to("/")
+    with pytest.raises(ConfigError) as given:
+        Sandbox.create(workdir=tmp_path, writable=[tmp_path / "all"], sandbox="none")
+    assert str(given.value) == (
+        f"writable[0] is '{tmp_path / 'all'}', a system folder as a whole; give a project folder inside it instead."
+    )

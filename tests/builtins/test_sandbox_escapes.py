@@ -282,3 +282,42 @@ def test_a_listener_on_loopback_gets_no_connection_unless_network_is_on(
     else:
         assert (listener.accepted, result.stdout) == (0, "")
         assert "Connection refused" in result.stderr
+
+
+def test_unix_sockets_of_the_host_cannot_be_reached(places: tuple[Path, Path]) -> None:
+    work, outside = places
+    name = f"beamfilter-{uuid.uuid4().hex}"
+    abstract = socket.socket(socket.AF_UNIX)
+    abstract.bind(f"\0{name}")
+    abstract.listen()
+    path = outside / "s.sock"
+    on_disk = socket.socket(socket.AF_UNIX)
+    on_disk.bind(str(path))
+    on_disk.listen()
+    try:
+        code = (
+            "import socket\n"
+            "for where in ({abstract!r}, {path!r}):\n"
+            "    s = socket.socket(socket.AF_UNIX)\n"
+            "    try:\n"
+            "        s.connect(where)\n"
+            "        print('connected', where)\n"
+            "    except OSError as exc:\n"
+            "        print('refused', type(exc).__name__)\n"
+        ).format(abstract=f"\0{name}", path=str(path))
+        result = asyncio.run(run_sandboxed(["python3", "-c", code], workdir=work, timeout=20))
+    finally:
+        abstract.close()
+        on_disk.close()
+    assert result.stdout == "refused ConnectionRefusedError\nrefused FileNotFoundError\n", result.render()
+
+
+def test_the_host_name_cannot_be_changed(places: tuple[Path, Path]) -> None:
+    work, _ = places
+    before = socket.gethostname()
+    result = asyncio.run(
+        run_sandboxed(["bash", "-c", "hostname pwned; echo pwned > /proc/sys/kernel/hostname; hostname"], workdir=work)
+    )
+    assert socket.gethostname() == before
+    assert "pwned" not in before
+    assert result.timed_out is False

@@ -15,6 +15,8 @@ import shutil
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import fastjsonschema
+
 from beamfilter_core import Tool, ToolResult, Toolset, ToolsetSpec, options_schema
 from beamfilter_core.errors import SandboxError, ToolsetError
 
@@ -32,7 +34,14 @@ _DESCRIPTION = (
 )
 _PARAMETERS = {
     "type": "object",
-    "properties": {"command": {"type": "string", "description": "the command line, run by bash -c"}},
+    "properties": {
+        "command": {
+            "type": "string",
+            "minLength": 1,
+            "pattern": "^[^\\x00]*$",
+            "description": "the command line, run by bash -c",
+        }
+    },
     "required": ["command"],
     "additionalProperties": False,
 }
@@ -98,6 +107,7 @@ class ShellToolset(Toolset):
             _PARAMETERS,
             self._shell,
             is_async=True,
+            validate=fastjsonschema.compile(_PARAMETERS),  # a bad call is a failure the model reads
         )
         self._checked = box.mode == "none"
 
