@@ -218,6 +218,18 @@ class BedrockChatModel:
 
     def _resolve(self) -> Any:
         """The frozen credentials (botocore's chain; may read files or an instance role)."""
+        from botocore.exceptions import BotoCoreError
+
+        try:
+            return self._frozen()
+        except BotoCoreError as exc:  # an expired SSO token, a profile that cannot be read...
+            msg = (
+                f"BedrockChatModel(model={self.model!r}) could not load AWS credentials: {type(exc).__name__}: "
+                f"{mask_credentials(str(exc))} (for an SSO profile, run: aws sso login)."
+            )
+            raise ConfigError(msg) from None
+
+    def _frozen(self) -> Any:
         if self._credentials is None:
             self._credentials = self._session.get_credentials()
         if self._credentials is None:
