@@ -283,3 +283,20 @@ async def test_the_consumed_record_outlives_the_pause_row(store: ChatStore) -> N
     await store.save_pause("c1", paused.pause)
     assert await store.take_pause("c1", paused.pause.pause_id) is None
     assert await store.load_pause("c1") is None
+
+
+async def test_a_new_turn_after_a_failed_resume_keeps_what_the_resume_ran(store: ChatStore) -> None:
+    ran: list[int] = []
+    kernel = _kernel(store, Flaky([_pay(5, 7), "Paid.", "Moving on."], fail={2}), ran)
+    paused = await kernel.run("pay", context=CID)
+    assert paused.pause is not None
+    with pytest.raises(ConnectionError):
+        await kernel.resume(conversation_id="c1", decisions={"pay5": "approve", "pay7": "reject"})
+    assert ran == [5]
+    # no retry: the user moves on; the stored conversation says what happened to each call
+    await kernel.run("never mind", context=CID)
+    stored = await store.load("c1")
+    assert _one_result_per_call(stored) == ["pay5", "pay7"]
+    results = {m.tool_call_id: m.text for m in stored if m.role == "tool"}
+    assert results == {"pay5": "moved 5", "pay7": "The call to 'transfer' was rejected."}
+    assert ran == [5]

@@ -149,6 +149,12 @@ def memory_filter(
                 taken = await chat_store.take_pause(cid)
                 if taken is None:
                     raise ConversationBusyError(_busy(cid, _unanswered(history)))
+                # a call an earlier, failed resume of it ran keeps what it did, not "not run"
+                done = await journal.recorded(taken, starting=False)
+                if done:
+                    healed = tuple(
+                        m.replace(content=done[m.tool_call_id].content) if m.tool_call_id in done else m for m in healed
+                    )
         state[_CID] = cid
         state["history"] = (*history, *healed)
         state["offset"] = offset

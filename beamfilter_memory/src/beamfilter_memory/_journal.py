@@ -56,10 +56,12 @@ class Journal:
             return True
         return False
 
-    async def recorded(self, pause: PauseState) -> dict[str, ToolResult]:
-        """The outcomes recorded for the pause's calls, by call id."""
+    async def recorded(self, pause: PauseState, *, starting: bool = True) -> dict[str, ToolResult]:
+        """The outcomes recorded for the pause's calls, by call id (``starting``: a resume
+        is about to run its calls)."""
         if not self.durable:
-            self._started.add(pause.pause_id)
+            if starting:
+                self._started.add(pause.pause_id)
             return {}
         load = self.store.load_outcome
         found = await asyncio.gather(*(load(call_key(pause.pause_id, call.id)) for call in pause.calls))
