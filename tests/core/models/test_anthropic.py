@@ -264,6 +264,20 @@ def test_stream_protocol_errors() -> None:
         started.feed('{"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta"}}')
     with pytest.raises(ProviderResponseError, match="text_delta without text"):
         started.feed('{"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": 1}}')
+    whole = wire.StreamAccumulator(None, max_answer_chars=3)
+    whole.feed(
+        json.dumps({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "name": "f"}})
+    )
+    with pytest.raises(ResponseTooLargeError, match="max_answer_chars=3"):
+        whole.feed(
+            json.dumps(
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "input_json_delta", "partial_json": "{}{}"},
+                }
+            )
+        )
     big = wire.StreamAccumulator(None, max_argument_chars=3)
     big.feed(
         '{"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "t", "name": "f"}}'

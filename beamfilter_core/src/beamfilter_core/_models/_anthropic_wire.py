@@ -31,6 +31,9 @@ __all__ = [
     "tool_parts",
 ]
 
+# json.loads without its per-call checks: a stream decodes one small object per token
+_decode = json.JSONDecoder().decode
+
 #: The ``Reasoning.provider`` of Anthropic's thinking blocks.
 PROVIDER = "anthropic"
 
@@ -338,7 +341,10 @@ class StreamAccumulator:
 
     def feed(self, data: str) -> None:
         """Take the ``data`` of one event (its ``type`` names it, as the ``event:`` line does)."""
-        event = loads(data, "The stream sent an event that is not valid JSON")
+        try:
+            event = _decode(data)
+        except (ValueError, RecursionError):
+            event = loads(data, "The stream sent an event that is not valid JSON")  # raises with the reason
         if not isinstance(event, dict):
             msg = f"The stream sent an event that is not a JSON object: {data[:200]!r}."
             raise ProviderResponseError(msg)
@@ -383,7 +389,9 @@ class StreamAccumulator:
             started.parts.append(str(block.get("thinking") or ""))
 
     def _emit(self, text: str) -> None:
-        self._grow(len(text))
+        self._size += len(text)
+        if self._size > self._max_answer:
+            raise _too_large(self._max_answer)
         self._text.append(text)
         on_token = self._on_token
         if on_token is not None:
@@ -394,7 +402,7 @@ class StreamAccumulator:
         index = self._index(event)
         block = self._blocks.get(index)
         delta = event.get("delta")
-        if block is None or not isinstance(delta, Mapping):
+        if block is None or not isinstance(delta, dict):
             msg = f"The stream sent a content_block_delta for no started block: {preview(event)}."
             raise ProviderResponseError(msg)
         kind = delta.get("type")

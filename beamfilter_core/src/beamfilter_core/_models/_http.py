@@ -14,12 +14,11 @@ import logging
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from types import TracebackType
 from typing import Any, Protocol, Self
 
 import httpx
-from httpx_sse import EventSource
 
 from .._messages import utf8_safe
 from .._records import ChatRequest, ChatResponse
@@ -35,11 +34,11 @@ from ..errors import (
     ResponseTooLargeError,
 )
 from ._base import TokenSink
-from ._openai import _CappedText, _drain, _read_capped
+from ._openai import _read_capped
 from ._retry import error_from_response, retry_delay, status_retryable
 from ._wire import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, loads
 
-__all__ = ["DEADLINE", "MAX_EVENT_CHARS", "Accumulator", "HTTPChatModel"]
+__all__ = ["DEADLINE", "MAX_EVENT_CHARS", "Accumulator", "HTTPChatModel", "sse_data"]
 
 logger = logging.getLogger("beamfilter.models")
 
@@ -51,6 +50,8 @@ DEADLINE = 600.0
 #: Default bound on one SSE event (its lines, comments and blank lines), in characters.
 MAX_EVENT_CHARS = 2_000_000
 _ERROR_BODY_BYTES = 65_536
+# how long to keep reading after the last event: servers end the body within milliseconds
+_DRAIN_SECONDS = 0.1
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -74,6 +75,67 @@ class Accumulator(Protocol):
     def result(self, *, chunks: int) -> ChatResponse:
         """The whole answer; raises IncompleteStreamError when the stream was cut short."""
         ...
+
+
+def _event_data(block: str) -> str:
+    """The ``data`` of one SSE event (its lines joined by newlines); comments and other fields dropped."""
+    # the common cases: one data line, alone or last after other fields (Anthropic's event:)
+    fast = block.startswith("data:")
+    start = 0
+    if not fast and not block.startswith("data"):
+        start = block.find("\ndata:") + 1
+        fast = start > 0 and "\ndata" not in block[: start - 1]
+    if fast and "\n" not in block[start:]:
+        return block[start + 6 :] if block.startswith("data: ", start) else block[start + 5 :]
+    lines = []
+    for line in block.split("\n"):
+        field, _, value = line.partition(":")
+        if field == "data":
+            lines.append(value[1:] if value.startswith(" ") else value)
+    return "\n".join(lines)
+
+
+async def sse_data(response: httpx.Response, limit: int) -> AsyncGenerator[str, None]:
+    """The ``data`` of each server-sent event of ``response``, as each event completes.
+
+    Any line ending (``\r\n``, ``\r``, ``\n``, even cut between two reads), comments and
+    multi-line data; an event without data is skipped, and one unfinished at the end of the
+    body is dropped (as the SSE standard says). More than ``limit`` characters without an
+    event boundary raise :class:`ResponseTooLargeError`. A decoder of its own: about five
+    times faster than httpx-sse's line by line one on long streams (bench_provider_decode.py).
+    """
+    buffer = ""
+    carry = ""
+    async for text in response.aiter_text():
+        if carry:
+            text, carry = carry + text, ""
+        if "\r" in text:
+            if text.endswith("\r"):  # may be the first half of a \r\n cut between reads
+                text, carry = text[:-1], "\r"
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        buffer += text
+        if "\n\n" in buffer:
+            *blocks, buffer = buffer.split("\n\n")
+            for block in blocks:
+                data = _event_data(block)
+                if data:
+                    yield data
+        if len(buffer) > limit:
+            msg = (
+                f"The stream sent more than max_event_chars={limit} characters without completing an "
+                "event (one SSE line or event that large); raise the limit if such chunks are expected."
+            )
+            raise ResponseTooLargeError(msg)
+
+
+async def _drain(events: AsyncIterator[str]) -> None:
+    """Read (and ignore) what follows the last event, briefly, so the connection can be reused."""
+    try:
+        async with asyncio.timeout(_DRAIN_SECONDS):
+            async for _ in events:
+                pass
+    except (TimeoutError, httpx.HTTPError, ResponseTooLargeError):
+        pass
 
 
 class _Failed(Exception):
@@ -358,14 +420,9 @@ class HTTPChatModel:
                     msg = f"{shown} answered a stream request with content-type {content_type!r}: {data[:200]!r}."
                     raise _Failed(ProviderResponseError(msg), True)
                 feed = accumulator.feed
-                capped = _CappedText(response, self.max_event_chars)
-                events = EventSource(capped).aiter_sse()  # type: ignore[arg-type]  # headers + aiter_text suffice
+                events = sse_data(response, self.max_event_chars)
                 try:
-                    async for event in events:
-                        capped.since_event = 0
-                        data_text = event.data
-                        if not data_text:
-                            continue
+                    async for data_text in events:
                         chunks += 1
                         try:
                             feed(data_text)
