@@ -10,6 +10,7 @@ makes the command opaque; otherwise the code is parsed and checked like the comm
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterator
 
 import attrs
@@ -148,11 +149,10 @@ def git(rest: tuple[Word, ...]) -> Iterator[Code | Unknown]:
         yield from _git_config(arguments)
         return
     if arguments and (subcommand, arguments[0]) in _GIT_RUNS:
-        yield Code(
-            " ".join(str(a) for a in arguments[1:] if a not in {"--recursive", "-q", "--quiet"}),
-            None,
-            f"git {subcommand} {arguments[0]}",
-        )
+        # foreach joins its words into one shell command; bisect run runs its words as a command
+        words = [str(a) for a in arguments[1:] if a not in {"--recursive", "-q", "--quiet"}]
+        text = " ".join(words) if subcommand == "submodule" else shlex.join(words)
+        yield Code(text, None, f"git {subcommand} {arguments[0]}")
         return
     if subcommand in {"submodule", "bisect"} and any(a in {"foreach", "run"} for a in arguments):
         yield Unknown(f"git {subcommand} runs a command given in its arguments")

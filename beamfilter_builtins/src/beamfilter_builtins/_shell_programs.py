@@ -343,6 +343,9 @@ def _script(name: str, script: Word, stdin: str | None) -> Iterator[Finding]:
 _VALUE_OPTIONS = frozenset({"-W", "-X", "-I", "-M", "-r", "--require", "--import", "--loader", "-d", "-f"})
 
 
+_PRINTS_AND_EXITS = frozenset({"--version", "-V", "-v", "--help", "-h", "-version", "--v8-options"})
+
+
 def _interpreter(name: str, rest: tuple[Word, ...], stdin: str | None) -> Iterator[Finding]:
     found = interpreter_code(name, rest)
     if found is not None:
@@ -360,6 +363,8 @@ def _interpreter(name: str, rest: tuple[Word, ...], stdin: str | None) -> Iterat
             break
         if word == "-m" and name == "python":
             return  # python -m MODULE runs an installed module
+        if word in _PRINTS_AND_EXITS:
+            return  # node --version: no program runs
         index += 2 if word in _VALUE_OPTIONS else 1
     if index >= len(rest):
         if name not in {"source", "."}:

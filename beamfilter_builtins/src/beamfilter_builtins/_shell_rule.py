@@ -40,7 +40,7 @@ from ._shell_programs import (
     unwrap,
 )
 from ._shell_syntax import MAX_NODES, Opaque, Redirect, Script, SimpleCommand, Word, parse_script
-from ._shell_table import NEVER_PLAIN
+from ._shell_table import NEVER_PLAIN, strict_refusal
 
 __all__ = ["ON_OPAQUE", "ShellRule", "ShellVerdict"]
 
@@ -351,6 +351,9 @@ class ShellRule:
                     f"the program {program!r} runs code, changes the shell or hides which program runs; "
                     "allow_commands allows only plain commands"
                 )
+            refusal = strict_refusal(name, args)
+            if refusal is not None:
+                found.opaque.append(refusal)
             hidden = next((a for a in args if isinstance(a, Opaque)), None)
             if hidden is not None:
                 found.opaque.append(f"the argument {hidden} of {program!r} is only known at run time")

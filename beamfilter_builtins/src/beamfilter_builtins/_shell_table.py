@@ -15,6 +15,7 @@ import re
 
 __all__ = [
     "ALIASES",
+    "strict_refusal",
     "AWKS",
     "CODE_OPTIONS",
     "INTERPRETERS",
@@ -186,3 +187,25 @@ def family(word: str) -> str:
         base = versioned.group("name")
         return ALIASES.get(base, "python" if base == "pypy" else base)
     return name
+
+
+# options that make a program run a command built from its arguments, refused under allow_commands
+_STRICT_OPTIONS: dict[str, tuple[str, ...]] = {
+    "env": ("-S", "--split-string", "--sp", "--spl", "--spli", "--split", "--split-"),
+    "find": ("-exec", "-execdir", "-ok", "-okdir"),
+    "fd": ("-x", "-X", "--exec", "--exec-batch"),
+}
+
+
+def strict_refusal(name: str, args: tuple[object, ...]) -> str | None:
+    """Why ``allow_commands`` refuses these arguments of the family ``name`` (an option that
+    runs a command built from the arguments), or None."""
+    options = _STRICT_OPTIONS.get(name)
+    if options is None:
+        return None
+    for arg in args:
+        if isinstance(arg, str) and any(
+            arg == o or (o.startswith(("-S", "--s")) and arg.startswith(o)) for o in options
+        ):
+            return f"{name} {arg.partition('=')[0]} runs a command built from its arguments"
+    return None
