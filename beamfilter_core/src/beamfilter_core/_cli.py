@@ -144,7 +144,7 @@ def _add_plugin_commands(sub: Any, argv: Sequence[str], registry: Any) -> None:
     if registry is None:
         from ._registry import Registry
 
-        registry = Registry(strict=False)
+        registry = Registry(strict=False, kinds=("command",))
     from ._registry import quiet_plugin_log
 
     with quiet_plugin_log():  # a failing plugin is listed by `beamfilter plugins`, not here

@@ -240,6 +240,9 @@ class Registry:
             ``BEAMFILTER_PLUGINS="a,b"`` does the same (``""`` loads none).
         disable: never import these entry-point names.
         environ: the environment to read (default ``os.environ``).
+        kinds: collect only these kinds of record (``("command",)``); default all. The
+            command line lists plugin commands this way, so that no plugin's filters are
+            imported for ``beamfilter --help``.
 
     Example::
 
@@ -256,8 +259,16 @@ class Registry:
         only: Iterable[str] | None = None,
         disable: Iterable[str] | None = None,
         environ: Mapping[str, str] | None = None,
+        kinds: Iterable[Kind] | None = None,
     ) -> None:
         env = os.environ if environ is None else environ
+        if kinds is not None:
+            kinds = frozenset(kinds)
+            unknown = sorted(kinds - set(_PLURAL))
+            if unknown:
+                msg = f"Registry(kinds=...): unknown kind {unknown[0]!r}; give some of {', '.join(_PLURAL)}."
+                raise ConfigError(msg)
+        self._kinds: frozenset[Kind] | None = kinds
         self._source = entry_points
         self._autoload = autoload
         self.strict = _truthy(env.get("BEAMFILTER_STRICT_PLUGINS")) if strict is None else strict
@@ -489,6 +500,8 @@ class Registry:
         seen: set[tuple[Kind, str]] = set()
         for caller in self._pm.get_hookcallers(obj) or ():
             kind, record_type = _HOOKS[caller.name]
+            if self._kinds is not None and kind not in self._kinds:
+                continue
             contrib.hooks.append(caller.name)
             for impl in caller.get_hookimpls():
                 if impl.plugin is not obj:

@@ -10,7 +10,16 @@ from typing import Any
 
 import pytest
 
-from beamfilter_core import Filter, FilterSpec, ModelSpec, Registry, StaticEntryPoint, StoreSpec, hookimpl
+from beamfilter_core import (
+    CommandSpec,
+    Filter,
+    FilterSpec,
+    ModelSpec,
+    Registry,
+    StaticEntryPoint,
+    StoreSpec,
+    hookimpl,
+)
 from beamfilter_core._registry import core_version
 from beamfilter_core.errors import AmbiguousFilterError, ConfigError, PluginLoadError, UnknownNameError
 
@@ -197,6 +206,50 @@ def test_a_schema_is_compiled_when_first_used_and_an_invalid_one_is_refused_ther
         registry.get_filter("odd").validator({"n": 1})
     assert str(caught.value).startswith(
         "beamfilter_register_filters()[0] (filter 'odd'): options_schema is not a valid JSON schema: "
+    )
+
+
+class FilterAndCommandPlugin:
+    """A plugin whose filter hook records that it was called."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    @hookimpl
+    def beamfilter_register_filters(self) -> list[FilterSpec]:
+        self.calls.append("filters")
+        return [FilterSpec("heavy", lambda: _noop(), scopes=("chat",))]
+
+    @hookimpl
+    def beamfilter_register_commands(self) -> list[CommandSpec]:
+        self.calls.append("commands")
+        return [CommandSpec("hello", configure=lambda parser: None, run=lambda args: 0, summary="say hello")]
+
+
+def test_a_registry_of_some_kinds_calls_only_their_hooks() -> None:
+    plugin = FilterAndCommandPlugin()
+    registry = Registry(entry_points=[ep("both", plugin)], kinds=("command",))
+    assert [c.qualified for c in registry.commands()] == ["both:hello"]
+    assert registry.filters() == ()
+    assert plugin.calls == ["commands"]
+    (info,) = [p for p in registry.plugins() if p.name == "both"]
+    assert (info.status, info.commands, info.filters, info.hooks) == (
+        "loaded",
+        ("hello",),
+        (),
+        ("beamfilter_register_commands",),
+    )
+    everything = FilterAndCommandPlugin()
+    Registry(entry_points=[ep("both", everything)]).load()
+    assert sorted(everything.calls) == ["commands", "filters"]
+
+
+def test_a_registry_refuses_an_unknown_kind() -> None:
+    with pytest.raises(ConfigError) as caught:
+        Registry(kinds=("command", "widget"))  # type: ignore[list-item]
+    assert str(caught.value) == (
+        "Registry(kinds=...): unknown kind 'widget'; give some of filter, store, model, preset, section, command, "
+        "toolset."
     )
 
 
