@@ -321,3 +321,10 @@ def test_the_host_name_cannot_be_changed(places: tuple[Path, Path]) -> None:
     assert socket.gethostname() == before
     assert "pwned" not in before
     assert result.timed_out is False
+
+
+def test_no_user_namespace_can_be_made_inside(places: tuple[Path, Path]) -> None:
+    work, _ = places
+    result = asyncio.run(run_sandboxed(["bash", "-c", "unshare -U true; echo status=$?"], workdir=work))
+    assert result.stdout == "status=1\n", result.render()
+    assert result.stderr.startswith("unshare: unshare failed: ")

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import math
 import os
 import shutil
 import signal
+import subprocess
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -105,6 +107,16 @@ def find_bwrap(bwrap: str | None = None) -> str:
     return os.path.abspath(found)
 
 
+@functools.lru_cache(maxsize=8)
+def _knows_disable_userns(bwrap: str) -> bool:
+    """Whether this bubblewrap has ``--disable-userns`` (0.8.0 and later), asked once."""
+    try:
+        shown = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False  # the sandbox's own start reports a broken bwrap
+    return "--disable-userns" in shown.stdout + shown.stderr
+
+
 def _folder(path: str | os.PathLike[str], where: str) -> str:
     """``path`` as an existing absolute folder with links resolved, never a whole system folder."""
     resolved = os.path.realpath(os.fspath(path))
@@ -146,6 +158,8 @@ class Sandbox:
     env: Mapping[str, str] = attrs.field(factory=lambda: dict(_SAFE_ENV))
     mode: SandboxMode = "auto"
     bwrap: str | None = None
+    #: bubblewrap 0.8+ can forbid new user namespaces inside (less kernel reachable).
+    no_nested_userns: bool = False
 
     @classmethod
     def create(
@@ -180,6 +194,7 @@ class Sandbox:
         if isinstance(writable, str) or isinstance(readable, str):
             msg = 'writable and readable are lists of folders, e.g. ["build", "/srv/cache"]; got a single text.'
             raise ConfigError(msg)
+        found = find_bwrap(bwrap) if sandbox == "auto" else None
         return cls(
             workdir=_folder(workdir, "workdir"),
             writable=tuple(_folder(p, f"writable[{i}]") for i, p in enumerate(writable)),
@@ -189,7 +204,8 @@ class Sandbox:
             max_output=max_output,
             env=_check_env(env),
             mode=sandbox,
-            bwrap=find_bwrap(bwrap) if sandbox == "auto" else None,
+            bwrap=found,
+            no_nested_userns=found is not None and _knows_disable_userns(found),
         )
 
     def argv(self, command: Sequence[str], status_fd: int) -> list[str]:
@@ -197,6 +213,7 @@ class Sandbox:
         later mounts cover earlier ones)."""
         args = [str(self.bwrap), "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
         args += ["--unshare-cgroup-try", *([] if self.network else ["--unshare-net"])]
+        args += ["--disable-userns"] if self.no_nested_userns else []
         args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
         for key, value in {**self.env, "HOME": self.workdir}.items():
             args += ["--setenv", key, value]
