@@ -77,6 +77,7 @@ def test_core_plugin_is_always_there_and_provides_the_models() -> None:
     assert [m.qualified for m in registry.models()] == [
         "core:anthropic",
         "core:azure_openai",
+        "core:bedrock",
         "core:gemini",
         "core:local",
         "core:openai",
@@ -87,7 +88,7 @@ def test_core_plugin_is_always_there_and_provides_the_models() -> None:
         "core",
         "beamfilter-core",
         "loaded",
-        ("openai", "anthropic", "gemini", "azure_openai", "local", "scripted"),
+        ("openai", "anthropic", "gemini", "azure_openai", "bedrock", "local", "scripted"),
     )
 
 
@@ -413,7 +414,7 @@ def test_two_distributions_with_the_same_plugin_name() -> None:
 def test_a_static_entry_point_imports_module_and_attribute() -> None:
     point = StaticEntryPoint("core", "beamfilter_core._core_plugin:beamfilter_register_models")
     models = point.load()()
-    assert [m.name for m in models] == ["openai", "anthropic", "gemini", "azure_openai", "local", "scripted"]
+    assert [m.name for m in models] == ["openai", "anthropic", "gemini", "azure_openai", "bedrock", "local", "scripted"]
     assert all(isinstance(m, ModelSpec) for m in models)
 
 
