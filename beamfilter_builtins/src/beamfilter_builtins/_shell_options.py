@@ -17,7 +17,7 @@ import attrs
 
 from ._shell_syntax import Opaque, Word
 
-__all__ = ["Code", "Unknown", "git", "long_option", "option_code", "sed", "ssh"]
+__all__ = ["RUNS_CODE", "Code", "Unknown", "git", "long_option", "option_code", "runs_code", "sed", "ssh"]
 
 
 @attrs.frozen
@@ -259,4 +259,71 @@ def sed(rest: tuple[Word, ...]) -> Iterator[Code | Unknown]:
             return
         if _SED_E_COMMAND.search(script) or _SED_E_FLAG.search(script):
             yield Unknown(f"sed {script!r} runs commands (the e command or flag), which the policy does not read")
+            return
+
+
+#: Programs whose options carry a command: (option, kind) where kind is "shell" (a shell
+#: command line, checked like the command), "pipe" (a file name that is a command after
+#: ``|``) or "other" (code in the program's own language: opaque).
+RUNS_CODE: dict[str, tuple[tuple[str, str], ...]] = {
+    "man": (("-P", "shell"), ("--pager", "shell"), ("-H", "shell"), ("--html", "shell")),
+    "zip": (("-TT", "shell"), ("--unzip-command", "shell")),
+    "mapfile": (("-C", "shell"),),
+    "readarray": (("-C", "shell"),),
+    "strace": (("-o", "pipe"), ("--output", "pipe")),
+    "ltrace": (("-o", "pipe"), ("--output", "pipe")),
+    "tcpdump": (("-z", "other"), ("--postrotate-command", "other")),
+    "vi": (("-c", "other"), ("--cmd", "other"), ("-S", "other"), ("+", "other")),
+    "less": (("+", "other"),),
+    "more": (("+", "other"),),
+    "gdb": tuple((option, "other") for option in ("-ex", "-iex", "--eval-command", "-eval-command", "-x", "-ix")),
+    "lldb": (("-o", "other"), ("--one-line", "other"), ("-s", "other"), ("--source", "other")),
+    "emacs": (("--eval", "other"), ("-l", "other"), ("--load", "other"), ("-f", "other"), ("--funcall", "other")),
+    "make": (("--eval", "other"), ("-E", "other")),
+    "nc": (("-e", "other"), ("-c", "shell")),
+    "enable": (("-f", "other"),),
+    "openssl": (("-engine", "other"),),
+    "nmap": (("--script", "other"),),
+    "rlwrap": (("-z", "other"), ("--filter", "other")),
+    "socat": (),
+}
+
+
+_HARMLESS_PLUS = re.compile(r"\d+|[/?][^|!]*")  # +10 (a line), +/text (a search)
+
+
+def runs_code(name: str, rest: tuple[Word, ...]) -> Iterator[Code | Unknown]:
+    """The commands in the options of ``name`` (see :data:`RUNS_CODE`); socat's ``exec:``/``system:``."""
+    if name == "socat":  # its addresses: EXEC:cmd, SYSTEM:cmd
+        for word in rest:
+            if isinstance(word, str) and re.search(r"(?i)(?:^|[,!])(?:exec|system):", word):
+                yield Unknown(f"socat {word!r} runs a command")
+                return
+        return
+    options = RUNS_CODE.get(name, ())
+    for index, word in enumerate(rest):
+        if not isinstance(word, str):
+            continue
+        for option, kind in options:
+            if option == "+":
+                if not word.startswith("+") or len(word) < 2 or _HARMLESS_PLUS.fullmatch(word[1:]):
+                    continue
+                if name in {"less", "more"} and not any(mark in word for mark in "!|"):
+                    continue  # less +G, +F: commands of the pager, not a shell
+                value: Word = word[1:]
+            elif word == option:
+                value = rest[index + 1] if index + 1 < len(rest) else ""
+            elif word.startswith(option + "=") or (len(option) == 2 and word.startswith(option) and len(word) > 2):
+                value = word[len(option) + (1 if word.startswith(option + "=") else 0) :]
+            else:
+                continue
+            if kind == "pipe":
+                if isinstance(value, str) and value.startswith(("|", "!")):
+                    yield Code(value[1:], None, f"{name} {option}")
+                    return
+                continue
+            if kind == "shell":
+                yield Code(value, None, f"{name} {option}")
+            else:
+                yield Unknown(f"{name} {option} runs code in its own language, which the policy does not read")
             return

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import attrs
 
-from ._shell_options import Code, Unknown, git, option_code, sed, ssh
+from ._shell_options import RUNS_CODE, Code, Unknown, git, option_code, runs_code, sed, ssh
 from ._shell_syntax import Opaque, Word
 from ._shell_table import AWKS, CODE_OPTIONS, INTERPRETERS, SHELLS, family
 from ._shell_wrappers import WRAPPERS
@@ -117,6 +117,8 @@ def unwrap(argv: tuple[Word, ...], stdin: str | None, depth: int = 0) -> Iterato
         quoted = next((w for w in rest if isinstance(w, str) and "[" in w and _RUNS_IN_SUBSCRIPT.search(w)), None)
         if quoted is not None:
             yield Unknown(f"{name} evaluates {quoted!r} as an array subscript, which may run the command in it")
+    if name in RUNS_CODE:
+        yield from runs_code(name, rest)
     if name in WRAPPERS:
         yield from _wrapped(name, rest, stdin, depth)
     elif name in {"busybox", "toybox"} and rest:
