@@ -18,6 +18,7 @@ import base64
 import collections
 import contextlib
 import contextvars
+import importlib.util
 import json
 import logging
 import os
@@ -54,6 +55,13 @@ _LAUNCHERS = frozenset({"npx", "pnpx", "bunx", "uvx", "pipx", "node", "deno", "p
 _SPAWNED: contextvars.ContextVar[Callable[[Any], None] | None] = contextvars.ContextVar(
     "beamfilter_mcp_spawned", default=None
 )
+
+
+def _require_sdk() -> None:
+    """Refuse a config naming an MCP toolset when the SDK is missing, without importing it:
+    `beamfilter chain` checks the toolset's options and starts no server."""
+    if importlib.util.find_spec("mcp") is None:
+        raise ConfigError(_INSTALL)
 
 
 def _sdk() -> Any:
@@ -538,7 +546,7 @@ def mcp_toolset(
     Raises:
         ConfigError: the SDK is not installed, or the program is not found.
     """
-    _sdk()
+    _require_sdk()
     base = getattr(build, "config_dir", None)
     where = getattr(build, "where", None)
     if base is not None:
