@@ -100,7 +100,7 @@ def test_a_click_approves_once_and_the_waiting_client_completes(
     bob.locator("input[name^='reason:']").fill("checking")
     ada.get_by_role("button", name="Approve all").click()
     ada.wait_for_url("**/inbox?done=*")
-    assert ada.get_by_role("status").inner_text().endswith(": decision sent.")
+    assert ada.get_by_role("status").inner_text().endswith(": decided; its turn completed.")
     waiting.join(60)
     assert not waiting.is_alive()
     assert got[0].choices[0].message.content == "Refunded 120 on order 42."
@@ -130,8 +130,14 @@ def test_a_reviewer_edits_the_arguments_or_rejects_with_a_reason(
     waiting = ask_and_wait(gateway, "Refund order 43", "ticket-43", got)
     page = reviewer_page(browser, gateway, "ada")
     page.locator("section.pause").wait_for(timeout=30_000)
+    page.locator("input[value=approve]").check()
     page.locator("textarea").fill('{"order": 43, "amount": 90}')
     page.get_by_role("button", name="Submit decisions").click()
+    # the edit is confirmed on a page that shows what changed
+    assert page.locator("h1").inner_text() == "Confirm the edited arguments"
+    assert page.locator("table.diff tr").nth(1).inner_text().split("\t") == ["amount", "900", "90"]
+    shoot(page, "serve-inbox-confirm-edit.png", tmp_path)
+    page.get_by_role("button", name="Approve with these arguments").click()
     page.wait_for_url("**/inbox?done=*")
     waiting.join(60)
     assert got[0].choices[0].message.content == "Refunded 90 on order 43."
@@ -146,7 +152,7 @@ def test_a_reviewer_edits_the_arguments_or_rejects_with_a_reason(
     got.clear()
     waiting = ask_and_wait(gateway, "Refund order 44", "ticket-44", got)
     page.locator("section.pause").wait_for(timeout=30_000)
-    page.locator("select").select_option("reject")
+    page.locator("input[value=reject]").check()
     page.locator("input[name^='reason:']").fill("order 44 was never paid")
     page.get_by_role("button", name="Submit decisions").click()
     page.wait_for_url("**/inbox?done=*")
@@ -164,7 +170,11 @@ def test_the_inbox_needs_a_reviewer_key_and_a_fresh_form(tools_gateway: Gateway)
     assert httpx.get(url + "/inbox", auth=("eve", API_KEY), timeout=10).status_code == 401
     assert httpx.get(url + "/inbox", auth=("ada", REVIEWER_KEY), timeout=10).status_code == 200
     forged = httpx.post(
-        url + "/inbox/abc/decide", content=b"token=forged&all=approve", auth=("ada", REVIEWER_KEY), timeout=10
+        url + "/inbox/abc/decide",
+        content=b"token=forged&all=approve",
+        auth=("ada", REVIEWER_KEY),
+        headers={"Origin": url},
+        timeout=10,
     )
     assert forged.status_code == 403
     assert "The form is stale or not yours" in forged.text
@@ -176,4 +186,4 @@ def test_the_inbox_needs_a_reviewer_key_and_a_fresh_form(tools_gateway: Gateway)
         timeout=10,
     )
     assert cross_site.status_code == 403
-    assert "The form came from another site." in cross_site.text
+    assert "The form came from another site (or without its Origin)." in cross_site.text

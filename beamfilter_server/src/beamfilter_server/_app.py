@@ -45,6 +45,7 @@ from ._gateway import Gateway, seconds
 from ._idempotency import fingerprint, idempotency_key
 from ._options import ServerOptions
 from ._page import confirm_page, form_token, inbox_page, message_page
+from ._shared import already_decided
 from ._wire import error_body, parse_chat_request
 
 __all__ = ["Auth", "Endpoint", "create_app"]
@@ -289,6 +290,8 @@ class _Routes:
             return _html("Refused", "The form is stale or not yours; reload the inbox.", 403)
         try:
             entry = await self.gateway.board.entry(pause_id)
+            if entry.status != "pending":  # a stale page: say so before reading its fields
+                raise already_decided(pause_id, entry.decided_by)
             decisions, edits = _form_decisions(form, entry.pause)
             if edits and form.get("confirm") != "1":
                 return HTMLResponse(confirm_page(pause_id, form, edits), headers={"X-Frame-Options": "DENY"})
