@@ -443,3 +443,37 @@ def test_a_folder_that_links_to_a_system_folder_is_refused(tmp_path: Path) -> No
     assert str(given.value) == (
         f"writable[0] is '{tmp_path / 'all'}', a system folder as a whole; give a project folder inside it instead."
     )
+
+
+@needs_bwrap
+def test_a_workdir_removed_after_the_start_is_reported(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    confined = Sandbox.create(workdir=work)
+    unconfined = Sandbox.create(workdir=work, sandbox="none")
+    work.rmdir()
+    with pytest.raises(SandboxError) as given:
+        asyncio.run(confined.run(["true"]))
+    assert str(given.value) == (
+        f"bubblewrap ({confined.bwrap}) could not be started: [Errno 2] No such file or directory: '{work}'."
+    )
+    result = asyncio.run(unconfined.run(["true"]))
+    assert (result.exit_code, result.stderr) == (127, f"{work}: No such file or directory")
+
+
+@needs_bwrap
+def test_commands_run_side_by_side_in_sandboxes_of_their_own(tmp_path: Path) -> None:
+    async def three() -> list[SandboxResult]:
+        return list(
+            await asyncio.gather(
+                *(
+                    run_sandboxed(
+                        ["bash", "-c", f"echo {n} > /tmp/n; sleep 0.2; cat /tmp/n > out{n}"], workdir=tmp_path
+                    )
+                    for n in range(3)
+                )
+            )
+        )
+
+    assert [r.exit_code for r in asyncio.run(three())] == [0, 0, 0]
+    assert [(tmp_path / f"out{n}").read_text() for n in range(3)] == ["0\n", "1\n", "2\n"]

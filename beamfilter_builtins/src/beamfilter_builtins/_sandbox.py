@@ -348,10 +348,13 @@ async def _supervise(sandbox: Sandbox, argv: list[str], status: tuple[int, int] 
         )
     except OSError as exc:
         if status is not None:
-            msg = f"bubblewrap ({argv[0]}) could not be started: {exc}; {INSTALL}."
+            hint = f"; {INSTALL}" if exc.filename in (None, argv[0]) else ""  # else the workdir went away
+            msg = f"bubblewrap ({argv[0]}) could not be started: {exc}{hint}."
             raise SandboxError(msg) from exc
         # as a shell reports a program it cannot run
-        return SandboxResult(127, "", f"{argv[0]}: {exc.strerror}", timeout=sandbox.timeout, sandboxed=False)
+        # the program, or the workdir if it went away (the error names it)
+        where = exc.filename if isinstance(exc.filename, str) else argv[0]
+        return SandboxResult(127, "", f"{where}: {exc.strerror}", timeout=sandbox.timeout, sandboxed=False)
     finally:
         if status is not None:
             os.close(status[1])  # only bwrap writes to it now, so the read end sees its end
