@@ -112,30 +112,30 @@ def _anchored(path: str) -> list[str]:
 #: More ``cd`` targets than this and a relative path is in a directory only known at run time
 #: (the places a path may name grow with every pair of targets: ``cd a; cd b`` is also ``a/b``).
 MAX_DIRECTORIES = 8
+MAX_PLACES = 24  # places those targets may lead to, past which a relative path is in an unknown directory
 
 
 def working_directories(targets: Sequence[Word]) -> Directories:
     """Where the ``cd``s of a command (``targets``, in any order, some in loops) may lead."""
-    found: list[str | None] = []
-    relative: list[str] = []
+    found: dict[str | None, None] = {}  # ordered, and a set
+    relative: dict[str, None] = {}
     if len(set(map(str, targets))) > MAX_DIRECTORIES:
         return (None,)
     for target in targets:
         if isinstance(target, Opaque) or target == "-":
-            place: str | None = None
+            found[None] = None
         elif target.startswith(("/", "~")):
-            place = normalise_path(target)
+            found[normalise_path(target)] = None
         else:
-            relative.append(target)
-            continue
-        if place not in found:
-            found.append(place)
+            relative[target] = None
     for _ in range(2):  # cd a; cd b: b may be entered from a (two rounds cover any order)
         for base in [".", *found]:
             for target in relative:
                 place = None if base is None else normalise_path(posixpath.join(base, target))
-                if place not in found and place != ".":
-                    found.append(place)
+                if place != ".":
+                    found.setdefault(place)
+            if len(found) > MAX_PLACES:  # every relative path would be checked from each: too many
+                return (None,)
     return tuple(found)
 
 

@@ -208,8 +208,10 @@ def strict_refusal(name: str, args: tuple[object, ...]) -> str | None:
     if options is None:
         return None
     for arg in args:
-        if isinstance(arg, str) and any(
-            arg == o or (o.startswith(("-S", "--s")) and arg.startswith(o)) for o in options
-        ):
+        if not isinstance(arg, str) or not arg.startswith("-"):
+            if name == "env":
+                return None  # env's options end at its command
+            continue
+        if any(arg == o or (o.startswith(("-S", "--s")) and arg.startswith(o)) for o in options):
             return f"{name} {arg.partition('=')[0]} runs a command built from its arguments"
     return None
