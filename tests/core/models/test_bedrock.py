@@ -744,3 +744,36 @@ def test_a_frame_declaring_a_huge_payload_is_refused() -> None:
     with pytest.raises(ProviderResponseError) as caught:
         wire.EventStreamDecoder().feed(frame)
     assert str(caught.value).startswith("The event stream sent a broken frame (InvalidPayloadLength:")
+
+
+def test_native_options_pass_through_and_the_missing_extra_is_named() -> None:
+    options = {"additionalModelRequestFields": {"top_k": 5}, "toolConfig": "ignored", "system": "ignored"}
+    body = wire.request_body(ChatRequest((Message.user("hi"),)), options)
+    assert body == {
+        "additionalModelRequestFields": {"top_k": 5},
+        "messages": [{"role": "user", "content": [{"text": "hi"}]}],
+    }
+    assert str(wire.missing_botocore()) == (
+        "BedrockChatModel needs botocore (SigV4 signing, the AWS credential chain and the event-stream parser): "
+        "pip install 'beamfilter-core[bedrock]'."
+    )
+
+
+async def test_an_unknown_exception_in_the_stream_is_a_retried_server_error(waits: list[float]) -> None:
+    server = Server([lambda _: stream_of(START + exception_frame("somethingNewException", "new fault"))])
+    async with model(server, max_retries=1) as m:
+        with pytest.raises(InternalServerError) as caught:
+            await m.stream(REQUEST, lambda _: None)
+    assert (str(caught.value), caught.value.error_type, len(server.requests)) == (
+        "HTTP 500: new fault",
+        "somethingNewException",
+        2,
+    )
+
+
+async def test_a_stream_over_the_answer_bound_is_not_retried(waits: list[float]) -> None:
+    server = Server([lambda _: stream_of(START + text_frame("abcdef") + STOP)])
+    async with model(server, max_answer_chars=5) as m:
+        with pytest.raises(ResponseTooLargeError, match="max_answer_chars=5"):
+            await m.stream(REQUEST, lambda _: None)
+    assert (len(server.requests), waits) == (1, [])
