@@ -28,7 +28,7 @@ EXPECTED = ['{"a": 1}', "one\ntwo", "no space", "\nafter an empty line", "x", "Ã
 
 
 async def events(body: bytes, chunk: int | None, limit: int = 1000) -> list[str]:
-    return [data async for data in _http.sse_data(response(200, body, chunk=chunk), limit)]
+    return [data async for batch in _http.sse_data(response(200, body, chunk=chunk), limit) for data in batch]
 
 
 @pytest.mark.parametrize("ending", ["\n", "\r\n", "\r"])
@@ -49,12 +49,12 @@ async def test_drain_stops_at_its_deadline_or_at_a_broken_body(monkeypatch: pyte
     async def endless() -> object:
         while True:
             await asyncio.sleep(0.01)
-            yield "data: more\n\n"
+            yield ["more"]
 
     await _http._drain(endless())  # type: ignore[arg-type]
 
     async def broken() -> object:
-        yield "data: a\n\n"
+        yield ["a"]
         raise httpx.ReadError("reset")
 
     await _http._drain(broken())  # type: ignore[arg-type]
