@@ -577,3 +577,22 @@ def test_a_nested_typo_in_a_config_is_named_like_a_top_level_one() -> None:
     assert typo[0].startswith("filters[0].rules[0].root: unknown key 'root'. Did you mean 'roots'? Known keys: ")
     assert "must not contain" not in typo[0]
     assert problems({"kind": "path"}) == ("filters[0].rules[0]: missing key 'tool'",)
+
+
+async def test_the_gate_judges_a_relative_path_from_the_tool_s_folder_too() -> None:
+    from beamfilter_core import Tool
+
+    async def read(path: str) -> str:
+        return "read"
+
+    tool = Tool("read", "Read a file.", {"type": "object"}, read, is_async=True, workdir="/srv/project")
+    policy = tool_policy_filter([{"tool": "read", "kind": "path", "roots": ["/srv/project/data"]}], action="pause")
+    model = ScriptedModel([ChatResponse.tool_calls(ToolCall("read", {"path": "../project/secret.txt"}, "c1")), "x"])
+    paused = await Kernel(model, tools=[tool], filters=[policy]).run("go")
+    assert paused.status == "paused"
+    assert paused.pause is not None
+    assert paused.pause.reason == (
+        "The call to 'read' was denied by the tool policy (rules[0] path 'path'): the path resolves to "
+        "'/srv/project/secret.txt', outside the allowed roots (/srv/project/data). "
+        "Do not retry it with the same arguments; choose another way or ask the user."
+    )
