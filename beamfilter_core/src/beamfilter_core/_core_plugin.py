@@ -64,7 +64,7 @@ _BEDROCK_SCHEMA: dict[str, Any] = {
 _LOCAL_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "model_path": {"type": ["string", "null"]},
+        "model_path": {"type": ["string", "null"], "x-path": True},
         "options": {"type": "object"},
         "n_ctx": {"type": "integer", "minimum": 256},
         "threads": {"type": "integer", "minimum": 1},
