@@ -149,3 +149,15 @@ def test_a_relative_sqlite_store_is_in_the_config_s_folder(tmp_path: Path) -> No
         capture_output=True, text=True, timeout=120, cwd=elsewhere, check=False,
     )  # fmt: skip
     assert f"  filters[0].store: sqlite:///chats.db -> sqlite:///{project}/chats.db" in chain.stdout.splitlines()
+
+
+def test_a_local_model_path_is_a_place_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = tmp_path / "project"
+    (project / "models").mkdir(parents=True)
+    (project / "models" / "tiny.gguf").write_bytes(b"GGUF")
+    config = project / "beamfilter.toml"
+    config.write_text('[model]\nuse = "local"\nmodel_path = "models/tiny.gguf"\n')
+    monkeypatch.chdir(tmp_path)
+    built = build_config(str(config))
+    assert built.places == (Place("model.model_path", "models/tiny.gguf", f"{project}/models/tiny.gguf"),)
+    assert str(built.kernel.model.model_path) == f"{project}/models/tiny.gguf"
