@@ -102,7 +102,7 @@ async def test_pause_asks_a_human_for_opaque_calls_only() -> None:
 
 async def test_a_rejected_opaque_call_does_not_run() -> None:
     ran: list[str] = []
-    kernel, model = _kernel("pause", "deny", ["ls $HOME"], ran)
+    kernel, _model = _kernel("pause", "deny", ["ls $HOME"], ran)
     paused = await kernel.run("go")
     assert paused.pause is not None
     resumed = await kernel.resume(paused.pause, {"c0": Decision.reject("no")})
