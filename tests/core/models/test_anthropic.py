@@ -662,3 +662,16 @@ async def test_a_streamed_answer_over_its_bound_is_not_retried(waits: list[float
         with pytest.raises(ResponseTooLargeError):
             await m.complete(REQUEST)
     assert waits == []
+
+
+def test_built_from_a_config_with_cache_control_and_its_options_checked() -> None:
+    config = {
+        "model": {"use": "anthropic", "model": "claude-test", "api_key": "k", "cache_control": {"type": "ephemeral"}}
+    }
+    model = Kernel.from_config(config).model
+    assert isinstance(model, AnthropicChatModel)
+    assert (model.cache_control, model.max_tokens) == ({"type": "ephemeral"}, 4096)
+    with pytest.raises(ConfigError, match="max_tokens"):
+        Kernel.from_config({"model": {"use": "anthropic", "model": "claude-test", "max_tokens": 0}})
+    with pytest.raises(ConfigError, match="api_version"):
+        Kernel.from_config({"model": {"use": "anthropic", "model": "claude-test", "api_version": "x"}})

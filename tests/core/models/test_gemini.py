@@ -516,3 +516,13 @@ def test_a_model_name_cannot_break_out_of_the_path() -> None:
         m._plain_url
         == "https://generativelanguage.googleapis.com/v1beta/models/..%2F..%2Fv1%2Fsecrets%3Fx%3D1:generateContent"
     )
+
+
+def test_built_from_a_config_and_its_options_checked() -> None:
+    model = Kernel.from_config(
+        {"model": {"use": "gemini", "model": "gemini-2.5-flash", "api_key": "k", "timeout": 5}}
+    ).model
+    assert isinstance(model, GeminiChatModel)
+    assert model.timeout == 5.0
+    with pytest.raises(ConfigError, match="cache_control"):
+        Kernel.from_config({"model": {"use": "gemini", "model": "gemini-2.5-flash", "cache_control": True}})
