@@ -526,3 +526,18 @@ def test_built_from_a_config_and_its_options_checked() -> None:
     assert model.timeout == 5.0
     with pytest.raises(ConfigError, match="cache_control"):
         Kernel.from_config({"model": {"use": "gemini", "model": "gemini-2.5-flash", "cache_control": True}})
+
+
+async def test_credentials_pasted_into_base_url_are_masked_in_reprs_and_errors(waits: list[float]) -> None:
+    from beamfilter_core.errors import ProviderConnectionError
+
+    server = Server([httpx.ConnectError("refused")])
+    transport = httpx.MockTransport(server.handle)
+    m = GeminiChatModel("g", base_url="https://u:pw-123@proxy.test/?key=AIzaPasted99", api_key="k", transport=transport)
+    async with m:
+        with pytest.raises(ProviderConnectionError) as caught:
+            await m.complete(REQUEST)
+    shown = repr(m) + str(caught.value)
+    assert "pw-123" not in shown
+    assert "AIzaPasted99" not in shown
+    assert repr(m) == "GeminiChatModel(model='g', base_url='https://u:***@proxy.test/?key=***')"
