@@ -118,7 +118,7 @@ _SCRIPTED_SCHEMA: dict[str, Any] = {
 
 
 # The native providers share the HTTP options of ``openai`` (not api_key_env's default).
-_NATIVE_OPTIONS: dict[str, Any] = dict(_OPENAI_SCHEMA["properties"])
+_NATIVE_OPTIONS: dict[str, Any] = {k: v for k, v in _OPENAI_SCHEMA["properties"].items() if k != "api"}
 _ANTHROPIC_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {

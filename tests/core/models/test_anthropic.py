@@ -673,5 +673,6 @@ def test_built_from_a_config_with_cache_control_and_its_options_checked() -> Non
     assert (model.cache_control, model.max_tokens) == ({"type": "ephemeral"}, 4096)
     with pytest.raises(ConfigError, match="max_tokens"):
         Kernel.from_config({"model": {"use": "anthropic", "model": "claude-test", "max_tokens": 0}})
-    with pytest.raises(ConfigError, match="api_version"):
-        Kernel.from_config({"model": {"use": "anthropic", "model": "claude-test", "api_version": "x"}})
+    for unknown in ("api_version", "api"):  # the openai provider's own options are not taken
+        with pytest.raises(ConfigError, match=unknown):
+            Kernel.from_config({"model": {"use": "anthropic", "model": "claude-test", unknown: "chat"}})
