@@ -17,6 +17,7 @@ import textwrap
 import warnings
 from pathlib import Path
 
+import attrs
 import pytest
 from _support import IN_CI
 
@@ -458,9 +459,7 @@ def test_a_workdir_removed_after_the_start_is_reported(tmp_path: Path) -> None:
     work.rmdir()
     with pytest.raises(SandboxError) as given:
         asyncio.run(confined.run(["true"]))
-    assert str(given.value) == (
-        f"bubblewrap ({confined.bwrap}) could not be started: [Errno 2] No such file or directory: '{work}'."
-    )
+    assert str(given.value) == f"the folder {work} cannot be opened for the sandbox: No such file or directory"
     result = asyncio.run(unconfined.run(["true"]))
     assert (result.exit_code, result.stderr) == (127, f"{work}: No such file or directory")
 
@@ -481,3 +480,13 @@ def test_commands_run_side_by_side_in_sandboxes_of_their_own(tmp_path: Path) -> 
 
     assert [r.exit_code for r in asyncio.run(three())] == [0, 0, 0]
     assert [(tmp_path / f"out{n}").read_text() for n in range(3)] == ["0\n", "1\n", "2\n"]
+
+
+@needs_bwrap
+def test_a_bubblewrap_without_bind_fd_mounts_the_folders_by_path(tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    box = attrs.evolve(Sandbox.create(workdir=tmp_path, writable=[tmp_path / "out"]), features=frozenset())
+    assert "--bind-fd" not in box.argv(["true"], 3)
+    assert "--disable-userns" not in box.argv(["true"], 3)
+    result = asyncio.run(box.run(["bash", "-c", "echo a > out/f && echo b > g && cat out/f g"]))
+    assert (result.exit_code, result.stdout) == (0, "a\nb\n")

@@ -21,6 +21,8 @@ import pytest
 from _support import IN_CI
 
 from beamfilter_builtins import run_sandboxed
+from beamfilter_builtins._sandbox import Sandbox
+from beamfilter_core.errors import SandboxError
 
 BWRAP = shutil.which("bwrap")
 if BWRAP is None and IN_CI:
@@ -331,3 +333,29 @@ def test_no_user_namespace_can_be_made_inside(places: tuple[Path, Path]) -> None
     result = asyncio.run(run_sandboxed(["bash", "-c", "unshare -U true; echo status=$?"], workdir=work))
     assert result.stdout == "status=1\n", result.render()
     assert result.stderr.startswith("unshare: unshare failed: ")
+
+
+def test_a_folder_turned_into_a_link_by_one_command_is_not_mounted_by_the_next(places: tuple[Path, Path]) -> None:
+    work, _ = places
+    (work / "a" / "cache").mkdir(parents=True)
+    token = f"escape-{uuid.uuid4().hex}"
+    box = Sandbox.create(workdir=work, writable=[work / "a" / "cache"])
+    swap = asyncio.run(box.run(["bash", "-c", "mv a a2 && mkdir a && ln -s /etc a/cache && echo swapped"]))
+    assert (swap.exit_code, swap.stdout) == (0, "swapped\n")
+    with pytest.raises(SandboxError) as given:
+        asyncio.run(box.run(["bash", "-c", f"echo x > a/cache/{token}"]))
+    assert str(given.value) == (
+        f"the folder {work}/a/cache now resolves to /etc (a link was put in its path); it is not mounted"
+    )
+    assert _token_files(token) == []
+
+
+def test_a_readable_folder_swapped_for_a_link_on_the_host_is_not_mounted(places: tuple[Path, Path]) -> None:
+    work, outside = places
+    shared = outside / "shared"
+    shared.mkdir()
+    box = Sandbox.create(workdir=work, readable=[shared])
+    shared.rmdir()
+    shared.symlink_to("/root")
+    with pytest.raises(SandboxError, match=r"now resolves to /root \(a link was put in its path\); it is not mounted$"):
+        asyncio.run(box.run(["ls", str(shared)]))

@@ -108,13 +108,43 @@ def find_bwrap(bwrap: str | None = None) -> str:
 
 
 @functools.lru_cache(maxsize=8)
-def _knows_disable_userns(bwrap: str) -> bool:
-    """Whether this bubblewrap has ``--disable-userns`` (0.8.0 and later), asked once."""
+def _features(bwrap: str) -> frozenset[str]:
+    """The options of this bubblewrap that older ones lack, asked once: ``--disable-userns``
+    and ``--bind-fd`` (0.8.0 and later)."""
     try:
         shown = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10, check=False)
     except (OSError, subprocess.SubprocessError):
-        return False  # the sandbox's own start reports a broken bwrap
-    return "--disable-userns" in shown.stdout + shown.stderr
+        return frozenset()  # the sandbox's own start reports a broken bwrap
+    return frozenset(o for o in ("--disable-userns", "--bind-fd") if o in shown.stdout + shown.stderr)
+
+
+def _pin(folders: Sequence[str]) -> dict[str, int]:
+    """An ``O_PATH`` descriptor of each folder, checked to still be that folder.
+
+    A command may turn a folder it can write into a link (``mv a a2; ln -s /etc a/cache``);
+    the next sandbox must mount the folder that was checked, never where a link now points.
+
+    Raises:
+        SandboxError: a folder is gone or now resolves elsewhere.
+    """
+    pinned: dict[str, int] = {}
+    try:
+        for path in folders:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError as exc:
+                msg = f"the folder {path} cannot be opened for the sandbox: {exc.strerror}"
+                raise SandboxError(msg) from exc
+            pinned[path] = fd
+            now = os.readlink(f"/proc/self/fd/{fd}")
+            if now != path:
+                msg = f"the folder {path} now resolves to {now} (a link was put in its path); it is not mounted"
+                raise SandboxError(msg)
+    except SandboxError:
+        for fd in pinned.values():
+            os.close(fd)
+        raise
+    return pinned
 
 
 def _folder(path: str | os.PathLike[str], where: str) -> str:
@@ -158,8 +188,8 @@ class Sandbox:
     env: Mapping[str, str] = attrs.field(factory=lambda: dict(_SAFE_ENV))
     mode: SandboxMode = "auto"
     bwrap: str | None = None
-    #: bubblewrap 0.8+ can forbid new user namespaces inside (less kernel reachable).
-    no_nested_userns: bool = False
+    #: Options of this bubblewrap that older ones lack (see :func:`_features`).
+    features: frozenset[str] = frozenset()
 
     @classmethod
     def create(
@@ -205,15 +235,21 @@ class Sandbox:
             env=_check_env(env),
             mode=sandbox,
             bwrap=found,
-            no_nested_userns=found is not None and _knows_disable_userns(found),
+            features=_features(found) if found is not None else frozenset(),
         )
 
-    def argv(self, command: Sequence[str], status_fd: int) -> list[str]:
+    @property
+    def folders(self) -> tuple[str, ...]:
+        """The folders mounted from the host: workdir, writable, readable."""
+        return (self.workdir, *self.writable, *self.readable)
+
+    def argv(self, command: Sequence[str], status_fd: int, pinned: Mapping[str, int] | None = None) -> list[str]:
         """The bubblewrap command line that runs ``command`` (bwrap arguments are ordered:
-        later mounts cover earlier ones)."""
+        later mounts cover earlier ones). With ``pinned`` (descriptors from :func:`_pin`)
+        the folders are mounted from those descriptors, not looked up by path again."""
         args = [str(self.bwrap), "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
         args += ["--unshare-cgroup-try", *([] if self.network else ["--unshare-net"])]
-        args += ["--disable-userns"] if self.no_nested_userns else []
+        args += ["--disable-userns"] if "--disable-userns" in self.features else []
         args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
         for key, value in {**self.env, "HOME": self.workdir}.items():
             args += ["--setenv", key, value]
@@ -229,7 +265,7 @@ class Sandbox:
         # shallowest first, so a folder named inside another keeps its own mode
         folders = [(p, "--ro-bind") for p in self.readable] + [(p, "--bind") for p in (self.workdir, *self.writable)]
         for path, how in sorted(folders, key=lambda item: item[0].count("/")):
-            args += [how, path, path]
+            args += [f"{how}-fd", str(pinned[path]), path] if pinned is not None else [how, path, path]
         args += ["--remount-ro", "/", "--chdir", self.workdir, "--json-status-fd", str(status_fd), "--", *command]
         return args
 
@@ -247,8 +283,15 @@ class Sandbox:
             return await _collect(self, list(command), None)
         bwrap = find_bwrap(self.bwrap)  # it may have gone since the sandbox was made
         box = attrs.evolve(self, bwrap=bwrap)
-        read_fd, write_fd = os.pipe()  # _collect closes both
-        return await _collect(box, box.argv(command, write_fd), (read_fd, write_fd))
+        pinned = _pin(box.folders)
+        try:
+            read_fd, write_fd = os.pipe()  # _collect closes both
+            by_fd = pinned if "--bind-fd" in box.features else None
+            argv = box.argv(command, write_fd, by_fd)
+            return await _collect(box, argv, (read_fd, write_fd), tuple(pinned.values()) if by_fd else ())
+        finally:
+            for fd in pinned.values():
+                os.close(fd)
 
 
 async def _read(stream: asyncio.StreamReader, cap: int) -> tuple[bytes, int]:
@@ -324,17 +367,22 @@ def _statuses(fd: int) -> list[dict[str, object]]:
     return found
 
 
-async def _collect(sandbox: Sandbox, argv: list[str], status: tuple[int, int] | None) -> SandboxResult:
+async def _collect(
+    sandbox: Sandbox, argv: list[str], status: tuple[int, int] | None, keep: tuple[int, ...] = ()
+) -> SandboxResult:
     """Run ``argv``, keep its capped output, stop it at the timeout or on cancellation.
-    ``status`` is bwrap's status pipe (read end, write end), None when unconfined."""
+    ``status`` is bwrap's status pipe (read end, write end), None when unconfined; ``keep``
+    more descriptors bwrap is given (the pinned folders)."""
     try:
-        return await _supervise(sandbox, argv, status)
+        return await _supervise(sandbox, argv, status, keep)
     finally:
         if status is not None:
             os.close(status[0])
 
 
-async def _supervise(sandbox: Sandbox, argv: list[str], status: tuple[int, int] | None) -> SandboxResult:
+async def _supervise(
+    sandbox: Sandbox, argv: list[str], status: tuple[int, int] | None, keep: tuple[int, ...]
+) -> SandboxResult:
     try:
         process = await asyncio.create_subprocess_exec(
             *argv,
@@ -344,7 +392,7 @@ async def _supervise(sandbox: Sandbox, argv: list[str], status: tuple[int, int] 
             cwd=sandbox.workdir,
             env={**sandbox.env, "HOME": sandbox.workdir},
             start_new_session=True,
-            pass_fds=(status[1],) if status else (),
+            pass_fds=(status[1], *keep) if status else (),
         )
     except OSError as exc:
         if status is not None:
