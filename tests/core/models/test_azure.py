@@ -11,7 +11,7 @@ from _support import record_retry_waits
 from core.models._mock import Server, response
 from core.models._provider_captures import load
 
-from beamfilter_core import AzureOpenAIChatModel, ChatRequest, Kernel, Message, Usage
+from beamfilter_core import AzureOpenAIChatModel, ChatRequest, Kernel, Message, Registry, Usage
 from beamfilter_core.errors import ConfigError, RateLimitError
 from beamfilter_core.testing import run_turn
 
@@ -124,7 +124,8 @@ def test_built_from_a_config() -> None:
                 "api_key": "k",
                 "max_retries": 0,
             }
-        }
+        },
+        registry=Registry(autoload=False),
     )
     assert isinstance(kernel.model, AzureOpenAIChatModel)
     assert (kernel.model.deployment, kernel.model.api_version, kernel.model.max_retries) == (
@@ -133,7 +134,7 @@ def test_built_from_a_config() -> None:
         0,
     )
     with pytest.raises(ConfigError) as caught:
-        Kernel.from_config({"model": {"use": "azure_openai", "deployment": "d"}})
+        Kernel.from_config({"model": {"use": "azure_openai", "deployment": "d"}}, registry=Registry(autoload=False))
     assert any("base_url" in problem for problem in caught.value.problems)
 
 

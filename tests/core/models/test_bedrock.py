@@ -18,7 +18,7 @@ import pytest
 from core.models._mock import Server, pieces, response
 from core.models._provider_captures import converse_stream, event_frame, eventstream_frame, exception_frame, load
 
-from beamfilter_core import BedrockChatModel, ChatRequest, ContentPart, Kernel, Message, ToolCall, Usage, tool
+from beamfilter_core import BedrockChatModel, ChatRequest, ContentPart, Kernel, Message, Registry, ToolCall, Usage, tool
 from beamfilter_core._messages import Reasoning
 from beamfilter_core._models import _bedrock
 from beamfilter_core._models import _bedrock_wire as wire
@@ -692,7 +692,8 @@ def test_bad_options_are_config_errors(options: dict[str, Any], message: str) ->
 
 def test_built_from_a_config_and_its_repr() -> None:
     kernel = Kernel.from_config(
-        {"model": {"use": "bedrock", "model": MODEL_ID, "region": "ap-northeast-1", "api_key": "k-secret"}}
+        {"model": {"use": "bedrock", "model": MODEL_ID, "region": "ap-northeast-1", "api_key": "k-secret"}},
+        registry=Registry(autoload=False),
     )
     assert isinstance(kernel.model, BedrockChatModel)
     assert repr(kernel.model) == (
