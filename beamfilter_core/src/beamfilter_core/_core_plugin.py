@@ -51,6 +51,7 @@ _BEDROCK_SCHEMA: dict[str, Any] = {
         "region": {"type": "string", "minLength": 1},
         "base_url": {"type": "string", "minLength": 1},
         "profile": {"type": "string", "minLength": 1},
+        "cache_points": {"type": "boolean"},
         "api_key": {"type": "string"},
         "api_key_env": {"type": "string", "minLength": 1},
         "options": {"type": "object"},

@@ -778,3 +778,17 @@ async def test_a_stream_over_the_answer_bound_is_not_retried(waits: list[float])
         with pytest.raises(ResponseTooLargeError, match="max_answer_chars=5"):
             await m.stream(REQUEST, lambda _: None)
     assert (len(server.requests), waits) == (1, [])
+
+
+async def test_cache_points_end_the_system_prompt_and_the_tools() -> None:
+    server = Server([capture("bedrock_converse_text.http")])
+    async with model(server, cache_points=True) as m:
+        result = await m.complete(REQUEST.replace(tools=(top_song,)))
+    assert result.usage == Usage(21, 18, 1863, 1824, 0)  # the prefix read from the cache
+    (body,) = server.bodies
+    assert body["system"] == [{"text": "Be brief."}, {"cachePoint": {"type": "default"}}]
+    assert body["toolConfig"]["tools"][-1] == {"cachePoint": {"type": "default"}}
+    assert [t["toolSpec"]["name"] for t in body["toolConfig"]["tools"][:-1]] == ["top_song"]
+    config = {"use": "bedrock", "model": MODEL_ID, "cache_points": True}
+    kernel = Kernel.from_config({"model": config}, registry=Registry(autoload=False))
+    assert kernel.model.cache_points is True  # type: ignore[attr-defined]

@@ -107,6 +107,8 @@ class BedrockChatModel:
         timeout, deadline, max_retries, max_answer_chars, max_argument_chars, client,
             transport: as for :class:`~beamfilter_core.OpenAIChatModel`.
         session: a ``botocore.session.Session`` to take credentials and region from.
+        cache_points: end the system prompt and the tool list with a ``cachePoint`` (prompt
+            caching, for the models that support it; reads and writes show in ``Usage``).
     """
 
     def __init__(
@@ -127,6 +129,7 @@ class BedrockChatModel:
         client: httpx.AsyncClient | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         session: Any = None,
+        cache_points: bool = False,
     ) -> None:
         if not isinstance(model, str) or not model:
             msg = f"BedrockChatModel(model={model!r}) needs a model id, e.g. 'us.amazon.nova-lite-v1:0'."
@@ -170,6 +173,7 @@ class BedrockChatModel:
         self.base_url = (base_url or f"https://bedrock-runtime.{region}.amazonaws.com").rstrip("/")
         self.options: Mapping[str, Any] = dict(options or {})
         self.max_retries = max_retries
+        self.cache_points = bool(cache_points)
         self.max_answer_chars = max_answer_chars
         self.max_argument_chars = max_argument_chars
         path = f"/model/{quote(model, safe='')}"
@@ -267,7 +271,7 @@ class BedrockChatModel:
         return await self._with_retries(request, on_token)
 
     async def _with_retries(self, request: ChatRequest, on_token: TokenSink | None) -> ChatResponse:
-        text = json.dumps(request_body(request, self.options), ensure_ascii=False)
+        text = json.dumps(request_body(request, self.options, cache_points=self.cache_points), ensure_ascii=False)
         try:
             body = text.encode()
         except UnicodeEncodeError:  # lone surrogates

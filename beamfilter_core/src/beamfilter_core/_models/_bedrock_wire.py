@@ -143,12 +143,18 @@ def _tool_choice(choice: str | Mapping[str, Any]) -> dict[str, Any] | None:
     return None  # "none": Converse has no such choice; the model may still answer in text
 
 
-def request_body(request: ChatRequest, options: Mapping[str, Any]) -> dict[str, Any]:
+#: The prompt-cache checkpoint Converse places after the content it ends.
+CACHE_POINT: dict[str, Any] = {"cachePoint": {"type": "default"}}
+
+
+def request_body(request: ChatRequest, options: Mapping[str, Any], *, cache_points: bool = False) -> dict[str, Any]:
     """The JSON body of one Converse or ConverseStream call.
 
     ``options`` (the model's own), then ``request.options`` over them, are native body
     fields (``inferenceConfig``, ``additionalModelRequestFields``, ``guardrailConfig``...);
     ``max_tokens``, ``temperature``, ``top_p`` and ``stop`` go into ``inferenceConfig``.
+    ``cache_points`` ends the system prompt and the tool list with a ``cachePoint``, so
+    that models with prompt caching read that prefix from the cache on the next calls.
     """
     body: dict[str, Any] = {}
     inference: dict[str, Any] = {}
@@ -165,7 +171,7 @@ def request_body(request: ChatRequest, options: Mapping[str, Any]) -> dict[str, 
     system, turns = _messages(request.messages)
     body["messages"] = turns
     if system:
-        body["system"] = system
+        body["system"] = [*system, CACHE_POINT] if cache_points else system
     if request.tools:
         tools = []
         for t in request.tools:
@@ -174,7 +180,7 @@ def request_body(request: ChatRequest, options: Mapping[str, Any]) -> dict[str, 
             if function.get("description"):
                 spec["description"] = function["description"]
             tools.append({"toolSpec": spec})
-        config: dict[str, Any] = {"tools": tools}
+        config: dict[str, Any] = {"tools": [*tools, CACHE_POINT] if cache_points else tools}
         choice = _tool_choice(request.tool_choice) if request.tool_choice is not None else None
         if choice is not None:
             config["toolChoice"] = choice
