@@ -139,6 +139,12 @@ def test_a_reviewer_edits_the_arguments_or_rejects_with_a_reason(
     shoot(page, "serve-inbox-confirm-edit.png", tmp_path)
     page.get_by_role("button", name="Approve with these arguments").click()
     page.wait_for_url("**/inbox?done=*")
+    # the gate judges the edited call again: it waits as edited, and one more approval runs it
+    assert '"amount": 90' in page.locator("section.pause textarea").input_value()
+    assert refunds(folder)[before:] == []
+    assert waiting.is_alive()
+    page.get_by_role("button", name="Approve all").click()
+    page.wait_for_url("**/inbox?done=*")
     waiting.join(60)
     assert got[0].choices[0].message.content == "Refunded 90 on order 43."
     assert refunds(folder)[before:] == [{"order": 43, "amount": 90}]

@@ -17,6 +17,7 @@ from beamfilter_core import ChatResponse, Kernel, ScriptedModel, ToolCall, tool
 from beamfilter_core.errors import (
     AlreadyResumedError,
     ConfigError,
+    ConversationBusyError,
     FilterError,
     GatewayError,
     LimitExceeded,
@@ -308,6 +309,7 @@ def test_error_for_maps_each_failure_to_its_status_and_never_its_text() -> None:
         (FilterError("boom sk-filter-secret-0123456789", "guard"), 500, "server_error"),
         (AlreadyResumedError("twice"), 409, "invalid_request_error"),
         (ResumeError("call_9 is not awaited"), 422, "invalid_request_error"),
+        (ConversationBusyError("busy"), 409, "invalid_request_error"),
         (ConfigError("bad sk-config-secret-0123456789"), 500, "server_error"),
         (RuntimeError("sk-runtime-secret-0123456789"), 500, "server_error"),
     ]
@@ -317,6 +319,12 @@ def test_error_for_maps_each_failure_to_its_status_and_never_its_text() -> None:
         ("The filter 'guard' failed; see the gateway's log.", 500, "server_error", "filter_error"),
         ("already decided: this pause was decided before.", 409, "invalid_request_error", "already_decided"),
         ("call_9 is not awaited", 422, "invalid_request_error", "decision_refused"),
+        (
+            "A decision on this conversation's pause is being carried out; send the turn again after it.",
+            409,
+            "invalid_request_error",
+            "conversation_busy",
+        ),
         ("The turn failed (ConfigError); see the gateway's log.", 500, "server_error", None),
         ("The turn failed (an internal error); see the gateway's log.", 500, "server_error", None),
     ]

@@ -169,16 +169,22 @@ def test_a_paused_turn_is_decided_once_and_polled(
     polled = gateway.get(f"/v1/pauses/{pause_id}").json()
     assert polled["status"] == "pending"
     assert "break the schema of tool 'refund'" in polled["refusal"]
-    # the reviewer edits the amount and approves: the answer is the resumed turn's outcome
+    # the reviewer edits the amount and approves: the gate judges the edited call again, and
+    # the answer is the resumed turn's outcome, a new pause for the call as edited
     decided = httpx.post(url + "/decide", json=edited, headers=reviewer(), timeout=30)
     assert (decided.status_code, decided.json()["status"]) == (200, "completed")
-    assert decided.json()["completion"]["choices"][0]["message"]["content"] == "Refunded 20 on order 7."
+    repaused = decided.json()["completion"]["beamfilter"]
+    assert repaused["awaiting"] == [{"id": call_id, "name": "refund", "arguments": {"order": 7, "amount": 20}}]
+    assert refunds(folder)[before:] == []
+    second = gateway.url + f"/v1/pauses/{repaused['pause_id']}/decide"
+    approved = httpx.post(second, json={"decisions": {call_id: "approve"}}, headers=reviewer(), timeout=30)
+    assert approved.json()["completion"]["choices"][0]["message"]["content"] == "Refunded 20 on order 7."
     again = httpx.post(url + "/decide", json={"decisions": {call_id: "reject"}}, headers=reviewer(), timeout=10)
     assert again.status_code == 409
     assert again.json()["error"]["message"].startswith("already decided by api: pause ")
     outcome = httpx.get(url + "?wait=20", headers=gateway.headers(), timeout=30).json()
     assert outcome["status"] == "completed"
-    assert outcome["completion"]["choices"][0]["message"]["content"] == "Refunded 20 on order 7."
+    assert outcome["completion"]["beamfilter"]["pause_id"] == repaused["pause_id"]
     assert refunds(folder)[before:] == [{"order": 7, "amount": 20}]
 
 

@@ -16,6 +16,7 @@ from beamfilter_core import Kernel, Message, PauseState, TokenTransform
 from beamfilter_core.errors import (
     AlreadyResumedError,
     BeamfilterError,
+    ConversationBusyError,
     FilterError,
     GatewayError,
     LimitError,
@@ -51,6 +52,9 @@ def error_for(exc: BaseException) -> GatewayError:
         return GatewayError(msg, status=500, type="server_error", code="filter_error")
     if isinstance(exc, AlreadyResumedError):
         return GatewayError("already decided: this pause was decided before.", status=409, code="already_decided")
+    if isinstance(exc, ConversationBusyError):
+        msg = "A decision on this conversation's pause is being carried out; send the turn again after it."
+        return GatewayError(msg, status=409, code="conversation_busy")
     if isinstance(exc, ResumeError):
         return GatewayError(str(exc), status=422, code="decision_refused")
     name = type(exc).__name__ if isinstance(exc, BeamfilterError) else "an internal error"
