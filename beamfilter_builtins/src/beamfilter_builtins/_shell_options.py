@@ -236,21 +236,27 @@ def sed(rest: tuple[Word, ...]) -> Iterator[Code | Unknown]:
     while index < len(rest):
         word = rest[index]
         index += 1
-        if isinstance(word, str) and (
-            word in {"-e", "--expression"}
-            or (word.startswith("-") and word.endswith("e") and not word.startswith("--"))
-        ):
-            scripts.append(rest[index] if index < len(rest) else "")
-            index += 1
-        elif isinstance(word, str) and word.startswith("--expression="):
-            scripts.append(word.partition("=")[2])
-        elif isinstance(word, str) and word.startswith("-e") and len(word) > 2:
-            scripts.append(word[2:])
-        elif isinstance(word, str) and word in {"-f", "--file"}:
-            index += 1
-            scripts.append("")
-        elif not (isinstance(word, str) and word.startswith("-")):
+        if not isinstance(word, str) or word == "-" or not word.startswith("-"):
             operands.append(word)
+        elif word.startswith("--"):
+            option, equals, value = word.partition("=")
+            if option in {"--expression", "--file"}:
+                if not equals:
+                    value = str(rest[index]) if index < len(rest) else ""
+                    index += 1
+                scripts.append(value if option == "--expression" else "")
+        else:  # bundled short options: -ne SCRIPT, -es/a/b/, -f FILE, -i.bak, -l 80
+            for position, letter in enumerate(word[1:], 1):
+                if letter in "efl":
+                    attached: Word = word[position + 1 :]
+                    if not attached:
+                        attached = rest[index] if index < len(rest) else ""
+                        index += 1
+                    if letter != "l":
+                        scripts.append(attached if letter == "e" else "")
+                    break
+                if letter == "i":
+                    break  # -i[SUFFIX]
     if not scripts and operands:
         scripts.append(operands[0])
     for script in scripts:

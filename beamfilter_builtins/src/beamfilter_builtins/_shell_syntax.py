@@ -172,7 +172,7 @@ def parse_script(command: str, budget: list[int] | None = None) -> Script:
     try:
         return _parse(source, budget)
     except RecursionError:  # a safety net: the walk is bounded by MAX_NESTING
-        return Script((), error=f"the command nests more than {MAX_NESTING} levels deep")
+        return Script((), error="the command nests too deeply for the policy to read")
 
 
 def _too_large(count: int, limit: int = MAX_NODES) -> str:
