@@ -792,3 +792,20 @@ async def test_cache_points_end_the_system_prompt_and_the_tools() -> None:
     config = {"use": "bedrock", "model": MODEL_ID, "cache_points": True}
     kernel = Kernel.from_config({"model": config}, registry=Registry(autoload=False))
     assert kernel.model.cache_points is True  # type: ignore[attr-defined]
+
+
+def test_without_botocore_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    for name in ("botocore", "botocore.session", "botocore.eventstream"):
+        monkeypatch.setitem(sys.modules, name, None)  # as if the extra were not installed
+    expected = (
+        "BedrockChatModel needs botocore (SigV4 signing, the AWS credential chain and the event-stream parser): "
+        "pip install 'beamfilter-core[bedrock]'."
+    )
+    with pytest.raises(ConfigError) as caught:
+        BedrockChatModel(MODEL_ID)
+    assert str(caught.value) == expected
+    with pytest.raises(ConfigError) as caught:
+        wire.EventStreamDecoder()
+    assert str(caught.value) == expected

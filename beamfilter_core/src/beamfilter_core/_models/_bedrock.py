@@ -136,7 +136,7 @@ class BedrockChatModel:
             raise ConfigError(msg)
         try:
             import botocore.session
-        except ImportError:  # pragma: no cover - the bedrock extra is installed for the tests
+        except ImportError:
             raise missing_botocore() from None
         if base_url is not None and not (isinstance(base_url, str) and base_url.startswith(("http://", "https://"))):
             shown = mask_credentials(base_url) if isinstance(base_url, str) else base_url

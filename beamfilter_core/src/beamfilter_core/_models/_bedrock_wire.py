@@ -315,7 +315,7 @@ class EventStreamDecoder:
     def __init__(self) -> None:
         try:
             from botocore.eventstream import EventStreamBuffer, ParserError
-        except ImportError:  # pragma: no cover - the bedrock extra is installed for the tests
+        except ImportError:
             raise missing_botocore() from None
         self._buffer = EventStreamBuffer()
         parser = getattr(self._buffer, "_header_parser", None)
