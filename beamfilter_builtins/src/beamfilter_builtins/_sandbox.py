@@ -31,7 +31,7 @@ import attrs
 
 from beamfilter_core.errors import ConfigError, SandboxError
 
-__all__ = ["SandboxMode", "SandboxResult", "Sandbox", "find_bwrap", "run_sandboxed"]
+__all__ = ["Sandbox", "SandboxMode", "SandboxResult", "find_bwrap", "run_sandboxed"]
 
 SandboxMode = Literal["auto", "none"]
 
