@@ -8,10 +8,13 @@ verdict cache) there, at twice that size, and at about 100 KB, for the deny-list
 for the ``allow_commands`` rule. The figure is the best of ``--rounds`` runs in wall time;
 the ratio is against the 10 ms goal and against ``ls -la`` decided in the same run.
 
-With ``--baseline COMMIT`` it also times the typical commands of ``bench/bench_policy.py``
-on that commit and on HEAD, in separate processes, alternately (the old comparison)::
+With ``--before COMMIT`` it times the shapes that were slow or crashed before (a 2.1 KB
+``cd`` chain, 250 nested ``$(``, ...) on that commit and on HEAD, each in its own process
+(a row that takes over 60 s is reported as such). With ``--baseline COMMIT`` it times the
+typical commands of ``bench/bench_policy.py`` on that commit and on HEAD, alternately::
 
     .venv/bin/python bench/bench_shell_rule.py
+    .venv/bin/python bench/bench_shell_rule.py --before dc6cfe7
     .venv/bin/python bench/bench_shell_rule.py --baseline b5e0b8e
 """
 
@@ -116,6 +119,50 @@ def worst_cases(rounds: int) -> None:
     print(f"\nworst decision: {worst:.2f} ms = {worst / GOAL_MS:.2f}x the goal, {worst / floor:.0f}x ls -la")
 
 
+BEFORE_ROWS = {
+    "cd chain, 50 (0.5 KB)": _cd(50),
+    "cd chain, 100 (1 KB)": _cd(100),
+    "cd chain, 200 (2.1 KB)": _cd(200),
+    "pushd chain, 100": SHAPES["pushd chain"](100),
+    "250 nested $(": SHAPES["nested $("](250),
+    "pipeline of 2000": SHAPES["pipeline"](2000),
+    "49 000 words (100 KB)": SHAPES["words"](49_000),
+}
+ONE = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+sys.setrecursionlimit(1000)
+from beamfilter_builtins._shell_rule import ShellRule
+rule = ShellRule([], None, True)
+started = time.perf_counter()
+try:
+    rule._analyse(sys.argv[2])
+    print(f"{(time.perf_counter() - started) * 1000:.2f}")
+except RecursionError:
+    print("RecursionError")
+"""
+
+
+def one(source: Path, command: str) -> str:
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", ONE, str(source), command], capture_output=True, text=True, timeout=60
+        )
+    except subprocess.TimeoutExpired:
+        return "> 60 s"
+    figure = done.stdout.strip()
+    return figure if figure == "RecursionError" else f"{float(figure):.2f} ms"
+
+
+def before_after(commit: str) -> None:
+    with tempfile.TemporaryDirectory() as before_dir, tempfile.TemporaryDirectory() as after_dir:
+        before_src = extract(commit, Path(before_dir))
+        after_src = extract("HEAD", Path(after_dir))
+        print(f"\n{'shape':<26}{commit:>16}{'HEAD':>12}")
+        for name, command in BEFORE_ROWS.items():
+            print(f"{name:<26}{one(before_src, command):>16}{one(after_src, command):>12}")
+
+
 TIMER = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
@@ -169,10 +216,13 @@ def against(baseline: str, runs: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5, help="runs per figure (the best is kept)")
+    parser.add_argument("--before", help="also time the shapes that were slow on this commit")
     parser.add_argument("--baseline", help="also compare typical commands with this commit")
     parser.add_argument("--runs", type=int, default=3, help="alternating runs of the baseline comparison")
     options = parser.parse_args()
     worst_cases(options.rounds)
+    if options.before:
+        before_after(options.before)
     if options.baseline:
         against(options.baseline, options.runs)
 
