@@ -809,3 +809,22 @@ def test_without_botocore_the_error_names_the_extra(monkeypatch: pytest.MonkeyPa
     with pytest.raises(ConfigError) as caught:
         wire.EventStreamDecoder()
     assert str(caught.value) == expected
+
+
+def test_streamed_redacted_reasoning_is_kept_and_reasoning_counts_toward_the_bound() -> None:
+    accumulator = wire.ConverseStreamAccumulator(None)
+    for payload in (
+        {"contentBlockIndex": 0, "delta": {"reasoningContent": {"redactedContent": "ZW5jcnlwdGVk"}}},
+        {"contentBlockIndex": 1, "delta": {"text": "ok"}},
+    ):
+        accumulator.feed("contentBlockDelta", json.dumps(payload).encode())
+    accumulator.feed("messageStop", b'{"stopReason": "end_turn"}')
+    result = accumulator.result(chunks=3)
+    assert result.message.reasoning == (
+        Reasoning("bedrock.converse", "", {"reasoningContent": {"redactedContent": "ZW5jcnlwdGVk"}}),
+    )
+    assert result.text == "ok"
+    bounded = wire.ConverseStreamAccumulator(None, max_answer_chars=10)
+    thinking = {"contentBlockIndex": 0, "delta": {"reasoningContent": {"text": "x" * 11}}}
+    with pytest.raises(ResponseTooLargeError, match="max_answer_chars=10"):
+        bounded.feed("contentBlockDelta", json.dumps(thinking).encode())

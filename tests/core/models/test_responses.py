@@ -466,3 +466,17 @@ def test_a_call_done_without_added_and_unknown_events() -> None:
     result = accumulator.result(chunks=4)
     assert result.message.tool_calls == (ToolCall("f", {"x": 1}, "c9"),)
     assert (result.finish_reason, result.usage, result.text) == ("tool_calls", None, "")
+
+
+def test_reasoning_counts_toward_the_answer_bound() -> None:
+    item = {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [{"type": "summary_text", "text": "abc"}],
+        "encrypted_content": "x" * 8,
+    }
+    with pytest.raises(ResponseTooLargeError, match="max_answer_chars=10"):
+        wire.parse_response(answer(item), max_answer_chars=10)
+    assert wire.parse_response(answer(item), max_answer_chars=11).message.reasoning[0].text == "abc"
+    with pytest.raises(ResponseTooLargeError, match="max_answer_chars=10"):
+        feed_all({"type": "response.output_item.done", "output_index": 0, "item": item}, max_answer_chars=10)

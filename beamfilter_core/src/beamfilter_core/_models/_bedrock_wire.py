@@ -355,7 +355,7 @@ def missing_botocore() -> ConfigError:
 
 
 class _Block:
-    __slots__ = ("id", "kind", "name", "pieces", "signature", "size")
+    __slots__ = ("id", "kind", "name", "pieces", "redacted", "signature", "size")
 
     def __init__(self, kind: str, id: str | None = None, name: str | None = None) -> None:
         self.kind = kind
@@ -363,6 +363,7 @@ class _Block:
         self.name = name
         self.pieces: list[str] = []
         self.signature: str | None = None
+        self.redacted: str | None = None
         self.size = 0
 
 
@@ -371,7 +372,8 @@ class ConverseStreamAccumulator:
 
     Text deltas go to ``on_token`` as they come; a ``toolUse`` block is opened by its
     ``contentBlockStart`` and its ``input`` pieces are joined and parsed at the end;
-    ``reasoningContent`` deltas (text and signature) are kept as a block to send back.
+    ``reasoningContent`` deltas (text and signature, or redacted content) are kept as a
+    block to send back.
     ``messageStop`` gives the stop reason; ``metadata`` (usage) ends the stream.
     """
 
@@ -479,10 +481,16 @@ class ConverseStreamAccumulator:
             part = delta["reasoningContent"]
             block = self._blocks.setdefault(index, _Block("reasoningContent"))
             if isinstance(part, Mapping):
-                if isinstance(part.get("text"), str):
-                    block.pieces.append(part["text"])
-                if isinstance(part.get("signature"), str):
-                    block.signature = part["signature"]
+                for key in ("text", "signature", "redactedContent"):
+                    value = part.get(key)
+                    if isinstance(value, str):
+                        self._grow(len(value))  # reasoning counts toward the answer's bound too
+                        if key == "text":
+                            block.pieces.append(value)
+                        elif key == "signature":
+                            block.signature = value
+                        else:
+                            block.redacted = value
 
     def result(self, *, chunks: int) -> ChatResponse:
         """The complete response; raises :class:`IncompleteStreamError` on a cut stream."""
@@ -501,6 +509,8 @@ class ConverseStreamAccumulator:
             joined = "".join(block.pieces)
             if block.kind == "toolUse":
                 calls.append(ToolCall.from_json(block.name or "", joined, block.id))
+            elif block.redacted is not None:  # encrypted reasoning: sent back as it came
+                reasoning.append(Reasoning(PROVIDER, "", {"reasoningContent": {"redactedContent": block.redacted}}))
             else:
                 said: dict[str, Any] = {"text": joined}
                 if block.signature is not None:

@@ -207,6 +207,8 @@ class _Output:
                 for part in (summary if isinstance(summary, list) else ())
                 if isinstance(part, Mapping) and isinstance(part.get("text"), str)
             )
+            encrypted = item.get("encrypted_content")
+            self.grow(len(text) + (len(encrypted) if isinstance(encrypted, str) else 0))  # bounded like text
             self.reasoning.append(Reasoning(PROVIDER, text, dict(item)))
 
     def message(self) -> Message:
