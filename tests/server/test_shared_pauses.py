@@ -21,7 +21,7 @@ from starlette.testclient import TestClient
 from beamfilter_builtins import approval_filter
 from beamfilter_core import ChatRequest, ChatResponse, Kernel, ScriptedModel, ToolCall, tool
 from beamfilter_memory import memory_filter
-from beamfilter_server import ServerOptions, client_id, create_app
+from beamfilter_server import Gateway, ServerOptions, client_id, create_app
 from beamfilter_server._page import form_token
 
 pytestmark = pytest.mark.packages
@@ -164,3 +164,25 @@ def test_a_conversation_request_ending_with_the_assistant_is_400(workers: tuple[
         "param": "messages",
         "code": None,
     }
+
+
+@pytest.mark.anyio
+async def test_a_shared_board_stops_waiting_for_changes_once_the_gateway_closes(tmp_path: Path) -> None:
+    kernel = Kernel(
+        ScriptedModel(["hi"]),
+        filters=[memory_filter(f"sqlite:///{tmp_path / 'closing.db'}"), approval_filter()],
+        pause_key="shared-pause-key-0123456789",
+    )
+    gateway = Gateway(kernel, ServerOptions(inbox_keys=[REVIEWER]))
+    board = gateway.board
+    assert type(board).__name__ == "SharedBoard"
+    assert repr(board).startswith("SharedBoard(SharedPauses(")
+    version = await board.version()
+    started = time.monotonic()
+    assert await board.changed(version, 0.3) == version  # nothing changed: the full wait
+    assert time.monotonic() - started >= 0.3
+    board.inbox.close()
+    started = time.monotonic()
+    assert await board.changed(version, 30.0) == version  # closing: at once
+    assert time.monotonic() - started < 1.0
+    await kernel.aclose()

@@ -169,7 +169,7 @@ class SharedBoard(LocalBoard):
         while True:
             version = await self.version()
             left = deadline - time.monotonic()
-            if version != since or left <= 0:
+            if version != since or left <= 0 or self.inbox.closed:
                 return version
             await self.inbox.changed(self.inbox.version, min(left, 1.0))
 

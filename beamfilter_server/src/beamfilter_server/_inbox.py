@@ -71,6 +71,8 @@ class Inbox:
         self._keep = keep
         #: Bumped on every change; the inbox page reloads when it moves.
         self.version = 0
+        #: True once the gateway shuts down: waits end at once.
+        self.closed = False
         self._changed = asyncio.Event()
 
     def __repr__(self) -> str:
@@ -132,6 +134,7 @@ class Inbox:
 
     def close(self) -> None:
         """Wake everything waiting (shutdown)."""
+        self.closed = True
         self._changed.set()
         for entry in self._entries.values():
             entry.done.set()
