@@ -24,16 +24,8 @@ from beamfilter_builtins._shell_programs import (
     unwrap,
 )
 from beamfilter_builtins._shell_rule import MAX_DEPTH, ShellRule, ShellVerdict
-from beamfilter_builtins._shell_syntax import (
-    MAX_LENGTH,
-    MAX_WORDS,
-    Opaque,
-    Redirect,
-    Script,
-    SimpleCommand,
-    ansi_c,
-    parse_script,
-)
+from beamfilter_builtins._shell_syntax import MAX_LENGTH, Opaque, Redirect, Script, SimpleCommand, parse_script
+from beamfilter_builtins._shell_words import MAX_WORDS, ansi_c
 from beamfilter_builtins._tool_policy import Denial, ToolPolicy
 
 # -- the walk -----------------------------------------------------------------------------------
