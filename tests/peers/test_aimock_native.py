@@ -181,6 +181,10 @@ async def test_anthropic_thinking_goes_back_in_the_tool_round_and_strict_aimock_
         thought = "The user wants the weather in Paris; get_weather gives it."
         block = {"type": "thinking", "thinking": thought, "signature": "EqQBCgIYAhIM-aimock"}
         assert result.messages[1].reasoning == (Reasoning("anthropic", thought, block),)
+        text, events = await collect_stream(
+            Kernel(m, tools=[get_weather]).run_stream("think about the weather in Paris")
+        )
+        assert text == events[-1].result.text == "It is 18 C and cloudy, as I thought."  # type: ignore[union-attr]
         tokens: list[str] = []
         streamed = await m.stream(ask("think about the weather in Paris", tools=True), tokens.append)
         assert streamed.message.reasoning == (Reasoning("anthropic", thought, block),)
