@@ -490,3 +490,12 @@ def test_a_bubblewrap_without_bind_fd_mounts_the_folders_by_path(tmp_path: Path)
     assert "--disable-userns" not in box.argv(["true"], 3)
     result = asyncio.run(box.run(["bash", "-c", "echo a > out/f && echo b > g && cat out/f g"]))
     assert (result.exit_code, result.stdout) == (0, "a\nb\n")
+
+
+@needs_bwrap
+def test_a_stopped_sandbox_is_never_waited_on_for_ever(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from beamfilter_builtins import _sandbox
+
+    monkeypatch.setattr(_sandbox, "_DRAIN", 0.0)  # no time for bwrap's pipes to close after the kill
+    result = run(["sleep", "30"], tmp_path, timeout=0.3)
+    assert (result.timed_out, result.exit_code, result.stdout, result.stderr) == (True, None, "", "")

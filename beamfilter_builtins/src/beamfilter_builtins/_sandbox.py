@@ -399,8 +399,7 @@ async def _supervise(
             hint = f"; {INSTALL}" if exc.filename in (None, argv[0]) else ""  # else the workdir went away
             msg = f"bubblewrap ({argv[0]}) could not be started: {exc}{hint}."
             raise SandboxError(msg) from exc
-        # as a shell reports a program it cannot run
-        # the program, or the workdir if it went away (the error names it)
+        # as a shell reports a program it cannot run (or the workdir, if that went away)
         where = exc.filename if isinstance(exc.filename, str) else argv[0]
         return SandboxResult(127, "", f"{where}: {exc.strerror}", timeout=sandbox.timeout, sandboxed=False)
     finally:
@@ -414,7 +413,8 @@ async def _supervise(
         timed_out = not await _exited(process, sandbox.timeout, confined)
         # whatever is left (a timeout, or children of an unconfined command) is killed
         _kill(process)
-        await _exited(process, math.inf, confined)
+        if not await _exited(process, _DRAIN, confined):  # pipes still open: never wait on them for ever
+            await _exited(process, math.inf, confined=False)
         try:
             (out, out_cut), (err, err_cut) = await asyncio.wait_for(asyncio.shield(readers), _DRAIN)
         except TimeoutError:  # a pipe held open by a process that left the group (unconfined only)
