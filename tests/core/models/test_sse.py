@@ -37,6 +37,10 @@ async def test_every_field_and_line_ending_cut_anywhere(ending: str, chunk: int 
     assert await events(BODY.replace("\n", ending).encode(), chunk) == EXPECTED
 
 
+async def test_a_byte_order_mark_opening_the_body_is_dropped() -> None:
+    assert await events("\ufeffdata: first\n\ndata: \ufeffkept\n\n".encode(), 2) == ["first", "\ufeffkept"]
+
+
 async def test_a_body_without_an_event_boundary_is_capped() -> None:
     with pytest.raises(ResponseTooLargeError, match="max_event_chars=10 characters without completing an event"):
         await events(b"data: " + b"x" * 20, 4, limit=10)
@@ -58,3 +62,12 @@ async def test_drain_stops_at_its_deadline_or_at_a_broken_body(monkeypatch: pyte
         raise httpx.ReadError("reset")
 
     await _http._drain(broken())  # type: ignore[arg-type]
+
+
+async def test_empty_reads_change_nothing() -> None:
+    class Reads:  # what sse_data reads: aiter_text, here with empty pieces around the BOM
+        async def aiter_text(self) -> object:
+            for text in ("", "\ufeff", "", "data: a\n", "", "\n"):
+                yield text
+
+    assert [d async for batch in _http.sse_data(Reads(), 100) for d in batch] == ["a"]  # type: ignore[arg-type]

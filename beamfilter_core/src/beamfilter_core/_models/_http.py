@@ -108,9 +108,13 @@ async def sse_data(response: httpx.Response, limit: int) -> AsyncGenerator[list[
     times faster than httpx-sse's line by line one on long streams (bench_provider_decode.py).
     """
     buffer = ""
-    carry = ""
+    carry = "\ufeff"  # a byte order mark opening the body is dropped, as the standard says
     async for text in response.aiter_text():
-        if carry:
+        if not text:
+            continue
+        if carry == "\ufeff":
+            text, carry = text.removeprefix("\ufeff"), ""
+        elif carry:
             text, carry = carry + text, ""
         if "\r" in text:
             if text.endswith("\r"):  # may be the first half of a \r\n cut between reads
