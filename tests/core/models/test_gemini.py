@@ -541,3 +541,18 @@ async def test_credentials_pasted_into_base_url_are_masked_in_reprs_and_errors(w
     assert "pw-123" not in shown
     assert "AIzaPasted99" not in shown
     assert repr(m) == "GeminiChatModel(model='g', base_url='https://u:***@proxy.test/?key=***')"
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_a_malformed_function_call_is_retried_like_any_broken_answer(streaming: bool, waits: list[float]) -> None:
+    bad = chunk([], "MALFORMED_FUNCTION_CALL")
+    good = chunk([{"text": "ok"}], "STOP")
+    if streaming:
+        answers = [response(200, event(x), headers={"content-type": "text/event-stream"}) for x in (bad, good)]
+    else:
+        answers = [response(200, bad), response(200, good)]
+    server = Server(answers)
+    async with model(server) as m:
+        result = await (m.stream(REQUEST, lambda _: None) if streaming else m.complete(REQUEST))
+    assert result.text == "ok"
+    assert len(waits) == 1
