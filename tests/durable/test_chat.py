@@ -48,8 +48,9 @@ def test_chat_runs_each_turn_as_a_durable_workflow_and_the_conversation_continue
         stdin="My name is Ada.\nWhat is my name?\n/exit\n",
     )
     assert chat.returncode == 0, chat.stderr
-    expected = "conversation: ada\nyou> assistant> Hello Ada.\nyou> assistant> Your name is Ada.\nyou> "
-    assert chat.stdout == expected, chat.stdout
+    # through a pipe, chat writes the answers only; the conversation id goes to stderr
+    assert chat.stdout == "Hello Ada.\nYour name is Ada.\n", chat.stdout
+    assert chat.stderr == "conversation: ada\n", chat.stderr
 
     listed = _cli(tmp_path, "durable", "list", str(config), "--prefix", "ada:")
     assert listed.returncode == 0, listed.stderr

@@ -255,3 +255,41 @@ def test_a_worker_process_imports_the_kernel_from_its_config_folder(local: Local
         workers.stop()
         local.call(client.aclose())
     assert result.text == "Answered from folder_agent_e."
+
+
+def test_references_of_files_and_of_objects(tmp_path: Path) -> None:
+    config = tmp_path / "app.toml"
+    config.write_text('[model]\nuse = "scripted"\nscript = ["From the file."]\n')
+    runner = DurableRunner(config, DurableOptions(database="sqlite:///x.db"), worker=False)
+    assert (runner.reference, runner.folder) == (str(config), str(tmp_path))
+    assert repr(runner) == f"DurableRunner({str(config)!r}, dbos, 'sqlite:///x.db')"
+    assert kernel_from_reference(str(config)).run_sync("hi").text == "From the file."
+    by_name = DurableRunner(APP, DurableOptions(), worker=False)
+    assert (by_name.reference, by_name.folder) == (APP, None)
+    with pytest.raises(ConfigError) as caught:
+        kernel_from_reference("os:sep")
+    assert str(caught.value) == "The durable config reference 'os:sep' gave '/'; it must name a Kernel or return one."
+
+
+def test_turn_ids_given_and_drawn() -> None:
+    runner = DurableRunner(APP, DurableOptions(), worker=False)
+    for bad in ("", "x" * 201, 7):
+        with pytest.raises(DurableError) as caught:
+            asyncio.run(runner.turn_id_for(None, bad))  # type: ignore[arg-type]
+        assert str(caught.value) == (f"turn_id={bad!r} is invalid; give a non-empty string of at most 200 characters.")
+    drawn = asyncio.run(runner.turn_id_for({}))
+    assert (drawn[:5], len(drawn)) == ("turn-", 37)
+
+
+def test_the_memory_marker_is_looked_up_when_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    from beamfilter_durable._store import keep_pause
+
+    memory = pytest.importorskip("beamfilter_memory")
+    assert keep_pause() is memory.KEEP_PAUSE
+    monkeypatch.setitem(sys.modules, "beamfilter_memory", None)
+    with pytest.raises(ConfigError) as caught:
+        keep_pause()
+    assert str(caught.value) == (
+        "A durable turn with the memory filter needs beamfilter-memory, which is not installed "
+        "(import of beamfilter_memory halted; None in sys.modules); install it: pip install beamfilter-memory."
+    )

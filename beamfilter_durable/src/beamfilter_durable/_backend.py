@@ -101,9 +101,9 @@ class DurableBackend(Protocol):
         """The value the turn published under ``key``, or None."""
         ...
 
-    def follow(self, turn_id: str, key: str) -> AsyncIterator[Any]:
-        """The values of the turn's stream ``key`` from its start, then as they are appended,
-        until the turn's workflow ends."""
+    def follow(self, turn_id: str, key: str, *, offset: int = 0) -> AsyncIterator[Any]:
+        """The values of the turn's stream ``key`` from ``offset`` (its start), then as they
+        are appended, until the turn's workflow ends."""
         ...
 
     async def send(self, turn_id: str, topic: str, message: Any, *, idempotency_key: str) -> None:

@@ -128,7 +128,8 @@ def run(args: argparse.Namespace) -> int:
             await runner.aclose()
 
     try:
-        return _run_async(act)
+        # nothing to shut down: these actions launch no engine in this process
+        return asyncio.run(act())
     except DurableError as exc:
         print(f"beamfilter durable {action}: {exc}", file=sys.stderr)
         return FAILED

@@ -109,8 +109,17 @@ def waiting(record: Any, decided: str | None) -> bool:
 
 #: How often a waiter checks a turn's status when no milestone wakes it (a safety net).
 _SAFETY_POLL = 5.0
-#: How often a waiter looks for the result of a turn that wrote its end (committed at once).
+#: How often a waiter looks for the result of a turn that wrote its end (committed at once),
+#: and how long: an end mark without a result after that is an earlier attempt's.
 _END_POLL = 0.02
+_END_WAIT = 1.0
+
+
+async def _cancelled(task: asyncio.Future[Any]) -> None:
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def _poll(options: DurableOptions) -> float:
@@ -269,49 +278,59 @@ class _Callers:
         # net polls seldom (a turn that writes no milestones, e.g. one cancelled mid-step);
         # the turn's state stream wakes the wait (LISTEN/NOTIFY on PostgreSQL).
         finished = asyncio.ensure_future(handle.get_result(polling_interval_sec=_SAFETY_POLL))
-        watched = asyncio.ensure_future(self._watch(turn_id, pause_key, decided))
+        offset = 0
         try:
-            await asyncio.wait({finished, watched}, return_when=asyncio.FIRST_COMPLETED)
-            if watched.done() and not finished.done():
-                paused = watched.result()
-                if paused is not None:
-                    return "paused", paused
-                # the turn wrote its end: its result is committed a moment later
-                finished.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await finished
-                finished = asyncio.ensure_future(handle.get_result(polling_interval_sec=_END_POLL))
+            while True:
+                watched = asyncio.ensure_future(self._watch(turn_id, pause_key, decided, offset))
+                try:
+                    await asyncio.wait({finished, watched}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    await _cancelled(watched)
+                if finished.done():
+                    break
+                kind, value, offset = watched.result()
+                if kind == "paused":
+                    return "paused", value
+                # the turn wrote its end (or stopped): its result commits a moment later;
+                # an end that stays without one is an earlier attempt's (the turn was restarted)
+                ended = asyncio.ensure_future(handle.get_result(polling_interval_sec=_END_POLL))
+                await asyncio.wait({finished, ended}, timeout=_END_WAIT, return_when=asyncio.FIRST_COMPLETED)
+                if ended.done():
+                    await _cancelled(finished)
+                    finished = ended
+                    break
+                await _cancelled(ended)
+                if kind == "gone":  # the turn's workflow is not active, yet has no result yet
+                    continue
             try:
                 return "done", await finished
             except DBOSAwaitedWorkflowCancelledError:
                 msg = f"The durable turn {turn_id!r} was cancelled; `beamfilter durable resume` runs it on."
                 raise DurableError(msg) from None
         finally:
-            for task in (finished, watched):
-                if not task.done():
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
+            await _cancelled(finished)
 
-    async def _watch(self, turn_id: str, pause_key: str, decided: str | None) -> Any:
-        """The turn's pause record once it waits for a decision other than ``decided``, or
-        None once it wrote its end (or its workflow is no longer active)."""
-        async for value in self.follow(turn_id, STATE_KEY):
+    async def _watch(self, turn_id: str, pause_key: str, decided: str | None, offset: int) -> tuple[str, Any, int]:
+        """Follow the turn's state stream from ``offset``: ``("paused", record, next offset)``
+        once it waits for a decision other than ``decided``, ``("end", None, next offset)``
+        at its end mark, ``("gone", None, offset)`` when its workflow is no longer active."""
+        async for value in self.follow(turn_id, STATE_KEY, offset=offset):
+            offset += 1
             if not isinstance(value, Mapping) or value.get("end"):
-                return None
+                return "end", None, offset
             pause_id = value.get("paused")
             if pause_id is None or pause_id == decided:
                 continue
             record = await self.read(turn_id, pause_key)
             if waiting(record, decided) and record.get("pause_id") == pause_id:
-                return record
-        return None
+                return "paused", record, offset
+        return "gone", None, offset
 
     async def read(self, turn_id: str, key: str) -> Any:
         return await self.api.get_event_async(turn_id, key, timeout_seconds=0)
 
-    async def follow(self, turn_id: str, key: str) -> AsyncIterator[Any]:
-        values = self.api.read_stream_async(turn_id, key, polling_interval_sec=_reread(self.options))
+    async def follow(self, turn_id: str, key: str, *, offset: int = 0) -> AsyncIterator[Any]:
+        values = self.api.read_stream_async(turn_id, key, offset=offset, polling_interval_sec=_reread(self.options))
         try:
             async for value in values:
                 yield value
