@@ -448,7 +448,5 @@ class HTTPChatModel:
             raise self._transport_failure(url, exc, chunks) from exc
         try:
             return accumulator.result(chunks=chunks)
-        except ResponseTooLargeError:
-            raise
         except ProviderResponseError as exc:  # a cut stream, or an end the protocol does not allow
             raise _Failed(exc, True) from None
