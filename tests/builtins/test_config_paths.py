@@ -85,7 +85,7 @@ def test_without_base_a_relative_argument_is_judged_from_the_config_s_folder(
         '[model]\nuse = "scripted"\nscript = ["ok"]\n\n'
         '[[filters]]\nuse = "tool_policy"\nrules = [{ tool = "read", kind = "path", roots = ["./data"] }]\n'
     )
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(project)
     policy = Kernel.from_config(str(config)).filters[0].extras["policy"]
     assert policy.check("read", {"path": "./data/x.txt"}) is None
     # the first root is no longer the base: "secret/x" is the config folder's secret, outside ./data
@@ -161,3 +161,46 @@ def test_a_local_model_path_is_a_place_too(tmp_path: Path, monkeypatch: pytest.M
     built = build_config(str(config))
     assert built.places == (Place("model.model_path", "models/tiny.gguf", f"{project}/models/tiny.gguf"),)
     assert str(built.kernel.model.model_path) == f"{project}/models/tiny.gguf"
+
+
+def test_a_python_tool_s_relative_path_is_judged_from_the_current_folder_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "project"
+    (project / "data").mkdir(parents=True)
+    config = project / "beamfilter.toml"
+    config.write_text(
+        '[model]\nuse = "scripted"\nscript = ["ok"]\n\n'
+        '[[filters]]\nuse = "tool_policy"\nrules = [{ tool = "read", kind = "path", roots = ["./data"] }]\n'
+    )
+    policy = Kernel.from_config(str(config)).filters[0].extras["policy"]
+    monkeypatch.chdir(project)
+    assert policy.check("read", {"path": "data/x.txt"}) is None
+    # from another folder, an in-process tool would open ./data/x.txt there: outside the root
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert policy.check("read", {"path": "data/x.txt"}).reason == (
+        f"the path resolves to '{elsewhere}/data/x.txt', outside the allowed roots ({project}/data)"
+    )
+    # a tool that says where it resolves relative paths (an MCP server) is judged from there only
+    assert policy.check("read", {"path": "data/x.txt"}, str(project)) is None
+    # an explicit base is the user's word: judged from it alone
+    based = (
+        Kernel.from_config(
+            {
+                "model": {"use": "scripted", "script": ["ok"]},
+                "filters": [
+                    {
+                        "use": "tool_policy",
+                        "rules": [
+                            {"tool": "read", "kind": "path", "roots": [str(project / "data")], "base": str(project)}
+                        ],
+                    }
+                ],
+            }
+        )
+        .filters[0]
+        .extras["policy"]
+    )
+    assert based.check("read", {"path": "data/x.txt"}) is None

@@ -38,10 +38,12 @@ class PathRule:
     ``deny`` globs match the resolved path or its last part, ignoring case unless
     ``case_sensitive`` (``KEY.PEM`` is the same key on a case-insensitive filesystem).
     Relative ``roots`` and ``base`` are taken from ``folder`` (a config file's folder;
-    default the current one).
+    default the current one). With ``current``, a tool that does not say where it resolves
+    relative paths is also judged from the current folder when that is another one: a
+    Python tool opens a relative path from there, whatever folder the config is in.
     """
 
-    __slots__ = ("base", "case_sensitive", "deny", "roots")
+    __slots__ = ("base", "case_sensitive", "current", "deny", "roots")
 
     def __init__(
         self,
@@ -51,7 +53,9 @@ class PathRule:
         case_sensitive: bool = False,
         *,
         folder: str | None = None,
+        current: bool = False,
     ) -> None:
+        self.current = current
         self.roots = tuple(_absolute(r, folder) for r in roots)
         self.case_sensitive = case_sensitive
         self.deny = tuple(deny if case_sensitive else (d.lower() for d in deny))
@@ -76,6 +80,12 @@ class PathRule:
         if "\x00" in path:
             return "the path contains a NUL byte"
         resolved = self.resolve(path, workdir)
+        if resolved is not None and workdir is None and self.current and not os.path.isabs(os.path.expanduser(path)):
+            here = os.path.realpath(os.path.join(os.getcwd(), os.path.expanduser(path)))
+            if here != resolved:  # judged where it lands from both folders: each must pass
+                reason = self._judge(here)
+                if reason is not None:
+                    return reason
         if resolved is None:
             if workdir == "":
                 return (
@@ -86,6 +96,9 @@ class PathRule:
                 f"the relative path {path!r} cannot be judged: the folder the tool resolves it in is not known "
                 "(give the rule a base, or an absolute path)"
             )
+        return self._judge(resolved)
+
+    def _judge(self, resolved: str) -> str | None:
         if self.roots and not any(_inside(resolved, root) for root in self.roots):
             roots = ", ".join(self.roots)
             return f"the path resolves to {resolved!r}, outside the allowed roots ({roots})"

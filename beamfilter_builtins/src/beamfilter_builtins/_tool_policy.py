@@ -174,6 +174,7 @@ def _build_rule(index: int, raw: Any, folder: str | None = None) -> _Rule:
             base if base is not None else folder,  # default: the config's folder, when there is one
             _flag(where, "case_sensitive", raw.get("case_sensitive", False)),
             folder=folder,
+            current=base is None,  # the default base: a Python tool resolves from the current folder too
         )
         check = path.check
     elif kind == "url":
