@@ -221,6 +221,36 @@ ATTACKS: dict[str, list[str]] = {
         "emacs --batch --eval '(shell-command \"rm -rf /\")'",
         "less '+!rm -rf /' x",
     ],
+    "wrappers the tables did not know, and abbreviated wrapper options": [
+        "timeout --sig=KILL 5 rm -rf /",
+        "env --chd=/ rm -rf usr",
+        "setpriv rm -rf /",
+        "setpriv --reuid=0 rm -rf /",
+        "capsh -- -c 'rm -rf /'",
+        "ip netns exec ns rm -rf /",
+        "hyperfine 'rm -rf /'",
+        "tmux new -d 'rm -rf /'",
+        "screen -dm rm -rf /",
+        "watchexec 'rm -rf /'",
+        "entr -s 'rm -rf /'",
+        "ls | entr rm -rf /",
+        "sshpass -p x rm -rf /",
+        "faketime '2020-01-01' rm -rf /",
+        "numactl --cpunodebind=0 rm -rf /",
+        "prlimit --nofile=10 rm -rf /",
+    ],
+    "names and values that run code later": [
+        "BASH_CMDS[ls]=/bin/sh; ls -c id",
+        "BASH_ALIASES[ls]='rm -rf /'; ls",
+        "x='a[$(rm -rf /)]'; echo $((x))",
+        "x='a[$(id)]'; [[ x -eq 1 ]]",
+        "x='a[`id`]'; (( x ))",
+        "for x in 'a[$(id)]'; do let x; done",
+        "mv /etc /tmp/x",
+        "mv /u?r /tmp/x",
+        "mv ~ /tmp/x",
+        "mv -t /tmp /etc",
+    ],
     "gtar and bsdtar": [
         "gtar -cf /dev/sda x",
         "bsdtar -cf /dev/sda x",
@@ -364,6 +394,9 @@ LEGIT: list[str] = [
     "make -j4",
     "less +G log.txt",
     "strace -o trace.txt ls",
+    "timeout --signal=KILL 5 ls",
+    "mv build/a.txt build/b.txt",
+    "tmux ls",
 ]
 
 #: The allow-list the strict rule is built with: generous on purpose, so strictness comes
@@ -377,4 +410,6 @@ ALLOWED = frozenset(
     | {"npm", "pytest", "cargo", "curl", "./configure", "set", "exec", "hash", "trap", "eval", "declare", "unset"}
     | {"read", "let", "export", "builtin", "command", "coproc", "time", "source", ".", "f", "X", "enable", "mapfile"}
     | {"readarray", "vim", "nvim", "man", "gdb", "tcpdump", "zip", "nc", "ncat", "socat", "strace", "emacs", "less"}
+    | {"setpriv", "capsh", "ip", "hyperfine", "tmux", "screen", "watchexec", "entr", "sshpass", "faketime", "numactl"}
+    | {"prlimit", "BASH_CMDS", "BASH_ALIASES", "x"}
 )

@@ -233,6 +233,13 @@ def _copy(name: str, args: tuple[Word, ...], cwds: Directories) -> Iterator[str]
                 return
             continue
         operands.append(arg)
+    if name == "mv":  # moving a system directory away breaks the machine as removing it does
+        for source in operands[:-1] if not targeted else operands:
+            if isinstance(source, str) and any(
+                p is not None and (_sweeping(p, cwd=False) or _system_directory(p)) for p in places(source, cwds)
+            ):
+                yield f"the command moves {normalise_path(source)}, which the system or a home depends on"
+                return
     written = operands if targeted or name == "mv" else operands[1:] if name != "rsync" else operands[-1:]
     if len(operands) > 1 and isinstance(operands[-1], str) and not targeted:  # cp sda /dev/: the copy is /dev/sda
         written += [posixpath.join(operands[-1], posixpath.basename(s)) for s in operands[:-1] if isinstance(s, str)]

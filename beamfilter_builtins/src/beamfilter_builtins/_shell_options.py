@@ -17,7 +17,19 @@ import attrs
 
 from ._shell_syntax import Opaque, Word
 
-__all__ = ["RUNS_CODE", "Code", "Unknown", "git", "long_option", "option_code", "runs_code", "sed", "ssh"]
+__all__ = [
+    "COMMAND_LINES",
+    "command_lines",
+    "RUNS_CODE",
+    "Code",
+    "Unknown",
+    "git",
+    "long_option",
+    "option_code",
+    "runs_code",
+    "sed",
+    "ssh",
+]
 
 
 @attrs.frozen
@@ -333,3 +345,26 @@ def runs_code(name: str, rest: tuple[Word, ...]) -> Iterator[Code | Unknown]:
             else:
                 yield Unknown(f"{name} {option} runs code in its own language, which the policy does not read")
             return
+
+
+# tmux commands that run a command line; screen runs its operands
+_TMUX_RUNS = frozenset(
+    {"new", "new-session", "new-window", "neww", "split-window", "splitw", "respawn-pane", "respawnp"}
+    | {"respawn-window", "respawnw", "run-shell", "run", "if-shell", "if", "send-keys", "send", "pipe-pane"}
+    | {"pipep", "display-popup", "popup", "source-file", "source"}
+)
+#: Programs whose operands are command lines they run through a shell (or may).
+COMMAND_LINES = frozenset({"hyperfine", "tmux", "screen"})
+
+
+def command_lines(name: str, rest: tuple[Word, ...]) -> Iterator[Code | Unknown]:
+    """``hyperfine 'cmd' …`` runs each operand through a shell; ``tmux new 'cmd'`` and
+    ``screen cmd`` run a command line the policy does not take apart."""
+    if name == "hyperfine":
+        for word in rest:
+            if isinstance(word, Opaque) or not word.startswith("-"):
+                yield Code(word, None, "hyperfine")
+    elif name == "tmux" and any(isinstance(w, Opaque) or w in _TMUX_RUNS for w in rest):
+        yield Unknown("tmux runs a command line given in its arguments")
+    elif name == "screen" and any(isinstance(w, Opaque) or not w.startswith("-") or w in {"-X", "-dm"} for w in rest):
+        yield Unknown("screen runs a command given in its arguments")

@@ -18,10 +18,21 @@ from collections.abc import Iterator
 
 import attrs
 
-from ._shell_options import RUNS_CODE, Code, Unknown, git, option_code, runs_code, sed, ssh
+from ._shell_options import (
+    COMMAND_LINES,
+    RUNS_CODE,
+    Code,
+    Unknown,
+    command_lines,
+    git,
+    option_code,
+    runs_code,
+    sed,
+    ssh,
+)
 from ._shell_syntax import Opaque, Word
 from ._shell_table import AWKS, CODE_OPTIONS, INTERPRETERS, SHELLS, family
-from ._shell_wrappers import WRAPPERS
+from ._shell_wrappers import WRAPPERS, Wrapper
 
 __all__ = [
     "INTERPRETERS",
@@ -123,6 +134,10 @@ def unwrap(argv: tuple[Word, ...], stdin: str | None, depth: int = 0) -> Iterato
         yield from _wrapped(name, rest, stdin, depth)
     elif name in {"busybox", "toybox"} and rest:
         yield from unwrap(rest, stdin, depth + 1)
+    elif name == "ip" and len(rest) > 3 and rest[0] == "netns" and rest[1] == "exec":
+        yield from unwrap(rest[3:], stdin, depth + 1)  # ip netns exec NAME cmd
+    elif name in COMMAND_LINES:
+        yield from command_lines(name, rest)
     elif name in SHELLS:
         yield from _shell(name, rest, stdin)
     elif name in {"at", "batch"} and "-f" not in rest:  # they run the commands they read
@@ -199,6 +214,7 @@ def _wrapped(name: str, rest: tuple[Word, ...], stdin: str | None, depth: int) -
             continue
         if word.startswith("--") and len(word) > 2:
             option, equals, value = word[2:].partition("=")
+            option = _unabbreviated(option, spec)
             if option in spec.long_values:
                 directory: Word = value
                 if not equals:
@@ -258,10 +274,12 @@ def _wrapped(name: str, rest: tuple[Word, ...], stdin: str | None, depth: int) -
                 yield Code(rest[position + 1], stdin, f"{name} -{spec.code}")
                 return
     command = rest[index + spec.positionals :]
-    if name == "watch" and "x" not in flags and "exec" not in flags:
-        if command:
-            yield Code(_joined(command), None, "watch")
+    if (name == "watch" and "x" not in flags and "exec" not in flags) or name == "watchexec":
+        if command:  # the words are joined into one shell command line
+            yield Code(_joined(command), None, name)
         return
+    if name == "capsh" and command:  # capsh -- ARGS runs /bin/bash ARGS
+        command = ("bash", *command)
     if flags & set(spec.shell) or (name == "sudo" and {"shell", "login"} & flags):
         yield Code(_joined(command), stdin, f"{name} -s") if command else Call(("sh",), stdin)
         return
@@ -279,6 +297,14 @@ def _wrapped(name: str, rest: tuple[Word, ...], stdin: str | None, depth: int) -
         return  # su USER: an interactive shell reading standard input, or -c code (above)
     if command:
         yield from unwrap(command, stdin, depth + 1)
+
+
+def _unabbreviated(option: str, spec: Wrapper) -> str:
+    """``option`` in full when it abbreviates exactly one long option of ``spec`` (GNU: ``--sig`` is ``--signal``)."""
+    if option in spec.long_values or option in spec.long_flags:
+        return option
+    matches = [full for full in (*spec.long_values, *spec.long_flags) if full.startswith(option)]
+    return matches[0] if len(matches) == 1 else option
 
 
 def _xargs_replace(options: tuple[Word, ...]) -> str:

@@ -295,6 +295,8 @@ class ShellRule:
             found.denied.append(f"the command sets {name}, which loads code into the programs it runs")
         elif name == "CDPATH":
             found.denied.append("the command sets CDPATH, which changes the directory cd goes to")
+        elif name in {"BASH_CMDS", "BASH_ALIASES"}:  # BASH_CMDS[ls]=/bin/sh is hash -p
+            found.denied.append(f"the command sets {name}, which makes a name run another program")
         elif _CHANGES_PARSING.fullmatch(name):
             found.denied.append(f"the command sets {name}, which changes how the shell reads later commands")
         else:
@@ -302,6 +304,9 @@ class ShellRule:
         return True
 
     def _assign(self, name: str, value: Word, found: _Findings, depth: int) -> None:
+        if isinstance(value, str) and "[" in value and ("$(" in value or "`" in value):
+            # x='a[$(cmd)]'; echo $((x)): arithmetic on x evaluates the subscript and runs cmd
+            found.opaque.append(f"the value of {name} holds a command in a subscript, which arithmetic on it runs")
         if not self._named(name, found) and _CODE_VARIABLES.fullmatch(name):
             self._code(Code(value, None, f"the variable {name}"), found, depth)
         if self.allow_env is not None and name not in self.allow_env:

@@ -159,6 +159,25 @@ WRAPPERS: dict[str, Wrapper] = {
     ),
     # options these take are many: any option makes the command opaque, none runs the program
     **{name: _w() for name in ("firejail", "fakeroot", "fakechroot", "eatmydata", "proot", "catchsegv", "valgrind")},
+    **{name: _w() for name in ("setpriv", "prlimit", "numactl", "xvfb-run", "dbus-run-session", "dbus-launch")},
+    **{name: _w() for name in ("rlwrap", "chpst", "softlimit", "daemonize", "systemd-nspawn", "bwrap", "trickle")},
+    "capsh": _w(),  # capsh -- -c CODE: its options are opaque, and "--" hands the rest to a shell
+    "chronic": _w(short_flags="ev"),
+    "faketime": _w(short_flags="f", positionals=1),
+    "sshpass": _w(short_values="pfd", short_flags="ve"),
+    "cgexec": _w(short_values="g", long_flags="sticky"),
+    "cpulimit": _w(
+        short_values="lpe",
+        short_flags="zikvf",
+        long_values="limit pid exe",
+        long_flags="lazy include-children kill verbose foreground",
+    ),
+    "envdir": _w(positionals=1),
+    "setuidgid": _w(positionals=1),
+    "tsp": _w(short_flags="nfgB"),
+    "entr": _w(short_flags="acdnprsz", shell="s"),
+    "watchexec": _w(),  # its command runs through a shell (see unwrap)
+    "nocache": _w(),
     "systemd-run": _w(
         short_values="pEuHMd",
         short_flags="qtPG",
