@@ -23,6 +23,9 @@ from ._wire import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, _too_large, loads, prev
 
 __all__ = ["BLOCKED", "PROVIDER", "StreamAccumulator", "finish_reason", "parse_response", "parse_usage", "request_body"]
 
+# json.loads without its per-call checks: a stream decodes one small object per chunk
+_decode = json.JSONDecoder().decode
+
 #: The ``Reasoning.provider`` of Gemini's thought signatures and thought summaries.
 PROVIDER = "gemini"
 #: Finish reasons that mean the answer was withheld.
@@ -227,7 +230,7 @@ class _Candidate:
         self.size = 0
         self.finish: Any = None
         self.ratings: Any = None
-        self.usage: Usage | None = None
+        self.usage: Any = None  # the last usageMetadata, read once at the end
         self.delivered = False
 
     def _grow(self, size: int) -> None:
@@ -236,7 +239,7 @@ class _Candidate:
             raise _too_large(self.max_answer)
 
     def feed(self, data: Any) -> None:
-        if not isinstance(data, Mapping):
+        if not isinstance(data, dict):
             msg = f"Expected a JSON object from Gemini, got {type(data).__name__}: {preview(data)}."
             raise ProviderResponseError(msg)
         if "error" in data and not data.get("candidates"):
@@ -245,9 +248,9 @@ class _Candidate:
             msg = f"The server reported an error inside a 200 response: {preview(message, 300)}."
             raise ProviderResponseError(msg)
         if "usageMetadata" in data:
-            self.usage = parse_usage(data["usageMetadata"])
+            self.usage = data["usageMetadata"]
         feedback = data.get("promptFeedback")
-        if isinstance(feedback, Mapping) and isinstance(feedback.get("blockReason"), str):
+        if isinstance(feedback, dict) and isinstance(feedback.get("blockReason"), str):
             raise _blocked(feedback["blockReason"], "", dict(feedback), prompt=True)
         candidates = data.get("candidates")
         if candidates is None:
@@ -256,14 +259,14 @@ class _Candidate:
             msg = f"The server sent candidates as {type(candidates).__name__} {preview(candidates)}; expected a list."
             raise ProviderResponseError(msg)
         for candidate in candidates:
-            if isinstance(candidate, Mapping) and candidate.get("index", 0) == 0:
+            if isinstance(candidate, dict) and candidate.get("index", 0) == 0:
                 self._candidate(candidate)
 
     def _candidate(self, candidate: Mapping[str, Any]) -> None:
         content = candidate.get("content")
-        parts = content.get("parts") if isinstance(content, Mapping) else None
+        parts = content.get("parts") if isinstance(content, dict) else None
         for part in parts if isinstance(parts, list) else ():
-            if isinstance(part, Mapping):
+            if isinstance(part, dict):
                 self._part(part)
         if candidate.get("finishReason") is not None:
             self.finish = candidate["finishReason"]
@@ -273,7 +276,7 @@ class _Candidate:
         signature = part.get("thoughtSignature")
         call = part.get("functionCall")
         text = part.get("text")
-        if isinstance(call, Mapping):
+        if isinstance(call, dict):
             name = call.get("name")
             arguments = call.get("args") or {}
             if not isinstance(name, str) or not isinstance(arguments, Mapping):
@@ -305,7 +308,7 @@ class _Candidate:
         finish = finish_reason(self.finish, text, bool(self.calls), self.ratings)
         content = text if text or not self.calls else None
         message = Message("assistant", content, tuple(self.calls), reasoning=tuple(self.reasoning))
-        return ChatResponse(message, finish, self.usage)
+        return ChatResponse(message, finish, parse_usage(self.usage))
 
 
 def parse_response(
@@ -358,7 +361,11 @@ class StreamAccumulator:
 
     def feed(self, data: str) -> None:
         """Take the ``data`` of one SSE event (one JSON chunk)."""
-        self._candidate.feed(loads(data, "The stream sent a chunk that is not valid JSON"))
+        try:
+            chunk = _decode(data)
+        except (ValueError, RecursionError):
+            chunk = loads(data, "The stream sent a chunk that is not valid JSON")  # raises with the reason
+        self._candidate.feed(chunk)
         # the chunk with finishReason also carries the final usage: nothing else follows
         self.done = self._candidate.finish is not None
 
