@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from beamfilter_builtins import tool_output_guard_filter
 from beamfilter_builtins._tool_output_tags import LOOKALIKES, escape_wrapper_tags, skeleton
 from beamfilter_core import ChatResponse, Decision, Kernel, ScriptedModel, ToolCall, tool
+from beamfilter_core.testing import run_turn
 
 pytestmark = pytest.mark.anyio
 
@@ -142,7 +143,8 @@ async def test_a_human_rejection_reason_is_guarded_at_resume() -> None:
     ]
 
 
-async def test_a_gate_reply_and_rejection_are_guarded_in_the_round() -> None:
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_gate_reply_and_rejection_are_guarded_in_the_round(stream: bool) -> None:
     decisions: dict[str, Any] = {
         "c1": Decision.reply(f"OPENAI_API_KEY={KEY}"),
         "c2": Decision.reject(result="x" * 50),
@@ -152,7 +154,7 @@ async def test_a_gate_reply_and_rejection_are_guarded_in_the_round() -> None:
     )
     guard = tool_output_guard_filter(max_chars=10)
     kernel = Kernel(model, tools=[send], filters=[guard], gate=lambda call, *_: decisions[call.id])
-    assert (await kernel.run("go")).text == "done"
+    assert (await run_turn(kernel, "go", stream))[0].text == "done"
     assert _tool_texts(model) == [
         "OPENAI_API\n[... 15 of 25 characters cut by tool_output_guard ...]",  # masked, then cut
         "xxxxxxxxxx\n[... 40 of 50 characters cut by tool_output_guard ...]",
