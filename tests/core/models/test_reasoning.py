@@ -31,3 +31,25 @@ def test_reasoning_round_trips_through_json_and_is_absent_when_empty() -> None:
     assert "reasoning" not in converter.unstructure(Message.assistant("x"))
     state = PauseState((Message.user("hi"), message), (call,), ("toolu_1",))
     assert PauseState.from_json(state.to_json()).messages[1].reasoning == (THINKING,)
+
+
+def test_a_signed_pause_state_whose_thinking_was_edited_is_refused() -> None:
+    import attrs
+    import pytest
+
+    from beamfilter_core._pause import PauseKeys, sign, verify
+    from beamfilter_core.errors import PauseSignatureError
+
+    keys = PauseKeys("a-pause-key-of-32-characters-xxxx")
+    call = ToolCall("get_weather", {"city": "Paris"}, "toolu_1")
+    state = sign(
+        PauseState(
+            (Message.user("hi"), Message("assistant", None, (call,), reasoning=(THINKING,))), (call,), ("toolu_1",)
+        ),
+        keys,
+    )
+    verify(PauseState.from_json(state.to_json()), keys)  # the thinking is covered and survives JSON
+    forged = Reasoning("anthropic", "Let me check.", {**BLOCK, "signature": "forged"})
+    edited = attrs.evolve(state, messages=(state.messages[0], state.messages[1].replace(reasoning=(forged,))))
+    with pytest.raises(PauseSignatureError):
+        verify(edited, keys)
