@@ -307,7 +307,7 @@ def test_http_server_refusing_the_token_is_a_typed_error_without_the_token(notes
     ("tool_name", "expected"),
     [
         ("hang", "did not answer 'hang' within 1 s"),
-        ("die", "failed during 'die'"),
+        ("die", "exited with status 3 during 'die'"),
         ("garble", "did not answer 'garble' within 1 s"),
     ],
 )

@@ -417,10 +417,28 @@ class MCPToolset(Toolset):
                 return ToolResult.failure(
                     "semantic", f"The MCP server refused {remote!r}: {code}: {getattr(exc, 'message', exc)}"
                 )
+            process = self._process
             self._retire()
-            msg = f"the MCP server {self.name!r} failed during {remote!r}: {_describe(exc)}"
+            status = await _exit_status(process)
+            if status is not None:  # it crashed: say so, in words the model and the user read alike
+                how = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
+                msg = f"the MCP server {self.name!r} {how} during {remote!r}"
+            else:
+                msg = f"the MCP server {self.name!r} failed during {remote!r}: {_describe(exc)}"
             raise ToolServerError(msg) from exc
         return to_result(result)
+
+
+async def _exit_status(process: Any, wait: float = 1.0) -> int | None:
+    """The exit status of a server process that is exiting (within ``wait`` s), or None."""
+    if process is None:
+        return None
+    deadline = asyncio.get_running_loop().time() + wait
+    # polled: process.wait() also waits for the pipes, which a child of the server may hold
+    while process.returncode is None and asyncio.get_running_loop().time() < deadline:  # noqa: ASYNC110
+        await asyncio.sleep(0.02)
+    status = process.returncode
+    return status if isinstance(status, int) else None
 
 
 class _OwningTransport:
