@@ -250,6 +250,12 @@ ATTACKS: dict[str, list[str]] = {
         "mv /u?r /tmp/x",
         "mv ~ /tmp/x",
         "mv -t /tmp /etc",
+        "a=(); a[$(rm -rf /)]=1",
+        "declare -A m; m[`rm -rf /`]=1",
+        "read -r x <<< 'a[$(id)]'; echo $((x))",
+        "read -r x <<'EOF'\na[$(id)]\nEOF\necho $((x))",
+        "/bin/busybox-x86_64 sh -c 'rm -rf /'",
+        "busybox.static rm -rf /",
     ],
     "gtar and bsdtar": [
         "gtar -cf /dev/sda x",
@@ -335,6 +341,10 @@ SANDBOX: list[str] = [
     "ln -sf /etc/passwd x; echo hacked > x",
     "python3 -m http.server",
     "git commit -m x",  # runs the repository's hooks
+    "read -r x < data.txt; echo $((x))",  # arithmetic on data read at run time
+    ". ./env.sh",
+    "PATH=./bin:/usr/bin ls",
+    "enable -n cd; cd /",
 ]
 
 #: Everyday commands both rules allow (the false-positive table).

@@ -307,6 +307,7 @@ _CONSTRUCTS = {
     "herestring_redirect": "a here-string",
 }
 _RUNS_IN_SUBSCRIPT = re.compile(r"\$\(|`|\$\{")
+_DATA_SUBSCRIPT = re.compile(r"\[[^\]\n]*(?:\$\(|`)")
 
 
 class _Walker:
@@ -404,6 +405,14 @@ class _Walker:
             raise _Unreadable(msg)
         self.commands.append(command)
 
+    def _data_subscripts(self, node: tree_sitter.Node) -> None:
+        """``read x <<< 'a[$(cmd)]'; echo $((x))``: literal data holding a command in a subscript,
+        which arithmetic on what reads it would run."""
+        text = _text(node)
+        if _DATA_SUBSCRIPT.search(text):
+            shown = " ".join(text[:60].split())
+            self.hidden.append(f"the data {shown} holds a command in a subscript, which arithmetic on it runs")
+
     def _subscripts(self, node: tree_sitter.Node) -> None:
         """``[[ -v 'a[$(cmd)]' ]]``: bash evaluates a quoted subscript, and runs what is in it."""
         pending = [node]
@@ -489,8 +498,9 @@ class _Walker:
             name_node = node.child_by_field_name("name")
             value_node = node.child_by_field_name("value")
             name = _text(name_node) if name_node is not None else ""
-            if name_node is not None and name_node.type == "subscript":  # a[1]=x
+            if name_node is not None and name_node.type == "subscript":  # a[1]=x, a[$(cmd)]=x
                 name = _text(name_node.named_children[0]) if name_node.named_children else name
+                self._substitutions(name_node, function)  # the index is evaluated: its substitutions run
             value: Word = ""
             if value_node is not None:
                 self._walk_value(value_node, function)
@@ -528,6 +538,8 @@ class _Walker:
     ) -> tuple[tuple[Redirect, ...], str | None]:
         found: list[Redirect] = []
         for node in nodes:
+            if node.type in {"heredoc_redirect", "herestring_redirect"}:
+                self._data_subscripts(node)
             if node.type == "heredoc_redirect":
                 self.constructs.append(_CONSTRUCTS["heredoc_redirect"])
                 stdin = "a here-document"

@@ -184,6 +184,8 @@ def family(word: str) -> str:
         return alias
     if name.startswith("python"):
         return "python"
+    if name.startswith(("busybox", "toybox")):  # busybox-x86_64, busybox.static
+        return name[:7]
     if name.startswith(("mkfs", "mke2fs")):
         return "mkfs"
     versioned = _VERSION.fullmatch(name)
