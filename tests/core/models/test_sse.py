@@ -71,3 +71,9 @@ async def test_empty_reads_change_nothing() -> None:
                 yield text
 
     assert [d async for batch in _http.sse_data(Reads(), 100) for d in batch] == ["a"]  # type: ignore[arg-type]
+
+
+async def test_a_large_event_in_one_byte_reads() -> None:
+    big = "x" * 20_000
+    body = f"data: {big}\n\ndata: after\n\n".encode()
+    assert await events(body, 1, limit=30_000) == [big, "after"]
