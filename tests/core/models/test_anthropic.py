@@ -169,6 +169,9 @@ def test_cache_control_marks_the_system_prompt_and_the_last_tool() -> None:
     body = wire.request_body(one_call, "m", {}, max_tokens=1, stream=False, cache_control=True)
     assert body["system"][0]["cache_control"] == hour
     assert "cache_control" not in body
+    body = wire.request_body(request, "m", {"cache_control": True}, max_tokens=1, stream=False)
+    assert body["system"][0]["cache_control"] == {"type": "ephemeral"}  # in the model's options too
+    assert "cache_control" not in body
     off = request.replace(options={"cache_control": False})
     body = wire.request_body(off, "m", {}, max_tokens=1, stream=False, cache_control=True)
     assert "cache_control" not in body["system"][0]

@@ -156,14 +156,14 @@ def request_body(
     ``options`` then ``request.options`` are merged over ``model`` and ``max_tokens``;
     ``cache_control`` (True, or a block such as ``{"type": "ephemeral", "ttl": "1h"}``)
     marks the end of the system prompt and of the tools as a cache breakpoint; a
-    ``cache_control`` key in ``request.options`` overrides it for one call.
+    ``cache_control`` key in ``options`` overrides it, and one in ``request.options`` for one call.
     """
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
     for source in (options, request.options):
         for key, value in source.items():
             if key not in _RESERVED:
                 body[key] = value
-    mark = cache_mark(request.options.get("cache_control", cache_control))
+    mark = cache_mark(request.options.get("cache_control", options.get("cache_control", cache_control)))
     system, messages = _messages(request.messages)
     if system:
         if mark is not None:
