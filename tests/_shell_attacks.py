@@ -220,6 +220,19 @@ ATTACKS: dict[str, list[str]] = {
         "make --eval='$(shell rm -rf /)'",
         "emacs --batch --eval '(shell-command \"rm -rf /\")'",
         "less '+!rm -rf /' x",
+        "sort --compress-program=sh x",
+        "sort --compress-prog=sh x",
+        "split --filter='rm -rf /' x",
+        "wget --use-askpass=/tmp/x http://example.com",
+        "scp -S /tmp/evil a b:",
+        "mysql -e 'system rm -rf /'",
+        "psql -c '\\! rm -rf /'",
+        "sqlite3 db '.shell rm -rf /'",
+        "dc -e '!rm -rf /'",
+        "gnuplot -e 'system(\"id\")'",
+        'node --import=\'data:text/javascript,require("child_process").execSync("id")\'',
+        "perl '-MPOSIX;system(\"id\")' -e 1",
+        "echo '!rm -rf /' | ed",
     ],
     "wrappers the tables did not know, and abbreviated wrapper options": [
         "timeout --sig=KILL 5 rm -rf /",
@@ -345,6 +358,10 @@ SANDBOX: list[str] = [
     ". ./env.sh",
     "PATH=./bin:/usr/bin ls",
     "enable -n cd; cd /",
+    "docker run -v /:/host alpine rm -rf /host",
+    "npm install",
+    "pip install -r requirements.txt",
+    "crontab jobs.txt",
 ]
 
 #: Everyday commands both rules allow (the false-positive table).
@@ -407,6 +424,10 @@ LEGIT: list[str] = [
     "timeout --signal=KILL 5 ls",
     "mv build/a.txt build/b.txt",
     "tmux ls",
+    "sort -u names.txt",
+    "split -l 100 big.txt part-",
+    "sqlite3 app.db 'select count(*) from users'",
+    "perl -MPOSIX script.pl",
 ]
 
 #: The allow-list the strict rule is built with: generous on purpose, so strictness comes
@@ -421,5 +442,6 @@ ALLOWED = frozenset(
     | {"read", "let", "export", "builtin", "command", "coproc", "time", "source", ".", "f", "X", "enable", "mapfile"}
     | {"readarray", "vim", "nvim", "man", "gdb", "tcpdump", "zip", "nc", "ncat", "socat", "strace", "emacs", "less"}
     | {"setpriv", "capsh", "ip", "hyperfine", "tmux", "screen", "watchexec", "entr", "sshpass", "faketime", "numactl"}
-    | {"prlimit", "BASH_CMDS", "BASH_ALIASES", "x"}
+    | {"prlimit", "BASH_CMDS", "BASH_ALIASES", "x", "split", "wget", "scp", "mysql", "psql", "sqlite3", "dc"}
+    | {"gnuplot", "ed"}
 )

@@ -303,6 +303,26 @@ RUNS_CODE: dict[str, tuple[tuple[str, str], ...]] = {
     "openssl": (("-engine", "other"),),
     "nmap": (("--script", "other"),),
     "rlwrap": (("-z", "other"), ("--filter", "other")),
+    "sort": (("--compress-program", "other"),),
+    "split": (("--filter", "shell"),),
+    "wget": (("--use-askpass", "other"), ("-e", "other"), ("--execute", "other")),
+    "scp": (("-S", "other"),),
+    "sftp": (("-S", "other"), ("-D", "other")),
+    "mysql": (("-e", "bang"), ("--execute", "bang")),
+    "mariadb": (("-e", "bang"), ("--execute", "bang")),
+    "psql": (("-c", "bang"), ("--command", "bang")),
+    "sqlite3": (("-cmd", "bang"),),
+    "dc": (("-e", "bang"), ("--expression", "bang")),
+    "gnuplot": (("-e", "other"),),
+    "octave": (("--eval", "other"),),
+    "racket": (("-e", "other"), ("--eval", "other")),
+    "sbcl": (("--eval", "other"),),
+    "clisp": (("-x", "other"),),
+    "erl": (("-eval", "other"),),
+    "elixir": (("-e", "other"), ("--eval", "other")),
+    "swipl": (("-g", "other"),),
+    "ghc": (("-e", "other"),),
+    "scala": (("-e", "other"),),
     "socat": (),
 }
 
@@ -318,23 +338,24 @@ def runs_code(name: str, rest: tuple[Word, ...]) -> Iterator[Code | Unknown]:
                 yield Unknown(f"socat {word!r} runs a command")
                 return
         return
+    if name == "sqlite3":  # its dot-commands: .shell CMD, .system CMD, .once |CMD
+        for word in rest:
+            if isinstance(word, str) and _SQLITE_SHELL.search(word):
+                yield Unknown(f"sqlite3 {word!r} runs a command")
+                return
     options = RUNS_CODE.get(name, ())
     for index, word in enumerate(rest):
         if not isinstance(word, str):
             continue
+        following: Word = rest[index + 1] if index + 1 < len(rest) else ""
         for option, kind in options:
-            if option == "+":
-                if not word.startswith("+") or len(word) < 2 or _HARMLESS_PLUS.fullmatch(word[1:]):
-                    continue
-                if name in {"less", "more"} and not any(mark in word for mark in "!|"):
-                    continue  # less +G, +F: commands of the pager, not a shell
-                value: Word = word[1:]
-            elif word == option:
-                value = rest[index + 1] if index + 1 < len(rest) else ""
-            elif word.startswith(option + "=") or (len(option) == 2 and word.startswith(option) and len(word) > 2):
-                value = word[len(option) + (1 if word.startswith(option + "=") else 0) :]
-            else:
+            value = _option_value(name, word, option, following)
+            if value is None:
                 continue
+            if kind == "bang":  # mysql -e, psql -c, dc -e: code only with a shell escape
+                if isinstance(value, str) and not _SHELL_ESCAPE.search(value):
+                    continue
+                kind = "other"
             if kind == "pipe":
                 if isinstance(value, str) and value.startswith(("|", "!")):
                     yield Code(value[1:], None, f"{name} {option}")
@@ -345,6 +366,30 @@ def runs_code(name: str, rest: tuple[Word, ...]) -> Iterator[Code | Unknown]:
             else:
                 yield Unknown(f"{name} {option} runs code in its own language, which the policy does not read")
             return
+
+
+_SHELL_ESCAPE = re.compile(r"!|\bsystem\b|\bprogram\b", re.I)
+_SQLITE_SHELL = re.compile(r"(?:^|[;\n])\s*\.(?:shell|system)\b|\.(?:once|output)\s+['\"]?\|")
+
+
+def _option_value(name: str, word: str, option: str, following: Word) -> Word | None:
+    """The value ``word`` gives ``option`` (``-e X``, ``-eX``, ``--eval=X``, ``--ev X``, ``+cmd``), or None."""
+    if option == "+":
+        if not word.startswith("+") or len(word) < 2 or _HARMLESS_PLUS.fullmatch(word[1:]):
+            return None
+        if name in {"less", "more"} and not any(mark in word for mark in "!|"):
+            return None  # less +G, +F: commands of the pager, not a shell
+        return word[1:]
+    if word == option:
+        return following
+    if option.startswith("--"):
+        found = long_option(word, (option,))
+        return None if found is None else following if found[1] is None else found[1]
+    if word.startswith(option + "="):
+        return word[len(option) + 1 :]
+    if len(option) == 2 and word.startswith(option) and len(word) > 2:
+        return word[2:]
+    return None
 
 
 # tmux commands that run a command line; screen runs its operands

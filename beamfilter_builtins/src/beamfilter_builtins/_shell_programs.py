@@ -371,10 +371,15 @@ def _script(name: str, script: Word, stdin: str | None) -> Iterator[Finding]:
 _VALUE_OPTIONS = frozenset({"-W", "-X", "-I", "-M", "-r", "--require", "--import", "--loader", "-d", "-f"})
 
 
+_INLINE_CODE = re.compile(r"data:(?:text|application)/(?:javascript|ecmascript|x-typescript)|^-[Mm][^=]*[;(]", re.I)
 _PRINTS_AND_EXITS = frozenset({"--version", "-V", "-v", "--help", "-h", "-version", "--v8-options"})
 
 
 def _interpreter(name: str, rest: tuple[Word, ...], stdin: str | None) -> Iterator[Finding]:
+    inline = next((w for w in rest if isinstance(w, str) and _INLINE_CODE.search(w)), None)
+    if inline is not None:  # node --import=data:text/javascript,…; perl '-MPOSIX;system(…)'
+        yield Unknown(f"{name} {inline[:40]!r} runs code that the policy cannot read")
+        return
     found = interpreter_code(name, rest)
     if found is not None:
         option, code = found

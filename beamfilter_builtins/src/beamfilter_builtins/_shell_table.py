@@ -140,7 +140,7 @@ SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "yash", "ash", "
 #: Interpreters whose code a shell parser cannot read: their ``-c``/``-e`` code is opaque.
 INTERPRETERS = frozenset(
     {"python", "perl", "ruby", "node", "php", "lua", "tclsh", "fish", "csh", "tcsh", "pwsh", "R", "deno", "bun"}
-    | {"jshell", "groovy", "osascript", "expect", "guile", "julia", "source", "."}
+    | {"jshell", "groovy", "osascript", "expect", "guile", "julia", "source", ".", "ed", "red"}
 )
 #: The options that give an interpreter its code as an argument (``-e CODE``, ``--eval=CODE``).
 CODE_OPTIONS: dict[str, tuple[str, ...]] = {
