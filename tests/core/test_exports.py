@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 import beamfilter_core
 
@@ -28,3 +31,26 @@ def test_import_is_lean() -> None:
     code = f"import sys, beamfilter_core; print(sorted(m for m in {heavy!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_lazy_exports_imports_a_name_on_first_use(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package = tmp_path / "lazypkg"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "from beamfilter_core import lazy_exports\n"
+        "__getattr__ = lazy_exports(__name__, globals(), {'heavy': '._heavy'})\n",
+        encoding="utf-8",
+    )
+    (package / "_heavy.py").write_text("heavy = 'loaded'\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import lazypkg  # type: ignore[import-not-found]
+
+    assert "lazypkg._heavy" not in sys.modules
+    assert lazypkg.heavy == "loaded"
+    assert "lazypkg._heavy" in sys.modules
+    assert vars(lazypkg)["heavy"] == "loaded"  # kept: a second access costs nothing
+    with pytest.raises(AttributeError) as caught:
+        _ = lazypkg.light
+    assert str(caught.value) == "module 'lazypkg' has no attribute 'light'"
+    for name in ("lazypkg", "lazypkg._heavy"):
+        monkeypatch.delitem(sys.modules, name)

@@ -29,6 +29,7 @@ from ._hook_types import (
 )
 from ._imports import config_import
 from ._kernel import CancelToken, Kernel
+from ._lazy import lazy_exports
 from ._messages import ContentPart, Message, Reasoning, ToolCall, Usage, utf8_safe
 from ._models._base import ChatModel
 from ._models._scripted import ScriptedModel
@@ -146,6 +147,7 @@ __all__ = [
     "errors",
     "heal_tool_calls",
     "hookimpl",
+    "lazy_exports",
     "list_plugins",
     "mask_credentials",
     "options_schema",

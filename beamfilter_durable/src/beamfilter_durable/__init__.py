@@ -7,7 +7,9 @@ and a paused turn waits in the database for its decision. See docs/durable.md.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from beamfilter_core import lazy_exports
 
 if TYPE_CHECKING:
     from ._backend import DurableBackend, StepSlot, TurnInfo
@@ -61,14 +63,4 @@ _LAZY = {
     "idempotency_key": "._steps",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        msg = f"module {__name__!r} has no attribute {name!r}"
-        raise AttributeError(msg)
-    from importlib import import_module
-
-    value = getattr(import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, globals(), _LAZY)
