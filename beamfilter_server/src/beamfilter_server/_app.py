@@ -41,6 +41,7 @@ from beamfilter_core.secrets import escape_controls, mask_secrets
 
 from ._answers import error_for
 from ._auth import KeyRing, basic_password, bearer
+from ._dialects import ANTHROPIC, RESPONSES, dialect_handler
 from ._gateway import Gateway, seconds
 from ._idempotency import fingerprint, idempotency_key
 from ._options import ServerOptions
@@ -57,6 +58,7 @@ class Auth(enum.Enum):
     """Who may call a route."""
 
     CLIENT = "client key (Bearer)"
+    CLIENT_OR_X_API_KEY = "client key (Bearer, or x-api-key as Anthropic's clients send it)"
     REVIEWER = "reviewer key (Bearer)"
     INBOX = "reviewer signed in to the inbox (Basic)"
     ANYONE = "anyone"
@@ -84,11 +86,12 @@ class Endpoint:
     auth: Auth
     handler: Handler
     json: bool = False
+    errors: Callable[[GatewayError], dict[str, Any]] = error_body  # the dialect's error JSON
 
 
-def _error(error: GatewayError) -> JSONResponse:
+def _error(error: GatewayError, errors: Callable[[GatewayError], dict[str, Any]] = error_body) -> JSONResponse:
     headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
-    return JSONResponse(error_body(error), status_code=error.status, headers=headers)
+    return JSONResponse(errors(error), status_code=error.status, headers=headers)
 
 
 def _sse(item: dict[str, Any] | str) -> bytes:
@@ -139,6 +142,8 @@ class _Routes:
         options = gateway.options
         self.api_keys = KeyRing(options.api_keys)
         self.reviewer_keys = KeyRing(options.inbox_keys)
+        self.anthropic = dialect_handler(gateway, ANTHROPIC, _body)
+        self.responses = dialect_handler(gateway, RESPONSES, _body)
 
     @property
     def table(self) -> tuple[Endpoint, ...]:
@@ -146,6 +151,10 @@ class _Routes:
         return (
             Endpoint("/v1/chat/completions", "POST", Auth.CLIENT, self.chat, json=True),
             Endpoint("/v1/models", "GET", Auth.CLIENT, self.models),
+            Endpoint(
+                "/v1/messages", "POST", Auth.CLIENT_OR_X_API_KEY, self.anthropic, json=True, errors=ANTHROPIC.error_body
+            ),
+            Endpoint("/v1/responses", "POST", Auth.CLIENT, self.responses, json=True),
             Endpoint("/v1/pauses", "GET", Auth.REVIEWER, self.pauses),
             Endpoint("/v1/pauses/{pause_id}", "GET", Auth.CLIENT, self.pause),
             Endpoint("/v1/pauses/{pause_id}/decide", "POST", Auth.REVIEWER, self.decide_json, json=True),
@@ -162,10 +171,13 @@ class _Routes:
         header = request.headers.get("authorization")
         if auth is Auth.ANYONE:
             return Caller()
-        if auth is Auth.CLIENT:
+        if auth is Auth.CLIENT or auth is Auth.CLIENT_OR_X_API_KEY:
             if self.api_keys.open:
                 return Caller()
-            client = self.api_keys.identify(bearer(header))
+            key = bearer(header)
+            if key is None and auth is Auth.CLIENT_OR_X_API_KEY:
+                key = request.headers.get("x-api-key")
+            client = self.api_keys.identify(key)
             if client is None:
                 msg = "Incorrect or missing API key; send Authorization: Bearer <key>."
                 raise GatewayError(msg, status=401, code="invalid_api_key")
@@ -384,12 +396,12 @@ def _guarded(routes: _Routes, endpoint: Endpoint) -> Callable[[Request], Awaitab
                     raise GatewayError(msg, status=415, code="unsupported_media_type")
             return await endpoint.handler(request, caller)
         except GatewayError as exc:
-            return _error(exc)
+            return _error(exc, endpoint.errors)
         except Exception as exc:  # noqa: BLE001  # any failure is an OpenAI error body, never a trace
             error = error_for(exc)
             if error.status >= 500:
                 logger.error("request failed: %s: %s", type(exc).__name__, escape_controls(mask_secrets(str(exc))))
-            return _error(error)
+            return _error(error, endpoint.errors)
 
     return run
 
