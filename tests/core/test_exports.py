@@ -22,7 +22,7 @@ def test_all_names_resolve_and_are_sorted() -> None:
 def test_no_public_name_is_missing_from_all() -> None:
     # "@py_*" names come from pytest rewriting the package that ships its pytest plugin
     public = {n for n in vars(beamfilter_core) if not n.startswith(("_", "@"))}
-    modules = {"errors", "testing", "text", "annotations"}  # annotations: the __future__ import
+    modules = {"errors", "secrets", "testing", "text", "annotations"}  # annotations: the __future__ import
     assert public - set(beamfilter_core.__all__) - modules == set()
 
 
