@@ -6,11 +6,15 @@ and ``run -`` drops the newline that ends a piped prompt."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 TOOLS = '''
 def read(path: str) -> str:
@@ -191,16 +195,100 @@ def test_run_dash_reads_the_prompt_without_its_trailing_newline(tmp_path: Path) 
     assert json.loads(crlf.stdout)["messages"][0]["content"] == "windows"
 
 
-def test_chat_on_a_terminal_shows_its_prompts(monkeypatch: object, capsys: object) -> None:
+def test_chat_on_a_terminal_shows_its_prompts(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import asyncio
     import io
-
-    import pytest
 
     from beamfilter_core import Kernel, ScriptedModel
     from beamfilter_core._cli import _chat_loop
 
-    assert isinstance(monkeypatch, pytest.MonkeyPatch)
     monkeypatch.setattr(sys, "stdin", io.StringIO("hi\n"))
     asyncio.run(_chat_loop(Kernel(ScriptedModel(["hello"])), "c1", keep_history=True, interactive=True))
-    assert capsys.readouterr().out == "assistant> hello\n\n"  # type: ignore[attr-defined]
+    assert capsys.readouterr().out == "assistant> hello\n\n"
+
+
+# -- the same, in this process (what the coverage gate measures) ---------------------------
+
+
+@pytest.fixture
+def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """``tmp_path`` as the current folder; the root logger restored afterwards (``--log``)."""
+    monkeypatch.chdir(tmp_path)
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield tmp_path
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
+def test_in_process_tool_lines_log_and_trace(cli: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from beamfilter_core._cli import main
+
+    (cli / "whytools.py").write_text(TOOLS)
+    (cli / "calls.toml").write_text(CALLS.replace('"tools:', '"whytools:'))
+    assert main(["run", "calls.toml", "go"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == (
+        "I stopped before finishing because the limit of 1 calls of tool 'ping' per turn was reached "
+        "(max_calls_per_tool['ping']).\n"
+    )
+    lines = captured.err.splitlines()
+    assert lines[:2] == ['[tool nope({"x": 1})]', "[tool nope: failed: the model asked for a tool that does not exist]"]
+    assert "[tool ping: ok]" in lines
+    assert (
+        "[tool read: failed: denied by the tool policy (rules[0] path 'path'): the path resolves to "
+        "'/etc/hostname', outside the allowed roots (/srv/allowed)]"
+    ) in lines
+
+    (cli / "redact.toml").write_text(
+        '[model]\nuse = "scripted"\nscript = ["key sk-live-abcdef0123456789abcdef ok"]\nchunk = 4\n\n'
+        '[[filters]]\nuse = "logging"\n\n[[filters]]\nuse = "redact"\n'
+    )
+    assert main(["run", "redact.toml", "hi", "--trace", "--log", "DEBUG"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "key [REDACTED] ok\n"
+    err = captured.err.splitlines()
+    assert "  -- token redact (answer): 37 -> 17 characters, 1 change(s): now 'key [REDACTED] ok'" in err
+    assert "-> turn logging: 1 new message(s): 'hi'" in err
+    assert any(line.startswith("DEBUG beamfilter: turn before messages=1") for line in err)
+    assert main(["run", "redact.toml", "hi", "--log", "loud"]) == 2
+    assert capsys.readouterr().err == (
+        "beamfilter run: --log 'loud' is not a log level; give one of debug, info, warning, error, critical "
+        "(or set BEAMFILTER_LOG).\n"
+    )
+
+
+def test_in_process_chat_through_a_pipe_and_run_dash(
+    cli: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from beamfilter_core._cli import main
+
+    (cli / "beamfilter.toml").write_text('[model]\nuse = "scripted"\nscript = ["one", "two"]\n')
+    monkeypatch.setattr(sys, "stdin", io.StringIO("hi\nagain\n"))
+    assert main(["chat", "beamfilter.toml", "--conversation-id", "c9"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "one\ntwo\n"
+    assert captured.err == "conversation: c9\n(no memory filter: the history lives in this process only)\n"
+    monkeypatch.setattr(sys, "stdin", io.StringIO("piped prompt\n"))
+    assert main(["run", "beamfilter.toml", "-", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["messages"][0]["content"] == "piped prompt"
+
+
+def test_in_process_chain_prints_the_places(cli: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from beamfilter_core._cli import main
+
+    project = cli / "project"
+    project.mkdir()
+    (project / "beamfilter.toml").write_text(
+        '[model]\nuse = "scripted"\nscript = ["ok"]\n\n[[filters]]\nuse = "trajectory"\npath = "t.jsonl"\n'
+    )
+    assert main(["chain", "project/beamfilter.toml"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index(f"paths (relative ones are taken from {project})")
+    assert lines[at + 1] == f"  filters[0].path: t.jsonl -> {project}/t.jsonl"
