@@ -355,6 +355,21 @@ def test_a_program_that_does_not_exist_is_a_config_error_with_its_place() -> Non
     )
 
 
+def test_a_program_not_found_in_this_process(tmp_path: Path) -> None:
+    config = tmp_path / "beamfilter.toml"
+    config.write_text(
+        '[model]\nuse = "scripted"\nscript = ["x"]\n\n[[tools]]\nuse = "mcp"\ncommand = ["npxx-29"]\n'
+        '\n[[tools]]\nuse = "mcp"\ncommand = ["./server.py"]\ncwd = "srv"\n'
+    )
+    with pytest.raises(ConfigError) as caught:
+        Kernel.from_config(config)
+    assert caught.value.problems == (
+        "tools[0].command[0]: the program 'npxx-29' is not found on PATH; install it or fix the path.",
+        f"tools[1].command[0]: the program './server.py' is not found in {tmp_path}/srv (cwd); "
+        "install it or fix the path.",
+    )
+
+
 def test_a_program_not_on_path_is_a_config_error_and_exit_2(tmp_path: Path) -> None:
     config = tmp_path / "beamfilter.toml"
     config.write_text(
