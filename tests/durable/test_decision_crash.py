@@ -89,6 +89,9 @@ def run_rounds(folder: Path, database: str, order: str, rounds: int) -> dict[str
                 )
                 assert resume.stderr is not None
                 lines = [resume.stderr.readline(), resume.stderr.readline()]
+                # a second, contrary decision for the same pause: the engine keeps the first
+                contrary = asyncio.run(client.decide(turn, {f"{turn}-pay": "reject"}))
+                assert contrary == f"{turn}:pause-1"
                 current = cluster.start(heir, recover=current.executor, named=heir != "local")
                 out, rest = resume.communicate(timeout=120)
                 err = "".join(lines) + rest
