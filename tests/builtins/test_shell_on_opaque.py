@@ -119,3 +119,15 @@ async def test_deny_never_pauses() -> None:
     assert [m.text for m in model.requests[1].messages if m.role == "tool"] == [
         MESSAGE.format(f"{EXPANSION} (allow_opaque is off)")
     ]
+
+
+def test_an_unreadable_command_pauses_too() -> None:
+    policy = ToolPolicy([{"tool": "shell", "kind": "shell", "on_opaque": "pause"}])
+    assert policy.check("shell", {"command": "echo 'x"}) == Denial(
+        "rules[0] shell 'command'", "the command cannot be parsed (syntax error at line 1, column 5)", pause=True
+    )
+    allowing = ToolPolicy([{"tool": "shell", "kind": "shell", "on_opaque": "allow"}])
+    assert allowing.check("shell", {"command": "echo 'x"}) == Denial(
+        "rules[0] shell 'command'", "the command cannot be parsed (syntax error at line 1, column 5)"
+    )
+    assert allowing.check("shell", {"command": "$X"}) is None
