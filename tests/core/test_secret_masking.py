@@ -106,3 +106,29 @@ def test_the_core_imports_no_plugin() -> None:
     import beamfilter_core.secrets  # noqa: F401
 
     assert not [name for name in sys.modules if name.startswith("beamfilter_builtins._secret_rules")]
+
+
+def _record(msg: str, args: object) -> logging.LogRecord:
+    return logging.LogRecord("beamfilter.test", logging.INFO, __file__, 1, msg, args, None)  # type: ignore[arg-type]
+
+
+def test_the_masking_filter_keeps_the_arguments_a_formatter_reads() -> None:
+    masking = MaskingFilter()
+    access = _record('%s - "%s %s HTTP/%s" %d', ("127.0.0.1:5", "GET", "/v1/models", "1.1", 200))
+    assert masking.filter(access)
+    assert access.args == ("127.0.0.1:5", "GET", "/v1/models", "1.1", 200)  # still a tuple, 200 still a number
+    assert access.getMessage() == '127.0.0.1:5 - "GET /v1/models HTTP/1.1" 200'
+    named = _record("%(who)s sent %(key)s, %(n)d times", {"who": "a\nb", "key": "sk-abcdefghijklmnopqrstuvwx", "n": 2})
+    assert masking.filter(named)
+    assert named.getMessage() == "a\\x0ab sent ***, 2 times"
+    error = RuntimeError("Bearer sk-abcdefghijklmnopqrstuvwx")
+    objects = _record("failed: %s (%r)", (error, None))
+    assert masking.filter(objects)
+    assert objects.getMessage() == "failed: Bearer *** (None)"
+    # a secret only the formatting puts together is caught on the formatted line
+    joined = _record("key sk-%s", ("abcdefghijklmnopqrstuvwx",))
+    assert masking.filter(joined)
+    assert (joined.getMessage(), joined.args) == ("key ***", None)
+    broken = _record("%d items", ("many",))
+    assert masking.filter(broken)  # left for the handler to report, as it would be without the filter
+    assert broken.args == ("many",)

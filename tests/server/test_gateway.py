@@ -203,12 +203,18 @@ def test_bodies_and_answers_are_capped(gateway: Gateway, llmock: Peer) -> None:
     assert response.status_code == 413
     assert response.json()["error"]["message"] == "The request body is larger than max_body_bytes=20000."
     garbage = httpx.post(
-        gateway.url + "/v1/chat/completions", content=b"{not json", headers=gateway.headers(), timeout=10
+        gateway.url + "/v1/chat/completions",
+        content=b"{not json",
+        headers=gateway.headers(**{"Content-Type": "application/json"}),
+        timeout=10,
     )
     assert garbage.status_code == 400
     assert garbage.json()["error"]["code"] == "invalid_json"
     deep = httpx.post(
-        gateway.url + "/v1/chat/completions", content=b"[" * 5000 + b"]" * 5000, headers=gateway.headers(), timeout=10
+        gateway.url + "/v1/chat/completions",
+        content=b"[" * 5000 + b"]" * 5000,
+        headers=gateway.headers(**{"Content-Type": "application/json"}),
+        timeout=10,
     )
     assert deep.status_code == 400
     scenario(llmock, {"type": "reply", "text": "word " * 100})

@@ -5,6 +5,7 @@ string, an upstream error quoting a key) holds no secret."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -14,6 +15,9 @@ import openai
 import pytest
 from peers._peer import Peer
 from server._serve import API_KEY, Gateway, refunds, reviewer, scenario
+
+from beamfilter_core import ChatRequest, Message, OpenAIChatModel
+from beamfilter_core.errors import InternalServerError
 
 pytestmark = [pytest.mark.peers, pytest.mark.packages]
 
@@ -127,4 +131,26 @@ def test_the_log_holds_no_query_string_and_no_upstream_key(tools_gateway: Gatewa
     assert '"GET /v1/models HTTP/1.1" 200' in log
     assert "api_key=" not in log
     assert SECRET not in log
-    assert "bad key Bearer ***" in log
+    assert "request failed: InternalServerError: HTTP 500: bad key Bearer ***" in log
+
+
+@pytest.mark.anyio
+async def test_the_model_clients_retry_log_masks_the_key_an_upstream_error_quotes(
+    llmock: Peer, caplog: pytest.LogCaptureFixture
+) -> None:
+    scenario(llmock, *[{"type": "fail", "status": 500, "message": f"bad key Bearer {SECRET}"}] * 2)
+    model = OpenAIChatModel(model="gpt-4o-mini", base_url=llmock.url + "/v1", api_key="llmock-key", max_retries=1)
+    try:
+        with (
+            caplog.at_level(logging.INFO, logger="beamfilter.models.openai"),
+            pytest.raises(InternalServerError) as failed,
+        ):
+            await model.complete(ChatRequest((Message.user("hi"),)))
+    finally:
+        await model.aclose()
+    assert str(failed.value) == "HTTP 500: bad key Bearer ***"
+    retries = [r.getMessage() for r in caplog.records if r.getMessage().startswith("retry ")]
+    assert len(retries) == 1
+    assert retries[0].startswith("retry 1/1 in ")
+    assert retries[0].endswith(" s after: HTTP 500: bad key Bearer ***")
+    assert SECRET not in caplog.text

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from ._secret_rules import DEFAULT_RULES, SecretRule
 from ._secrets import MASK, mask_credentials
@@ -109,16 +109,36 @@ def escape_controls(text: str) -> str:
     return _CONTROLS.sub(_escaped, text)
 
 
+def _clean(value: object) -> object:
+    """A log argument masked and on one line; numbers stay numbers (``%d`` needs them)."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return escape_controls(mask_secrets(value if isinstance(value, str) else str(value)))
+
+
 class MaskingFilter(logging.Filter):
     """A logging filter that masks secrets in every record and escapes control characters
-    (one record is one line). Add it to a handler to mask every line the handler writes."""
+    (one record is one line). Add it to a handler to mask every line the handler writes.
+
+    The message and each argument are cleaned apart, so a formatter that reads the
+    arguments itself (Uvicorn's access log) still finds them; the formatted line is
+    checked once more, for a secret that only the formatting put together.
+    """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        masked = escape_controls(mask_secrets(message))
-        if masked != message or record.args:
-            record.msg = masked
-            record.args = None
+        if isinstance(record.msg, str):
+            record.msg = escape_controls(mask_secrets(record.msg))
+        args = record.args
+        if isinstance(args, tuple):
+            record.args = tuple(_clean(arg) for arg in args)
+        elif isinstance(args, Mapping):
+            record.args = {key: _clean(value) for key, value in args.items()}
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):  # a malformed record: the handler reports it as it would
+            message = None
+        if message is not None and mask_secrets(message) != message:
+            record.msg, record.args = mask_secrets(message), None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:

@@ -268,7 +268,7 @@ class Gateway:
         entry.paused_by = {k: v for k, v in outcome.calls.paused.items() if k in pause.awaiting}
         _date(entry)
         self.board.inbox.add(entry)
-        logger.info("turn paused: pause %s awaits %s", pause.pause_id, ", ".join(pause.awaiting))
+        logger.info("turn paused: pause %s awaits %s", pause.pause_id, escape_controls(", ".join(pause.awaiting)))
         return entry
 
     def _adopt(self, pause: PauseState, conversation_id: str) -> Entry:
@@ -563,8 +563,8 @@ class Gateway:
         logger.info("gateway closed: its stores, toolsets and model connections")
 
 
-async def _never() -> Started:  # pragma: no cover - a retry's turn is found before it is awaited
-    msg = "no turn to attach to"
+async def _never() -> Started:  # pragma: no cover - only when the first attempt is cut off in between
+    msg = "The first attempt of this request was cut off before its turn ended; send it again."
     raise GatewayError(msg, status=409, code="idempotency_key_in_use")
 
 
