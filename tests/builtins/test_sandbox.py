@@ -252,7 +252,7 @@ def test_the_shell_tool_runs_in_the_sandbox_through_a_kernel(tmp_path: Path) -> 
     assert (work / "f.txt").read_text() == "hi\n"
     assert not outside.exists()
     [tool] = kernel.tools
-    assert tool.name == "shell"
+    assert (tool.name, tool.workdir) == ("shell", str(work))
     assert tool.description == (
         f"Run a shell command in a sandbox and return its exit status, stdout and stderr. "
         f"The current folder is {work} (writable); the network is off; a command is stopped after 2 s."

@@ -108,6 +108,7 @@ class ShellToolset(Toolset):
             self._shell,
             is_async=True,
             validate=fastjsonschema.compile(_PARAMETERS),  # a bad call is a failure the model reads
+            workdir=str(box.workdir),  # tool_policy judges a relative path in a command from here
         )
         self._checked = box.mode == "none"
 
