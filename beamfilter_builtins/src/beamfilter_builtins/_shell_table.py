@@ -15,7 +15,6 @@ import re
 
 __all__ = [
     "ALIASES",
-    "strict_refusal",
     "AWKS",
     "CODE_OPTIONS",
     "INTERPRETERS",
@@ -23,6 +22,7 @@ __all__ = [
     "SHELLS",
     "VERSIONED",
     "family",
+    "strict_refusal",
 ]
 
 #: Spellings of a program that are another program's family (GNU ``g`` prefixes, BSD and
@@ -64,7 +64,6 @@ ALIASES: dict[str, str] = {
     "bash5": "bash",
     "rbash": "bash",
     "ksh93": "ksh",
-    "tclsh": "tclsh",
     "jimsh": "tclsh",
     "wish": "tclsh",
     "luajit": "lua",

@@ -102,7 +102,6 @@ WRAPPERS: dict[str, Wrapper] = {
     "unbuffer": _w(short_flags="p"),
     "torsocks": _w(short_values="uapP", short_flags="idq"),
     "proxychains": _w(short_values="f", short_flags="q"),
-    "proxychains4": _w(short_values="f", short_flags="q"),
     "flock": _w(
         short_values="wEc",
         short_flags="sxunoF",
