@@ -279,8 +279,10 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
             elif kind == "preset":
                 entry["version"] = item.spec.version
                 entry["filters"] = [table["use"] for table in item.spec.filters]
-            elif kind == "model" and (problem := _model_missing(item)) is not None:
-                entry["cannot_run"] = problem
+            elif kind == "model" and item.spec.requirements is not None:
+                problem = item.spec.requirements()
+                if problem is not None:
+                    entry["cannot_run"] = problem
             provided.setdefault(item.plugin, []).append(entry)
     if args.json:
         data = [{**info.to_dict(), "provides": provided.get(info.name, [])} for info in infos]
@@ -305,17 +307,6 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
         if info.status == "loaded" and not provided.get(info.name):
             print("  (provides nothing yet)", file=out)
     return OK
-
-
-def _model_missing(item: Registered[Any]) -> str | None:
-    """Why a model provider cannot run on this machine (what to install), or None. The
-    core's ``local`` model needs llama.cpp's server and weights; it is checked without
-    importing them."""
-    if item.qualified != "core:local":
-        return None
-    from ._models._local import LocalModel
-
-    return LocalModel.missing()
 
 
 def _cmd_plugins_check(args: argparse.Namespace) -> int:

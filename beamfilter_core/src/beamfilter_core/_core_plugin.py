@@ -7,6 +7,7 @@ or optional dependency is missing fails only when a config uses it.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from typing import Any
 
@@ -189,6 +190,20 @@ def local_model(*, build: BuildContext | None = None, **options: Any) -> Any:
     return LocalModel(**options)
 
 
+def _local_requirements() -> str | None:
+    from ._models._local import LocalModel  # type: ignore[import-not-found,unused-ignore]
+
+    return LocalModel.missing()
+
+
+def _bedrock_requirements() -> str | None:
+    if importlib.util.find_spec("botocore") is not None:
+        return None
+    from ._models._bedrock_wire import missing_botocore
+
+    return str(missing_botocore())
+
+
 def scripted_model(**options: Any) -> Any:
     """A :class:`~beamfilter_core.ScriptedModel` replaying ``script`` (tests, docs, demos)."""
     from ._messages import ToolCall
@@ -219,7 +234,19 @@ def beamfilter_register_models() -> list[ModelSpec]:
         ModelSpec("anthropic", anthropic_model, _ANTHROPIC_SCHEMA, "Anthropic Messages API (/v1/messages)"),
         ModelSpec("gemini", gemini_model, _GEMINI_SCHEMA, "Gemini generateContent API"),
         ModelSpec("azure_openai", azure_openai_model, _AZURE_SCHEMA, "Azure OpenAI chat completions (a deployment)"),
-        ModelSpec("bedrock", bedrock_model, _BEDROCK_SCHEMA, "Amazon Bedrock Converse (extra: bedrock)"),
-        ModelSpec("local", local_model, _LOCAL_SCHEMA, "embedded llama.cpp model (extra: beamfilter-core[local])"),
+        ModelSpec(
+            "bedrock",
+            bedrock_model,
+            _BEDROCK_SCHEMA,
+            "Amazon Bedrock Converse (extra: bedrock)",
+            requirements=_bedrock_requirements,
+        ),
+        ModelSpec(
+            "local",
+            local_model,
+            _LOCAL_SCHEMA,
+            "embedded llama.cpp model (extra: beamfilter-core[local])",
+            requirements=_local_requirements,
+        ),
         ModelSpec("scripted", scripted_model, _SCRIPTED_SCHEMA, "replays scripted answers (tests, docs, demos)"),
     ]

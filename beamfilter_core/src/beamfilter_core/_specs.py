@@ -131,7 +131,10 @@ class ModelSpec:
     """A chat model provider (``openai``, ``local``, ``scripted``...) enabled by name.
 
     ``factory(**options)`` returns a :class:`ChatModel`; ``options_type`` as for
-    :class:`FilterSpec`.
+    :class:`FilterSpec`. ``requirements()``, when given, says what this machine lacks to
+    run the provider (an optional dependency, model weights) and how to install it, or
+    returns None when nothing is missing; it must not import what it checks, since
+    ``beamfilter plugins`` calls it for every provider and marks each that cannot run.
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -139,6 +142,7 @@ class ModelSpec:
     options_schema: Mapping[str, Any] = _options_schema_field()
     summary: str = ""
     options_type: type | None = None
+    requirements: Callable[[], str | None] | None = None
 
 
 @attrs.frozen(slots=True)

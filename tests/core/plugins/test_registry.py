@@ -478,3 +478,48 @@ def test_listing_plugins_in_process_leaves_the_registry_warnings_on(capsys: pyte
     assert main(["plugins"]) == 0
     assert plugin_log.disabled is False
     capsys.readouterr()
+
+
+class NeedsAWidget:
+    """A plugin whose model provider says what this machine lacks."""
+
+    def __init__(self) -> None:
+        self.checked = 0
+
+    def missing(self) -> str | None:
+        self.checked += 1
+        return "the widget SDK is not installed; run: pip install widget"
+
+    @hookimpl
+    def beamfilter_register_models(self) -> list[ModelSpec]:
+        return [
+            ModelSpec("widget", lambda **_: None, summary="needs a widget", requirements=self.missing),
+            ModelSpec("plain", lambda **_: None, summary="needs nothing", requirements=lambda: None),
+        ]
+
+
+def test_plugins_marks_each_model_whose_requirements_are_missing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from beamfilter_core import _registry
+    from beamfilter_core._cli import main
+
+    plugin = NeedsAWidget()
+    monkeypatch.setattr(_registry.metadata, "entry_points", lambda group: [ep("widgets", plugin)])
+    monkeypatch.setitem(sys.modules, "botocore", None)  # find_spec: not installed
+    assert main(["plugins", "--json"]) == 0
+    provided = {p["qualified"]: p for info in json.loads(capsys.readouterr().out)["plugins"] for p in info["provides"]}
+    assert provided["widgets:widget"]["cannot_run"] == "the widget SDK is not installed; run: pip install widget"
+    assert provided["core:bedrock"]["cannot_run"] == (
+        "BedrockChatModel needs botocore (SigV4 signing, the AWS credential chain and the event-stream parser): "
+        "pip install 'beamfilter-core[bedrock]'."
+    )
+    assert "cannot_run" not in provided["widgets:plain"]
+    assert "cannot_run" not in provided["core:openai"]
+    assert main(["plugins"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("  model   widgets:widget "))
+    assert lines[at + 1] == "          cannot run here: the widget SDK is not installed; run: pip install widget"
+    assert plugin.checked == 2
