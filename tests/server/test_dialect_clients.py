@@ -6,6 +6,7 @@ stream cut mid-way, each in the dialect's own error shape."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -20,6 +21,7 @@ from starlette.testclient import TestClient
 
 from beamfilter_builtins import approval_filter, redact_filter
 from beamfilter_core import ChatRequest, ChatResponse, Kernel, ScriptedModel, ToolCall, tool
+from beamfilter_core.errors import ProviderConnectionError
 from beamfilter_server import ServerOptions, create_app
 
 pytestmark = pytest.mark.packages
@@ -420,3 +422,39 @@ def test_a_cut_responses_stream_raises_in_the_openai_client(http: TestClient) ->
         "message": "The answer is longer than max_answer_chars=300.",
         "param": None,
     }
+
+
+class _Dropping:
+    """An upstream model whose stream drops after two tokens, with a key in its error."""
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        raise ProviderConnectionError(f"connection reset (Authorization: Bearer {SECRET})")
+
+    async def stream(self, request: ChatRequest, on_token: Any) -> ChatResponse:
+        on_token("Hel")
+        on_token("lo")
+        raise ProviderConnectionError(f"connection reset (Authorization: Bearer {SECRET})")
+
+
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/responses"])
+def test_an_upstream_dropped_mid_stream_ends_it_with_an_error_and_a_masked_log_line(
+    path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    kernel = Kernel(_Dropping(), filters=[redact_filter()])
+    options = ServerOptions(api_keys=[KEY], model_name="assistant")
+    body = {"model": "assistant", "max_tokens": 50, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    if path == "/v1/responses":
+        body = {"model": "assistant", "stream": True, "input": "hi"}
+    with caplog.at_level(logging.ERROR, "beamfilter.server"), TestClient(create_app(kernel, options)) as http:
+        raw = http.post(path, json=body, headers={"x-api-key": KEY, "Authorization": f"Bearer {KEY}"})
+    assert raw.status_code == 200
+    events = _events(raw.text)
+    assert events[-1]["type"] == "error"
+    message = "The upstream model failed (ProviderConnectionError); see the gateway's log."
+    if path == "/v1/messages":
+        assert events[-1]["error"] == {"type": "api_error", "message": message}
+    else:
+        assert (events[-1]["code"], events[-1]["message"]) == ("upstream_error", message)
+    assert SECRET not in raw.text
+    assert SECRET not in caplog.text
+    assert "streamed turn failed: ProviderConnectionError: connection reset" in caplog.text
