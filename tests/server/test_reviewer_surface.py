@@ -428,3 +428,90 @@ async def test_idempotency_keys_expire_are_bounded_and_forget_failed_turns() -> 
     expiring.start("c", "k", "d", done)
     await asyncio.sleep(0.01)
     assert expiring.find("c", "k", "d") is None
+
+
+# -- the gateway's other paths -------------------------------------------------------------
+
+
+def test_a_resumed_turn_that_fails_answers_failed_with_its_error(sent: list[str]) -> None:
+    def upstream_down(request: ChatRequest) -> str:
+        raise InternalServerError(f"down, key {SECRET}", status_code=500)
+
+    options = ServerOptions(api_keys=[KEY], inbox_keys=[REVIEWER], model_name="assistant")
+    with TestClient(create_app(_kernel(sent, [SEND, upstream_down]), options)) as http:
+        info = _pause(http)
+        decided = http.post(
+            f"/v1/pauses/{info['pause_id']}/decide", json={"decisions": {"c1": "approve"}}, headers=REVIEW
+        )
+        assert decided.status_code == 200
+        assert decided.json() == {
+            "object": "beamfilter.pause",
+            "id": info["pause_id"],
+            "status": "failed",
+            "decided_by": "api",
+            "error": {
+                "message": "The upstream model failed (InternalServerError); see the gateway's log.",
+                "status": 502,
+                "type": "server_error",
+                "code": "upstream_error",
+            },
+        }
+        assert sent == [RLO_FILE]  # the tool ran; the model's next call failed
+        polled = http.get(f"/v1/pauses/{info['pause_id']}", headers=AUTH).json()
+        assert (polled["status"], polled["error"]["code"]) == ("failed", "upstream_error")
+
+
+def test_a_waiting_client_follows_a_decision_that_pauses_again(sent: list[str]) -> None:
+    options = ServerOptions(api_keys=[KEY], inbox_keys=[REVIEWER], model_name="assistant")
+    with TestClient(create_app(_kernel(sent, [SEND, _after]), options)) as http:
+        decided: list[str] = []
+
+        def review() -> None:
+            for _ in range(400):
+                listed = http.get("/v1/pauses", headers=REVIEW).json()["data"]
+                if listed and listed[0]["pause_id"] not in decided:
+                    pause_id = listed[0]["pause_id"]
+                    decided.append(pause_id)
+                    # first an edit (the gate judges it again: a new pause), then an approval
+                    edit = {"kind": "approve", "arguments": {"name": "invoice.pdf", "to": "x@y.z"}}
+                    choice: Any = edit if len(decided) == 1 else "approve"
+                    http.post(f"/v1/pauses/{pause_id}/decide", json={"decisions": {"c1": choice}}, headers=REVIEW)
+                    if len(decided) == 2:
+                        return
+                threading.Event().wait(0.05)
+
+        reviewer = threading.Thread(target=review)
+        reviewer.start()
+        answer = http.post(CHAT, json=_ask("send it"), headers={**AUTH, "Beamfilter-Wait": "30"})
+        reviewer.join()
+    assert len(decided) == 2
+    assert answer.status_code == 200
+    assert answer.json()["choices"][0]["message"]["content"].startswith("done (sent invoice.pdf to x@y.z)")
+    assert sent == ["invoice.pdf"]
+
+
+def test_a_poll_waits_then_answers_pending_and_a_closing_gateway_refuses_turns(http: TestClient) -> None:
+    # a streamed request, and its retry, that wait for the decision say so first, then end paused
+    keyed = {**AUTH, "Idempotency-Key": "wait-0001", "Beamfilter-Wait": "0.2"}
+
+    def events(answer: Any) -> tuple[list[str], str]:
+        parts = answer.text.split("\n\n")
+        last = [json.loads(e[6:]) for e in parts if e.startswith("data: {")][-1]
+        return [e for e in parts if e.startswith(": ")], last["beamfilter"]["pause_id"]
+
+    comments, pause_id = events(http.post(CHAT, json=_ask("again", stream=True), headers=keyed))
+    assert comments == [f": waiting up to 0.2 s for the decision on pause {pause_id}"]
+    assert events(http.post(CHAT, json=_ask("again", stream=True), headers=keyed)) == (comments, pause_id)
+    polled = http.get(f"/v1/pauses/{pause_id}?wait=0.3", headers=AUTH).json()
+    assert (polled["object"], polled["status"]) == ("beamfilter.pause", "pending")
+    gateway = http.app.state.gateway  # type: ignore[attr-defined]
+    assert repr(gateway).startswith("Gateway(Kernel(")
+    assert repr(gateway.board).startswith("LocalBoard(Inbox(")
+    assert repr(gateway.answers) == "Answers(1 stream transforms)"
+    gateway.closing = True
+    closed = http.post(CHAT, json=_ask("hi"), headers=AUTH)
+    assert (closed.status_code, closed.json()["error"]["message"]) == (
+        503,
+        "The gateway is shutting down; retry on another instance.",
+    )
+    gateway.closing = False

@@ -186,3 +186,17 @@ async def test_a_shared_board_stops_waiting_for_changes_once_the_gateway_closes(
     assert await board.changed(version, 30.0) == version  # closing: at once
     assert time.monotonic() - started < 1.0
     await kernel.aclose()
+
+
+def test_a_wait_with_no_decision_ends_paused_after_looking_in_the_store(
+    workers: tuple[TestClient, TestClient], refunds: list[tuple[int, int]]
+) -> None:
+    a, b = workers
+    started = time.monotonic()
+    answer = a.post(CHAT, json=ASK, headers={**TICKET, "Beamfilter-Wait": "0.4"})
+    assert time.monotonic() - started >= 0.4
+    assert answer.status_code == 202
+    pause_id = answer.json()["beamfilter"]["pause_id"]
+    polled = b.get(f"/v1/pauses/{pause_id}?wait=0.3", headers=AUTH).json()  # pending on the other worker
+    assert polled["status"] == "pending"
+    assert refunds == []
