@@ -187,7 +187,7 @@ def test_a_wrong_key_is_refused_in_anthropics_error_shape(http: TestClient) -> N
             "type": "error",
             "error": {
                 "type": "authentication_error",
-                "message": "Incorrect or missing API key; send Authorization: Bearer <key>.",
+                "message": "Incorrect or missing API key; send x-api-key: <key> or Authorization: Bearer <key>.",
             },
         }
     # the key as a bearer token works too (ANTHROPIC_AUTH_TOKEN)

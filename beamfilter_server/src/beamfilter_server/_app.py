@@ -179,7 +179,8 @@ class _Routes:
                 key = request.headers.get("x-api-key")
             client = self.api_keys.identify(key)
             if client is None:
-                msg = "Incorrect or missing API key; send Authorization: Bearer <key>."
+                how = "x-api-key: <key> or " if auth is Auth.CLIENT_OR_X_API_KEY else ""
+                msg = f"Incorrect or missing API key; send {how}Authorization: Bearer <key>."
                 raise GatewayError(msg, status=401, code="invalid_api_key")
             return Caller(client=client)
         if auth is Auth.REVIEWER:
