@@ -376,12 +376,12 @@ def test_redirections_are_checked_against_the_tools_path_rules(tmp_path: Path) -
     policy = ToolPolicy(
         [
             {"tool": "shell", "kind": "shell", "allow_commands": ["cat", "echo"]},
-            {"tool": "shell", "kind": "path", "roots": [str(root)], "deny_paths": ["*.env"]},
+            {"tool": "shell", "kind": "path", "roots": [str(root)], "base": str(root), "deny_paths": ["*.env"]},
         ]
     )
     real = str(root.resolve())
     assert policy.check("shell", {"command": f"echo x > {root}/out.txt"}) is None
-    assert policy.check("shell", {"command": "echo x > out.txt"}) is None  # relative: from the root
+    assert policy.check("shell", {"command": "echo x > out.txt"}) is None  # relative: from the base
     assert policy.check("shell", {"command": "cat x > ~/.bashrc"}) == Denial(
         "rules[1] path (redirection > in rules[0] shell 'command')",
         f"the path resolves to {str(Path('~/.bashrc').expanduser())!r}, outside the allowed roots ({real})",
@@ -403,7 +403,14 @@ PATH_MISSES = ["KEY.PEM", "id.Pem", ".ENV", "sub/.Env", "Secrets/.env"]
 
 @pytest.mark.parametrize("path", PATH_MISSES)
 def test_denied_paths_ignore_case(tmp_path: Path, path: str) -> None:
-    policy = ToolPolicy([{"tool": "read", "kind": "path", "roots": [str(tmp_path)], "deny_paths": ["*.pem", ".env"]}])
+    rule = {
+        "tool": "read",
+        "kind": "path",
+        "roots": [str(tmp_path)],
+        "base": str(tmp_path),
+        "deny_paths": ["*.pem", ".env"],
+    }
+    policy = ToolPolicy([rule])
     pattern = "*.pem" if path.lower().endswith(".pem") else ".env"
     assert policy.check("read", {"path": path}) == Denial(
         "rules[0] path 'path'", f"the path '{tmp_path.resolve()}/{path}' matches the denied pattern {pattern!r}"
@@ -412,7 +419,16 @@ def test_denied_paths_ignore_case(tmp_path: Path, path: str) -> None:
 
 def test_case_sensitive_paths_on_request(tmp_path: Path) -> None:
     policy = ToolPolicy(
-        [{"tool": "read", "kind": "path", "roots": [str(tmp_path)], "deny_paths": ["*.pem"], "case_sensitive": True}]
+        [
+            {
+                "tool": "read",
+                "kind": "path",
+                "roots": [str(tmp_path)],
+                "base": str(tmp_path),
+                "deny_paths": ["*.pem"],
+                "case_sensitive": True,
+            }
+        ]
     )
     assert policy.check("read", {"path": "KEY.PEM"}) is None
     assert policy.check("read", {"path": "key.pem"}) == Denial(
