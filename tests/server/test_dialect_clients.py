@@ -458,3 +458,18 @@ def test_an_upstream_dropped_mid_stream_ends_it_with_an_error_and_a_masked_log_l
     assert SECRET not in raw.text
     assert SECRET not in caplog.text
     assert "streamed turn failed: ProviderConnectionError: connection reset" in caplog.text
+
+
+def test_a_retry_with_the_same_idempotency_key_attaches_to_the_same_pause(
+    http: TestClient, refunds: list[tuple[int, int]]
+) -> None:
+    body = {"model": "assistant", "max_tokens": 50, "messages": [{"role": "user", "content": "refund order 7"}]}
+    headers = {"x-api-key": KEY, "Idempotency-Key": "retry-0001"}
+    first = http.post("/v1/messages", json=body, headers=headers)
+    again = http.post("/v1/messages", json=body, headers=headers)
+    assert (first.status_code, again.status_code) == (202, 202)
+    assert first.json()["beamfilter"]["pause_id"] == again.json()["beamfilter"]["pause_id"]
+    assert len(http.get("/v1/pauses", headers=REVIEW).json()["data"]) == 1
+    other = http.post("/v1/messages", json={**body, "max_tokens": 60}, headers=headers)
+    assert other.status_code == 422
+    assert other.json()["error"]["type"] == "invalid_request_error"
