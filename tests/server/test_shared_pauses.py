@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,9 @@ def refunds() -> list[tuple[int, int]]:
 
 
 @pytest.fixture
-def workers(tmp_path: Path, refunds: list[tuple[int, int]]) -> Iterator[tuple[TestClient, TestClient]]:
+def worker(tmp_path: Path, refunds: list[tuple[int, int]]) -> Callable[[], TestClient]:
+    """A factory of gateway apps on one SQLite store, as workers of one deployment."""
+
     @tool(sensitive=True)
     def refund(order: int, amount: int) -> str:
         """Refund an amount on an order."""
@@ -70,7 +72,12 @@ def workers(tmp_path: Path, refunds: list[tuple[int, int]]) -> Iterator[tuple[Te
         )
         return TestClient(create_app(kernel, options))
 
-    with app() as a, app() as b:
+    return app
+
+
+@pytest.fixture
+def workers(worker: Callable[[], TestClient]) -> Iterator[tuple[TestClient, TestClient]]:
+    with worker() as a, worker() as b:
         yield a, b
 
 
@@ -200,3 +207,39 @@ def test_a_wait_with_no_decision_ends_paused_after_looking_in_the_store(
     polled = b.get(f"/v1/pauses/{pause_id}?wait=0.3", headers=AUTH).json()  # pending on the other worker
     assert polled["status"] == "pending"
     assert refunds == []
+
+
+def test_pauses_without_a_conversation_stay_on_their_worker_and_a_third_worker_knows_decided_ones(
+    worker: Callable[[], TestClient], refunds: list[tuple[int, int]]
+) -> None:
+    with worker() as a, worker() as b:
+        # a turn without a conversation id is not stored: only its own worker lists and decides it
+        local = a.post(CHAT, json=ASK, headers=AUTH).json()["beamfilter"]["pause_id"]
+        assert [p["pause_id"] for p in _listed(a)] == [local]
+        assert _listed(b) == []
+        assert b.get(f"/v1/pauses/{local}", headers=AUTH).status_code == 404
+        decided = a.post(f"/v1/pauses/{local}/decide", json={"decisions": {"call_1": "approve"}}, headers=REVIEW)
+        assert (decided.status_code, decided.json()["status"]) == (200, "completed")
+        assert a.get(f"/v1/pauses/{local}", headers=AUTH).json()["status"] == "completed"
+        # a stored pause: arguments that break the schema are refused, and it is pending again for every worker
+        stored = a.post(CHAT, json=ASK, headers=TICKET).json()["beamfilter"]["pause_id"]
+        broken = {"decisions": {"call_1": {"kind": "approve", "arguments": {"order": "nine", "amount": 40}}}}
+        refused = b.post(f"/v1/pauses/{stored}/decide", json=broken, headers=REVIEW)
+        assert (refused.status_code, refused.json()["error"]["code"]) == (422, "decision_refused")
+        assert [p["pause_id"] for p in _listed(a)] == [stored]
+        assert (
+            b.post(f"/v1/pauses/{stored}/decide", json={"decisions": {"call_1": "approve"}}, headers=REVIEW).json()[
+                "status"
+            ]
+            == "completed"
+        )
+        with worker() as c:  # a worker that never saw the pause
+            again = c.post(f"/v1/pauses/{stored}/decide", json={"decisions": {"call_1": "approve"}}, headers=REVIEW)
+            assert (again.status_code, again.json()["error"]["message"]) == (
+                409,
+                f"already decided by api: pause {stored} is no longer pending.",
+            )
+            unknown = c.post("/v1/pauses/p-none/decide", json={"decisions": {}}, headers=REVIEW)
+            assert (unknown.status_code, unknown.json()["error"]["code"]) == (404, "unknown_pause")
+            assert c.get("/v1/pauses/p-none", headers=AUTH).status_code == 404
+    assert refunds == [(9, 40), (9, 40)]
