@@ -515,3 +515,19 @@ def test_a_poll_waits_then_answers_pending_and_a_closing_gateway_refuses_turns(h
         "The gateway is shutting down; retry on another instance.",
     )
     gateway.closing = False
+
+
+def test_hidden_characters_in_the_conversation_and_in_nested_arguments_are_named(sent: list[str]) -> None:
+    call = ToolCall("send_file", {"name": "a.pdf", "to": "x@y.z", "cc": ["b\u2066@y.z"]}, "c1")
+    said = ChatResponse(Message("assistant", "Sending\u200b now.", (call,)), finish_reason="tool_calls")
+    options = ServerOptions(api_keys=[KEY], inbox_keys=[REVIEWER], model_name="assistant")
+    with TestClient(create_app(_kernel(sent, [said, "ok"]), options)) as http:
+        http.post(CHAT, json=_ask("Send a.pdf\u202e"), headers=AUTH)
+        page = http.get("/inbox", headers=_basic("ana")).text
+    assert (
+        '<div class="said">Sending<span class="ctl" title="U+200B ZERO WIDTH SPACE">\\u200b</span> now.</div>' in page
+    )
+    assert 'Send a.pdf<span class="ctl" title="U+202E RIGHT-TO-LEFT OVERRIDE">\\u202e</span>' in page
+    assert "U+2066 LEFT-TO-RIGHT ISOLATE" in page  # inside a list argument
+    assert "\u200b" not in page
+    assert "\u2066" not in page
