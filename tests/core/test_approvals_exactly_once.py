@@ -263,3 +263,22 @@ async def test_a_pause_made_without_a_conversation_is_refused_in_one() -> None:
         await kernel.resume(paused.pause, {"t1": "approve"}, conversation_id="x")
     assert paid == []
     assert json.loads(paused.pause.to_json())["context"] == {}
+
+
+@pytest.mark.parametrize(
+    ("context", "text", "where"),
+    [
+        ({"k\udc80": 1}, "pay", "context (a key) = 'k\\udc80'"),
+        ({}, "pay \udc81 now", "messages[0].content = 'pay \\udc81 now'"),
+        ({"x": ["a", "b\udc82"]}, "pay", "context['x'][1] = 'b\\udc82'"),
+        ({"long": "\udc83" + "x" * 80}, "pay", "context['long'] = '\\udc83" + "x" * 59 + "'..."),
+    ],
+)
+async def test_a_lone_surrogate_anywhere_in_a_pause_is_named_by_its_place(
+    context: dict[str, Any], text: str, where: str
+) -> None:
+    transfer, _ = _bank()
+    kernel = Kernel(ScriptedModel([_pay("bob", 5000)]), tools=[transfer], gate=_policy, pause_key=KEY)
+    with pytest.raises(ConfigError) as caught:
+        await kernel.run(text, context=context)
+    assert str(caught.value).startswith(f"The run paused with a lone surrogate (an undecodable byte) at {where}, ")

@@ -29,7 +29,7 @@ from beamfilter_core import (
     ToolCall,
     tool,
 )
-from beamfilter_core.errors import AlreadyResumedError, ConversationBusyError, PauseSignatureError
+from beamfilter_core.errors import AlreadyResumedError, ConversationBusyError, FilterError, PauseSignatureError
 from beamfilter_memory import ABANDONED_CALL_TEXT, ChatStore, memory_filter
 
 pytestmark = [pytest.mark.anyio, pytest.mark.services]
@@ -72,7 +72,11 @@ def _pay(*amounts: int) -> ChatResponse:
 
 def _kernel(store: ChatStore, model: Any, ran: list[int]) -> Kernel:
     return Kernel(
-        model, tools=[_transfer(ran)], filters=[memory_filter(store)], gate=lambda c, t, x: "pause", pause_key=KEY
+        model,
+        tools=[_transfer(ran)],
+        filters=[memory_filter(store), _boom_filter()],
+        gate=lambda c, t, x: "pause",
+        pause_key=KEY,
     )
 
 
@@ -300,3 +304,91 @@ async def test_a_new_turn_after_a_failed_resume_keeps_what_the_resume_ran(store:
     results = {m.tool_call_id: m.text for m in stored if m.role == "tool"}
     assert results == {"pay5": "moved 5", "pay7": "The call to 'transfer' was rejected."}
     assert ran == [5]
+
+
+class NoOutcomes:
+    """A ChatStore that keeps no outcomes (a custom store): resumes cannot be journalled."""
+
+    def __init__(self) -> None:
+        from beamfilter_memory import InMemoryStore
+
+        self.inner = InMemoryStore()
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("save_outcome", "load_outcome", "shares_pauses"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def __repr__(self) -> str:
+        return "NoOutcomes()"
+
+
+@pytest.mark.parametrize("where", ["before the calls", "after the calls"])
+async def test_without_outcomes_a_failed_resume_gives_the_pause_back_only_if_no_call_started(where: str) -> None:
+    from beamfilter_memory._journal import Journal
+
+    store = NoOutcomes()
+    ran: list[int] = []
+    fail = {2} if where == "after the calls" else set()
+    model = Flaky([_pay(5), "Paid."], fail=fail)
+    kernel = _kernel(store, model, ran)  # type: ignore[arg-type]
+    journal = kernel.filters[0].extras["journal"]
+    assert isinstance(journal, Journal)
+    assert repr(journal) == "Journal(NoOutcomes(), durable=False)"
+    paused = await kernel.run("pay", context=CID)
+    assert paused.pause is not None
+    if where == "before the calls":
+        with pytest.raises(FilterError, match=r"^Filter 'boom' raised ResumeErrorForTest: a filter failed before"):
+            await kernel.resume(conversation_id="c1", decisions={"pay5": "approve"}, context={"boom": True})
+        assert ran == []
+        assert await store.load_pause("c1") == paused.pause  # nothing started: pending again
+        done = await kernel.resume(conversation_id="c1", decisions={"pay5": "approve"})
+        assert (done.text, ran) == ("Paid.", [5])
+    else:
+        with pytest.raises(ConnectionError):
+            await kernel.resume(conversation_id="c1", decisions={"pay5": "approve"})
+        assert ran == [5]
+        # a call started and nothing recorded it: the pause stays consumed (at most once)
+        assert await store.load_pause("c1") is None
+        with pytest.raises(AlreadyResumedError):
+            await kernel.resume(paused.pause.to_json(), {"pay5": "approve"})
+        assert ran == [5]
+    await store.aclose()
+
+
+class ResumeErrorForTest(Exception):
+    """Raised by a turn filter before the resumed calls run."""
+
+
+def _boom_filter() -> Any:
+    from beamfilter_core import Filter
+
+    async def around_turn(request: Any, state: Any, call_next: Any) -> Any:
+        if request.context.get("boom"):
+            raise ResumeErrorForTest("a filter failed before the calls")
+        return await call_next(request)
+
+    return Filter("boom", around_turn=around_turn)
+
+
+async def test_an_outcome_json_cannot_hold_is_recorded_as_what_the_model_reads(store: ChatStore) -> None:
+    from beamfilter_core import ToolResult
+
+    ran: list[int] = []
+
+    @tool(sensitive=True)
+    def transfer(amount: int) -> ToolResult:
+        """Move money, and remember an object no JSON holds."""
+        ran.append(amount)
+        return ToolResult(f"moved {amount}", writes={"receipt": object()})
+
+    model = Flaky([_pay(5), "Paid."], fail={2})
+    kernel = Kernel(
+        model, tools=[transfer], filters=[memory_filter(store)], gate=lambda c, t, x: "pause", pause_key=KEY
+    )
+    await kernel.run("pay", context=CID)
+    with pytest.raises(ConnectionError):
+        await kernel.resume(conversation_id="c1", decisions={"pay5": "approve"})
+    done = await kernel.resume(conversation_id="c1", decisions={"pay5": "approve"})
+    assert (done.text, ran) == ("Paid.", [5])
+    assert [m.text for m in done.messages if m.role == "tool"] == ["moved 5"]
