@@ -473,3 +473,10 @@ def test_a_retry_with_the_same_idempotency_key_attaches_to_the_same_pause(
     other = http.post("/v1/messages", json={**body, "max_tokens": 60}, headers=headers)
     assert other.status_code == 422
     assert other.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_an_anthropic_prefill_is_history_not_continued(http: TestClient, model: ScriptedModel) -> None:
+    prefill = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "The answer is"}]
+    message = _claude(http).messages.create(model="assistant", max_tokens=5, messages=prefill)
+    assert message.content[0].text == "echo: The answer is"
+    assert [(m.role, m.text) for m in model.requests[-1].messages] == [("user", "hi"), ("assistant", "The answer is")]
