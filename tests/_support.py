@@ -84,14 +84,14 @@ def slow_tool() -> tuple[Tool, asyncio.Event]:
 
 
 def record_retry_waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """Make the OpenAI-compatible model's retry waits instant; returns the list of the waits
-    it asked for, in order."""
-    from beamfilter_core._models import _openai
+    """Make the model providers' retry waits instant; returns the list of the waits they
+    asked for, in order."""
+    from beamfilter_core._models import _http
 
     waits: list[float] = []
 
     async def record(seconds: float) -> None:
         waits.append(seconds)
 
-    monkeypatch.setattr(_openai, "_sleep", record)
+    monkeypatch.setattr(_http, "_sleep", record)
     return waits

@@ -42,7 +42,7 @@ from beamfilter_core import (
     Usage,
     tool,
 )
-from beamfilter_core._models import _bedrock, _openai
+from beamfilter_core._models import _http
 from beamfilter_core._models._bedrock_wire import EventStreamDecoder
 from beamfilter_core.errors import AuthenticationError, BadRequestError, RateLimitError
 from beamfilter_core.testing import collect_stream
@@ -102,8 +102,7 @@ def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     async def record(seconds: float) -> None:
         recorded.append(seconds)
 
-    monkeypatch.setattr(_openai, "_sleep", record)
-    monkeypatch.setattr(_bedrock, "_sleep", record)
+    monkeypatch.setattr(_http, "_sleep", record)
     return recorded
 
 

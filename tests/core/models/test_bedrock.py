@@ -20,8 +20,8 @@ from core.models._provider_captures import converse_stream, event_frame, eventst
 
 from beamfilter_core import BedrockChatModel, ChatRequest, ContentPart, Kernel, Message, Registry, ToolCall, Usage, tool
 from beamfilter_core._messages import Reasoning
-from beamfilter_core._models import _bedrock
 from beamfilter_core._models import _bedrock_wire as wire
+from beamfilter_core._models import _http
 from beamfilter_core.errors import (
     BadRequestError,
     ConfigError,
@@ -72,7 +72,7 @@ def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     async def record(seconds: float) -> None:
         recorded.append(seconds)
 
-    monkeypatch.setattr(_bedrock, "_sleep", record)
+    monkeypatch.setattr(_http, "_sleep", record)
     return recorded
 
 

@@ -10,7 +10,7 @@ from core.models.model_contract import KEY, Call, ChatModelContract, ProviderWir
 from core.models.test_contract_openai import OpenAIWire
 
 from beamfilter_core import AzureOpenAIChatModel, OpenAIChatModel
-from beamfilter_core._models import _openai
+from beamfilter_core._models import _http
 
 
 def _event(data: dict[str, Any]) -> bytes:
@@ -30,7 +30,7 @@ def _call_item(index: int, call: Call, arguments: str) -> dict[str, Any]:
 
 
 class ResponsesWire(ProviderWire):
-    sleep_module = _openai
+    sleep_module = _http
     key_header = ("authorization", f"Bearer {KEY}")
 
     def model(self, transport: httpx.AsyncBaseTransport, **options: Any) -> OpenAIChatModel:

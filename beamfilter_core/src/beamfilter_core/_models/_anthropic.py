@@ -1,18 +1,18 @@
 """AnthropicChatModel: Claude over the native Messages API (``/v1/messages``) with httpx.
 
 The wire rules are in :mod:`._anthropic_wire`; the HTTP half (retries, timeouts, caps,
-cancellation) is :class:`._http.HTTPChatModel`, shared with the Gemini provider.
+cancellation) is :class:`._http.HTTPChatModel`, shared with every provider.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
-from .._records import ChatRequest, ChatResponse
+from .._records import ChatRequest
 from ..errors import ConfigError
 from . import _anthropic_wire as wire
-from ._base import TokenSink
 from ._http import HTTPChatModel
 
 __all__ = ["AnthropicChatModel"]
@@ -42,6 +42,7 @@ class AnthropicChatModel(HTTPChatModel):
     _label = "AnthropicChatModel"
     _default_base_url = "https://api.anthropic.com"
     _default_key_env = "ANTHROPIC_API_KEY"
+    _logger: ClassVar[logging.Logger] = logging.getLogger("beamfilter.models.anthropic")
 
     def __init__(self, model: str, *, max_tokens: int = 4096, cache_control: Any = None, **options: Any) -> None:
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
@@ -56,16 +57,15 @@ class AnthropicChatModel(HTTPChatModel):
         self.max_tokens = max_tokens
         self.cache_control = cache_control
         super().__init__(model, **options)
-        self._messages_url = self.base_url + "/v1/messages"
+        self._plain_url = self._stream_url = self.base_url + "/v1/messages"
+        self._parse_answer = wire.parse_message
+        self._new_accumulator = wire.StreamAccumulator
 
     def _key_headers(self, key: str | None) -> dict[str, str]:
         headers = {"anthropic-version": API_VERSION}
         if key:
             headers["x-api-key"] = key
         return headers
-
-    def _url(self, *, stream: bool) -> str:
-        return self._messages_url
 
     def _body(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
         return wire.request_body(
@@ -75,14 +75,4 @@ class AnthropicChatModel(HTTPChatModel):
             max_tokens=self.max_tokens,
             stream=stream,
             cache_control=self.cache_control,
-        )
-
-    def _parse(self, data: Any) -> ChatResponse:
-        return wire.parse_message(
-            data, max_answer_chars=self.max_answer_chars, max_argument_chars=self.max_argument_chars
-        )
-
-    def _accumulator(self, on_token: TokenSink | None) -> wire.StreamAccumulator:
-        return wire.StreamAccumulator(
-            on_token, max_answer_chars=self.max_answer_chars, max_argument_chars=self.max_argument_chars
         )

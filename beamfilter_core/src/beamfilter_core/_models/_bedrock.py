@@ -3,9 +3,9 @@
 botocore (extra ``beamfilter-core[bedrock]``) does what AWS defines: the credential chain
 (environment, shared config and credentials files with profiles, SSO, container and
 instance roles), SigV4 signing and the parser of ConverseStream's binary event-stream
-frames. The wire rules are in :mod:`._bedrock_wire`; the retry policy is the OpenAI
-provider's (:mod:`._retry`): throttling (429), 5xx and a stream that broke before any
-text are retried, honouring ``Retry-After``.
+frames. The wire rules are in :mod:`._bedrock_wire`; the HTTP half is every provider's
+(:class:`._http.HTTPChatModel`), with the retry policy of :mod:`._retry`: throttling (429),
+5xx and a stream that broke before any text are retried, honouring ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -13,28 +13,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import os
-from collections.abc import Mapping
-from types import TracebackType
-from typing import Any
+from collections.abc import AsyncGenerator, Callable, Mapping
+from typing import Any, ClassVar
 from urllib.parse import quote
 
 import httpx
 
-from .._messages import utf8_safe
-from .._records import ChatRequest, ChatResponse
+from .._records import ChatRequest
 from .._secrets import mask_credentials
-from ..errors import (
-    ConfigError,
-    IncompleteStreamError,
-    ProviderConnectionError,
-    ProviderError,
-    ProviderResponseError,
-    ProviderTimeoutError,
-    ResponseTooLargeError,
-)
-from ._base import TokenSink
+from ..errors import ConfigError, IncompleteStreamError, ProviderHTTPError, ProviderResponseError
 from ._bedrock_wire import (
     ConverseStreamAccumulator,
     EventStreamDecoder,
@@ -43,29 +31,10 @@ from ._bedrock_wire import (
     parse_converse,
     request_body,
 )
-from ._openai import _read_capped
-from ._retry import error_from_response, header_delay, retry_delay, status_retryable
-from ._wire import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, loads
+from ._http import HTTPChatModel, _Failed
+from ._retry import error_from_response
 
 __all__ = ["BedrockChatModel"]
-
-logger = logging.getLogger("beamfilter.models.bedrock")
-
-# The retry wait; module-level so tests can observe delays without sleeping.
-_sleep = asyncio.sleep
-
-DEADLINE = 600.0
-_ERROR_BODY_BYTES = 65_536
-
-
-class _Failed(Exception):
-    """One failed attempt: the error to raise, whether it may be retried, the asked delay."""
-
-    def __init__(self, error: ProviderError, retryable: bool, asked: float | None = None) -> None:
-        super().__init__(str(error))
-        self.error = error
-        self.retryable = retryable
-        self.asked = asked
 
 
 class _NoSigningDetails(logging.Filter):
@@ -82,14 +51,7 @@ def _quiet_signing() -> None:
         signing.addFilter(_NoSigningDetails())
 
 
-def _seconds(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
-        msg = f"BedrockChatModel({name}={value!r}) must be a positive number of seconds (not nan or inf)."
-        raise ConfigError(msg)
-    return float(value)
-
-
-class BedrockChatModel:
+class BedrockChatModel(HTTPChatModel):
     """A model on Amazon Bedrock, through the Converse API.
 
     Args:
@@ -101,15 +63,29 @@ class BedrockChatModel:
         profile: the shared-config profile for the credential chain (default: botocore's).
         api_key: a Bedrock API key, sent as ``Authorization: Bearer`` instead of SigV4; when
             None it is read from ``api_key_env`` (default ``AWS_BEARER_TOKEN_BEDROCK``).
-        options: native Converse body fields (``inferenceConfig``,
-            ``additionalModelRequestFields``, ``guardrailConfig``...); ``max_tokens``,
-            ``temperature``, ``top_p`` and ``stop`` go into ``inferenceConfig``.
-        timeout, deadline, max_retries, max_answer_chars, max_argument_chars, client,
-            transport: as for :class:`~beamfilter_core.OpenAIChatModel`.
         session: a ``botocore.session.Session`` to take credentials and region from.
         cache_points: end the system prompt and the tool list with a ``cachePoint`` (prompt
             caching, for the models that support it; reads and writes show in ``Usage``).
+        options: native Converse body fields (``inferenceConfig``,
+            ``additionalModelRequestFields``, ``guardrailConfig``...); ``max_tokens``,
+            ``temperature``, ``top_p`` and ``stop`` go into ``inferenceConfig``.
+
+    ``timeout``, ``deadline``, ``max_retries``, ``max_answer_chars``, ``max_argument_chars``,
+    ``client`` and ``transport`` are those of :class:`~beamfilter_core.OpenAIChatModel`.
     """
+
+    _label = "BedrockChatModel"
+    _default_key_env = "AWS_BEARER_TOKEN_BEDROCK"
+    _model_needed = "a model id, e.g. 'us.amazon.nova-lite-v1:0'"
+    _base_url_needed = "an http(s) URL, e.g. a VPC endpoint"
+    _options_needed = "a mapping of Converse body fields"
+    _retries_hint = ""
+    _stream_accept = "application/vnd.amazon.eventstream"
+    _stream_unit = "stream event(s)"
+    _unreachable_hint = ""
+    _request_id_header = "x-amzn-requestid"
+    _replays_json = True
+    _logger: ClassVar[logging.Logger] = logging.getLogger("beamfilter.models.bedrock")
 
     def __init__(
         self,
@@ -118,21 +94,12 @@ class BedrockChatModel:
         region: str | None = None,
         base_url: str | None = None,
         profile: str | None = None,
-        api_key: str | None = None,
-        api_key_env: str | None = "AWS_BEARER_TOKEN_BEDROCK",
-        options: Mapping[str, Any] | None = None,
-        timeout: float = 60.0,
-        deadline: float | None = DEADLINE,
-        max_retries: int = 2,
-        max_answer_chars: int = MAX_ANSWER_CHARS,
-        max_argument_chars: int = MAX_ARGUMENT_CHARS,
-        client: httpx.AsyncClient | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
         session: Any = None,
         cache_points: bool = False,
+        **options: Any,
     ) -> None:
         if not isinstance(model, str) or not model:
-            msg = f"BedrockChatModel(model={model!r}) needs a model id, e.g. 'us.amazon.nova-lite-v1:0'."
+            msg = f"BedrockChatModel(model={model!r}) needs {self._model_needed}."
             raise ConfigError(msg)
         try:
             import botocore.session
@@ -140,23 +107,7 @@ class BedrockChatModel:
             raise missing_botocore() from None
         if base_url is not None and not (isinstance(base_url, str) and base_url.startswith(("http://", "https://"))):
             shown = mask_credentials(base_url) if isinstance(base_url, str) else base_url
-            msg = f"BedrockChatModel(base_url={shown!r}) must be an http(s) URL, e.g. a VPC endpoint."
-            raise ConfigError(msg)
-        self.timeout = _seconds("timeout", timeout)
-        self.deadline = None if deadline is None else _seconds("deadline", deadline)
-        for name, value, least in (
-            ("max_retries", max_retries, 0),
-            ("max_answer_chars", max_answer_chars, 1),
-            ("max_argument_chars", max_argument_chars, 1),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                msg = f"BedrockChatModel({name}={value!r}) must be an integer >= {least}."
-                raise ConfigError(msg)
-        if options is not None and not isinstance(options, Mapping):
-            msg = f"BedrockChatModel(options={options!r}) must be a mapping of Converse body fields."
-            raise ConfigError(msg)
-        if client is not None and transport is not None:
-            msg = "BedrockChatModel takes client= or transport=, not both; configure the transport on your client."
+            msg = f"BedrockChatModel(base_url={shown!r}) must be {self._base_url_needed}."
             raise ConfigError(msg)
         _quiet_signing()
         self._session = session if session is not None else botocore.session.Session(profile=profile)
@@ -168,55 +119,18 @@ class BedrockChatModel:
                 "(or a region in the AWS profile)."
             )
             raise ConfigError(msg)
-        self.model = model
+        super().__init__(model, base_url=base_url or f"https://bedrock-runtime.{region}.amazonaws.com", **options)
         self.region = region
-        self.base_url = (base_url or f"https://bedrock-runtime.{region}.amazonaws.com").rstrip("/")
-        self.options: Mapping[str, Any] = dict(options or {})
-        self.max_retries = max_retries
         self.cache_points = bool(cache_points)
-        self.max_answer_chars = max_answer_chars
-        self.max_argument_chars = max_argument_chars
-        path = f"/model/{quote(model, safe='')}"
-        self._urls = (self.base_url + path + "/converse", self.base_url + path + "/converse-stream")
-        self._token = api_key if api_key is not None else (os.environ.get(api_key_env) if api_key_env else None)
+        path = f"{self.base_url}/model/{quote(model, safe='')}"
+        self._plain_url, self._stream_url = path + "/converse", path + "/converse-stream"
+        self._parse_answer = parse_converse
+        self._new_accumulator = ConverseStreamAccumulator
         self._credentials: Any = None
-        self._timeout = httpx.Timeout(self.timeout)
-        self._client = client
-        self._owns_client = client is None
-        self._transport = transport
-        self._client_loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:
         shown = mask_credentials(self.base_url)
         return f"BedrockChatModel(model={self.model!r}, region={self.region!r}, base_url={shown!r})"
-
-    # -- lifecycle ----------------------------------------------------------------------
-
-    def _http(self) -> httpx.AsyncClient:
-        if not self._owns_client:
-            assert self._client is not None  # set in __init__ when not owned
-            return self._client
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._client_loop is not loop:
-            self._client = httpx.AsyncClient(transport=self._transport, timeout=self._timeout)
-            self._client_loop = loop
-        return self._client
-
-    async def aclose(self) -> None:
-        """Close the HTTP client this model created (an injected client is left open)."""
-        client = self._client
-        if self._owns_client and client is not None:
-            self._client = None
-            self._client_loop = None
-            await client.aclose()
-
-    async def __aenter__(self) -> BedrockChatModel:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
 
     # -- signing ------------------------------------------------------------------------
 
@@ -245,194 +159,60 @@ class BedrockChatModel:
             raise ConfigError(msg)
         return self._credentials.get_frozen_credentials()
 
-    async def _headers(self, url: str, body: bytes, stream: bool) -> dict[str, str]:
-        accept = "application/vnd.amazon.eventstream" if stream else "application/json"
-        headers = {"Content-Type": "application/json", "Accept": accept}
-        if self._token:
-            headers["Authorization"] = f"Bearer {self._token}"
+    async def _request_headers(self, url: str, body: bytes, *, stream: bool) -> Mapping[str, str]:
+        headers = self._stream_headers if stream else self._headers
+        if self._has_key:  # a Bedrock API key, as a bearer token
             return headers
         from botocore.auth import SigV4Auth
         from botocore.awsrequest import AWSRequest
 
         # off the event loop: a refresh may read files or ask the instance metadata service
         credentials = await asyncio.to_thread(self._resolve)
-        signed = AWSRequest(method="POST", url=url, data=body, headers=headers)
+        signed = AWSRequest(method="POST", url=url, data=body, headers=dict(headers))
         SigV4Auth(credentials, "bedrock", self.region).add_auth(signed)
         return dict(signed.headers.items())
 
-    # -- calls --------------------------------------------------------------------------
+    # -- the wire -----------------------------------------------------------------------
 
-    async def complete(self, request: ChatRequest) -> ChatResponse:
-        """Answer ``request`` with Converse."""
-        return await self._with_retries(request, None)
+    def _body(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
+        return request_body(request, self.options, cache_points=self.cache_points)
 
-    async def stream(self, request: ChatRequest, on_token: TokenSink) -> ChatResponse:
-        """Answer ``request`` with ConverseStream, calling ``on_token`` for each text delta."""
-        return await self._with_retries(request, on_token)
-
-    async def _with_retries(self, request: ChatRequest, on_token: TokenSink | None) -> ChatResponse:
-        text = json.dumps(request_body(request, self.options, cache_points=self.cache_points), ensure_ascii=False)
-        try:
-            body = text.encode()
-        except UnicodeEncodeError:  # lone surrogates
-            body = utf8_safe(text).encode()
-        if self.deadline is None:
-            return await self._attempts(body, on_token)
-        try:
-            async with asyncio.timeout(self.deadline) as scope:
-                return await self._attempts(body, on_token)
-        except TimeoutError:
-            if not scope.expired():
-                raise
-            msg = (
-                f"The call to {mask_credentials(self._urls[0])} took longer than deadline={self.deadline:g} s "
-                "(retries and waits included); raise deadline= if such answers are expected."
-            )
-            raise ProviderTimeoutError(msg) from None
-
-    async def _attempts(self, body: bytes, on_token: TokenSink | None) -> ChatResponse:
-        attempt = 0
-        while True:
-            accumulator = None
-            if on_token is not None:
-                accumulator = ConverseStreamAccumulator(
-                    on_token, max_answer_chars=self.max_answer_chars, max_argument_chars=self.max_argument_chars
-                )
-            try:
-                if accumulator is not None:
-                    return await self._stream_once(body, accumulator)
-                return await self._complete_once(body)
-            except _Failed as failed:
-                error = failed.error
-                delay = None
-                if not (accumulator is not None and accumulator.delivered) and attempt < self.max_retries:
-                    delay = retry_delay(failed.retryable, failed.asked, attempt)
-                if delay is None:
-                    raise error from failed.__cause__
-                logger.info("retry %d/%d in %.2f s after: %s", attempt + 1, self.max_retries, delay, error)
-                await _sleep(delay)
-                attempt += 1
-
-    def _http_failure(self, response: httpx.Response, body: bytes) -> _Failed:
-        headers = response.headers
-        error = error_from_response(response.status_code, headers, body)
+    def _error(self, status: int, headers: Mapping[str, str], body: bytes) -> ProviderHTTPError:
+        error = error_from_response(status, headers, body)
         # AWS names the fault in a header: "ThrottlingException:http://internal.amazon.com/..."
         kind = headers.get("x-amzn-errortype", "").split(":")[0]
         if kind:
             error.error_type = kind
-        logger.debug(
-            "HTTP %d from Bedrock (x-amzn-requestid %s)", response.status_code, headers.get("x-amzn-requestid")
-        )
-        return _Failed(error, status_retryable(response.status_code, headers, error.code), header_delay(headers))
+        return error
 
-    def _transport_failure(self, exc: httpx.HTTPError, url: str, chunks: int | None) -> _Failed:
-        shown = mask_credentials(url)
-        where = "before the response" if chunks is None else f"after {chunks} stream event(s)"
-        if isinstance(exc, httpx.TimeoutException):
-            what = "no data" if chunks is not None else "no answer"
-            msg = f"{what} from {shown} within timeout={self.timeout:g} s {where} ({type(exc).__name__})."
-            return _Failed(ProviderTimeoutError(msg), True)
-        if chunks is not None:
-            msg = f"The connection to {shown} dropped {where}: {mask_credentials(str(exc)) or type(exc).__name__}."
-            return _Failed(IncompleteStreamError(msg), True)
-        msg = f"Cannot reach {shown}: {type(exc).__name__}: {mask_credentials(str(exc))}."
-        return _Failed(ProviderConnectionError(msg), True)
+    def _is_stream(self, content_type: str) -> bool:
+        return not content_type.startswith(("application/json", "text/html", "text/plain"))
 
-    def _parsed(self, body: bytes, url: str) -> ChatResponse:
-        try:
-            data = loads(body, f"{mask_credentials(url)} answered with a body that is not JSON")
-            return parse_converse(
-                data, max_answer_chars=self.max_answer_chars, max_argument_chars=self.max_argument_chars
-            )
-        except ResponseTooLargeError:
-            raise
-        except ProviderResponseError as exc:
-            raise _Failed(exc, True) from None
-
-    async def _body(self, response: httpx.Response) -> bytes:
-        body = await _read_capped(response, 6 * self.max_answer_chars + _ERROR_BODY_BYTES)
-        if body is None:
-            msg = f"Bedrock answered with a body longer than max_answer_chars={self.max_answer_chars} allows."
-            raise ResponseTooLargeError(msg)
-        return body
-
-    async def _error_body(self, response: httpx.Response) -> bytes:
-        body = await _read_capped(response, _ERROR_BODY_BYTES)
-        return b"(a body longer than 64 KiB)" if body is None else body
-
-    async def _complete_once(self, body: bytes) -> ChatResponse:
-        url = self._urls[0]
-        headers = await self._headers(url, body, stream=False)
-        try:
-            async with self._http().stream("POST", url, content=body, headers=headers) as response:
-                if not 200 <= response.status_code < 300:
-                    raise self._http_failure(response, await self._error_body(response))
-                data = await self._body(response)
-        except httpx.HTTPError as exc:
-            raise self._transport_failure(exc, url, None) from exc
-        return self._parsed(data, url)
-
-    async def _stream_once(self, body: bytes, accumulator: ConverseStreamAccumulator) -> ChatResponse:
-        url = self._urls[1]
-        headers = await self._headers(url, body, stream=True)
-        chunks: int | None = None
+    async def _events(self, response: httpx.Response) -> AsyncGenerator[list[Any], None]:
+        """ConverseStream's binary frames, decoded by botocore, as ``(headers, payload)``."""
         decoder = EventStreamDecoder()
-        try:
-            async with self._http().stream("POST", url, content=body, headers=headers) as response:
-                if not 200 <= response.status_code < 300:
-                    raise self._http_failure(response, await self._error_body(response))
-                chunks = 0
-                content_type = response.headers.get("content-type", "").lower()
-                if content_type.startswith(("application/json", "text/html", "text/plain")):
-                    return await self._not_a_stream(response, content_type, accumulator, url)
-                async for data in response.aiter_bytes():
-                    for message_headers, payload in self._decoded(decoder, data):
-                        chunks += 1
-                        self._event(message_headers, payload, accumulator)
-                    if accumulator.done:
-                        break
-        except httpx.HTTPError as exc:
-            raise self._transport_failure(exc, url, chunks) from exc
-        try:
-            if decoder.pending:
-                msg = f"The event stream ended inside a frame ({decoder.pending} bytes of it received)."
-                raise IncompleteStreamError(msg)
-            return accumulator.result(chunks=chunks)
-        except IncompleteStreamError as exc:
-            raise _Failed(exc, True) from None
+        async for data in response.aiter_bytes():
+            yield decoder.feed(data)
+        if decoder.pending:
+            msg = f"The event stream ended inside a frame ({decoder.pending} bytes of it received)."
+            raise IncompleteStreamError(msg)
 
-    @staticmethod
-    def _decoded(decoder: EventStreamDecoder, data: bytes) -> list[tuple[Mapping[str, Any], bytes]]:
-        try:
-            return decoder.feed(data)
-        except ProviderResponseError as exc:
-            raise _Failed(exc, True) from None
+    def _feeder(self, accumulator: Any) -> Callable[[Any], None]:
+        feed = accumulator.feed
 
-    @staticmethod
-    def _event(headers: Mapping[str, Any], payload: bytes, accumulator: ConverseStreamAccumulator) -> None:
-        kind = headers.get(":message-type")
-        if kind == "event":
-            try:
-                accumulator.feed(str(headers.get(":event-type")), payload)
-            except ResponseTooLargeError:
-                raise
-            except ProviderResponseError as exc:
-                raise _Failed(exc, True) from None
-        elif kind == "exception":
-            error, retryable = exception_error(str(headers.get(":exception-type")), payload)
-            raise _Failed(error, retryable)
-        else:  # an "error" message: the service's own fault, named in its headers
-            msg = f"The event stream reported {headers.get(':error-code')}: {headers.get(':error-message')}."
-            raise _Failed(ProviderResponseError(msg), True)
+        def frame(message: tuple[Mapping[str, Any], bytes]) -> None:
+            headers, payload = message
+            kind = headers.get(":message-type")
+            if kind == "event":
+                feed(str(headers.get(":event-type")), payload)
+            elif kind == "exception":
+                error, retryable = exception_error(str(headers.get(":exception-type")), payload)
+                raise _Failed(error, retryable)
+            else:  # an "error" message: the service's own fault, named in its headers
+                msg = f"The event stream reported {headers.get(':error-code')}: {headers.get(':error-message')}."
+                raise ProviderResponseError(msg)
 
-    async def _not_a_stream(
-        self, response: httpx.Response, content_type: str, accumulator: ConverseStreamAccumulator, url: str
-    ) -> ChatResponse:
-        body = await self._body(response)
-        if content_type.startswith("application/json"):  # a proxy that answered in one piece
-            result = self._parsed(body, url)
-            if result.text:
-                accumulator.feed("contentBlockDelta", json.dumps({"delta": {"text": result.text}}).encode())
-            return result
-        msg = f"{mask_credentials(url)} answered a stream request with content-type {content_type!r}: {body[:200]!r}."
-        raise _Failed(ProviderResponseError(msg), True)
+        return frame
+
+    def _replay(self, accumulator: Any, text: str) -> None:
+        accumulator.feed("contentBlockDelta", json.dumps({"delta": {"text": text}}).encode())

@@ -1,7 +1,7 @@
 """GeminiChatModel: Gemini over the native ``generateContent`` API with httpx.
 
 The wire rules are in :mod:`._gemini_wire`; the HTTP half (retries, timeouts, caps,
-cancellation) is :class:`._http.HTTPChatModel`, shared with the Anthropic provider. The
+cancellation) is :class:`._http.HTTPChatModel`, shared with every provider. The
 key travels in the ``x-goog-api-key`` header, never in the URL, so no URL that reaches a
 log or an error message holds it.
 """
@@ -9,14 +9,14 @@ log or an error message holds it.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import quote
 
-from .._records import ChatRequest, ChatResponse
+from .._records import ChatRequest
 from ..errors import ProviderHTTPError
 from . import _gemini_wire as wire
-from ._base import TokenSink
 from ._http import HTTPChatModel
 from ._retry import error_from_response
 
@@ -57,6 +57,7 @@ class GeminiChatModel(HTTPChatModel):
     _label = "GeminiChatModel"
     _default_base_url = "https://generativelanguage.googleapis.com"
     _default_key_env = "GEMINI_API_KEY"
+    _logger: ClassVar[logging.Logger] = logging.getLogger("beamfilter.models.gemini")
 
     def __init__(self, model: str, **options: Any) -> None:
         super().__init__(model, **options)
@@ -64,25 +65,14 @@ class GeminiChatModel(HTTPChatModel):
         root = f"{self.base_url}/v1beta/models/{name}"
         self._plain_url = root + ":generateContent"
         self._stream_url = root + ":streamGenerateContent?alt=sse"
+        self._parse_answer = wire.parse_response
+        self._new_accumulator = wire.StreamAccumulator
 
     def _key_headers(self, key: str | None) -> dict[str, str]:
         return {"x-goog-api-key": key} if key else {}
 
-    def _url(self, *, stream: bool) -> str:
-        return self._stream_url if stream else self._plain_url
-
     def _body(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
         return wire.request_body(request, self.options)
-
-    def _parse(self, data: Any) -> ChatResponse:
-        return wire.parse_response(
-            data, max_answer_chars=self.max_answer_chars, max_argument_chars=self.max_argument_chars
-        )
-
-    def _accumulator(self, on_token: TokenSink | None) -> wire.StreamAccumulator:
-        return wire.StreamAccumulator(
-            on_token, max_answer_chars=self.max_answer_chars, max_argument_chars=self.max_argument_chars
-        )
 
     def _error(self, status: int, headers: Mapping[str, str], body: bytes) -> ProviderHTTPError:
         # Gemini's {"error": {"code": 429, "message", "status": "RESOURCE_EXHAUSTED", "details"}};

@@ -1,9 +1,12 @@
-"""The HTTP half shared by the native providers (Anthropic, Gemini): one JSON POST, plain or SSE.
+"""The HTTP half of every model provider: one JSON POST, answered in one piece or streamed.
 
-A provider subclass supplies its wire (URL, headers, body, parser, stream accumulator,
-error body); this base does the rest the way :class:`~._openai.OpenAIChatModel` does:
-the same retry policy (:mod:`._retry`), the same deadline, stall timeout and size caps,
-a stream that delivered text is never retried, and cancelling closes the response.
+A provider is its sans-IO wire module plus a thin subclass of :class:`HTTPChatModel` that
+names its URLs, its key header, its body builder, parser and stream accumulator (and, for
+Bedrock, its signing and binary stream framing). This base does the rest once for all of
+them: the options and their checks, the retry policy (:mod:`._retry`, honouring
+``Retry-After``), the deadline, the stall timeout and the size caps, errors mapped onto
+:mod:`beamfilter_core.errors` with credentials masked, a stream that delivered text is
+never retried, and cancelling closes the response.
 """
 
 from __future__ import annotations
@@ -14,9 +17,9 @@ import logging
 import math
 import os
 import re
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import Any, ClassVar, Protocol, Self
 
 import httpx
 
@@ -34,13 +37,10 @@ from ..errors import (
     ResponseTooLargeError,
 )
 from ._base import TokenSink
-from ._openai import _read_capped
 from ._retry import error_from_response, retry_delay, status_retryable
 from ._wire import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, loads
 
 __all__ = ["DEADLINE", "MAX_EVENT_CHARS", "Accumulator", "HTTPChatModel", "sse_data"]
-
-logger = logging.getLogger("beamfilter.models")
 
 # The retry wait; module-level so tests can observe delays without sleeping.
 _sleep = asyncio.sleep
@@ -56,7 +56,9 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class Accumulator(Protocol):
-    """Folds the ``data`` of a provider's stream events into one :class:`ChatResponse`."""
+    """Folds a provider's stream events into one :class:`ChatResponse` (its ``feed`` takes
+    one event as :meth:`HTTPChatModel._events` yields it: an SSE event's ``data`` text, or
+    Bedrock's decoded frame)."""
 
     @property
     def delivered(self) -> bool:
@@ -66,10 +68,6 @@ class Accumulator(Protocol):
     @property
     def done(self) -> bool:
         """True at the event that ends the stream (the rest of the body is only drained)."""
-        ...
-
-    def feed(self, data: str) -> None:
-        """Take one event's data; raises ProviderResponseError when it breaks the protocol."""
         ...
 
     def result(self, *, chunks: int) -> ChatResponse:
@@ -144,14 +142,26 @@ async def sse_data(response: httpx.Response, limit: int) -> AsyncGenerator[list[
             raise ResponseTooLargeError(msg)
 
 
-async def _drain(events: AsyncIterator[list[str]]) -> None:
+async def _drain(events: AsyncIterator[list[Any]]) -> None:
     """Read (and ignore) what follows the last event, briefly, so the connection can be reused."""
     try:
         async with asyncio.timeout(_DRAIN_SECONDS):
             async for _ in events:
                 pass
-    except (TimeoutError, httpx.HTTPError, ResponseTooLargeError):
+    except (TimeoutError, httpx.HTTPError, ProviderError):
         pass
+
+
+async def _read_capped(response: httpx.Response, limit: int) -> bytes | None:
+    """The body, or None when it is longer than ``limit`` bytes (reading stops there)."""
+    parts: list[bytes] = []
+    size = 0
+    async for part in response.aiter_bytes():
+        size += len(part)
+        if size > limit:
+            return None
+        parts.append(part)
+    return b"".join(parts)
 
 
 class _Failed(Exception):
@@ -165,12 +175,37 @@ class _Failed(Exception):
 
 
 class HTTPChatModel:
-    """Base of the native providers; see :class:`~beamfilter_core.AnthropicChatModel`."""
+    """Base of every model provider; see :class:`~beamfilter_core.OpenAIChatModel` for the options."""
 
-    #: The class name used in messages, and the variable naming the key.
+    #: The class name used in messages.
     _label = "HTTPChatModel"
+    #: The default API root; a call to it without a key is refused before any request.
     _default_base_url = ""
+    #: The environment variable the key is read from by default.
     _default_key_env = ""
+    #: How messages name the default API root (default: the URL itself).
+    _default_host = ""
+    #: Wording of the argument checks, where providers say it their own way.
+    _model_needed = "a model name"
+    _base_url_needed = ""  # default: "an http(s) URL such as '<the default base_url>'"
+    _options_needed = "a mapping of extra body fields"
+    _retries_hint = " (default 2)"
+    #: What a stream request accepts, and how a transport failure counts the events.
+    _stream_accept = "text/event-stream"
+    _stream_unit = "stream chunk(s)"
+    #: Appended to the message of an unreachable server.
+    _unreachable_hint = " Is the server running?"
+    #: The response header naming the request, logged (DEBUG) with an error status.
+    _request_id_header = "x-request-id"
+    #: Whether a JSON answer to a stream request is taken as the whole answer (see :meth:`_replay`).
+    _replays_json = False
+    _logger: ClassVar[logging.Logger] = logging.getLogger("beamfilter.models")
+
+    # the provider's wire, set in its __init__: parse(data, caps) and accumulator(on_token, caps)
+    _parse_answer: Callable[..., ChatResponse]
+    _new_accumulator: Callable[..., Accumulator]
+    _plain_url: str
+    _stream_url: str
 
     def __init__(
         self,
@@ -191,13 +226,14 @@ class HTTPChatModel:
     ) -> None:
         label = self._label
         base_url = self._default_base_url if base_url is None else base_url
-        api_key_env = self._default_key_env if api_key_env is None else api_key_env
+        api_key_env = self._default_key_env if api_key_env is None else api_key_env  # "" reads no variable
         if not isinstance(model, str) or not model:
-            msg = f"{label}(model={model!r}) needs a model name."
+            msg = f"{label}(model={model!r}) needs {self._model_needed}."
             raise ConfigError(msg)
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             shown = mask_credentials(base_url) if isinstance(base_url, str) else base_url
-            msg = f"{label}(base_url={shown!r}) must be an http(s) URL such as {self._default_base_url!r}."
+            needed = self._base_url_needed or f"an http(s) URL such as {self._default_base_url!r}"
+            msg = f"{label}(base_url={shown!r}) must be {needed}."
             raise ConfigError(msg)
         for name, value in (("timeout", timeout), ("deadline", deadline)):
             if value is None and name == "deadline":
@@ -212,13 +248,13 @@ class HTTPChatModel:
             ("max_argument_chars", max_argument_chars),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "max_retries" else 1):
-                least = ">= 0 (default 2)" if name == "max_retries" else ">= 1"
+                least = f">= 0{self._retries_hint}" if name == "max_retries" else ">= 1"
                 msg = f"{label}({name}={value!r}) must be an integer {least}."
                 raise ConfigError(msg)
         if options is not None and not isinstance(options, Mapping):
-            msg = f"{label}(options={options!r}) must be a mapping of extra body fields."
+            msg = f"{label}(options={options!r}) must be {self._options_needed}."
             raise ConfigError(msg)
-        if api_key_env and not _ENV_NAME.match(api_key_env):
+        if api_key_env and not (isinstance(api_key_env, str) and _ENV_NAME.match(api_key_env)):
             # never echoed: a key pasted here by mistake must not reach an error message
             msg = (
                 f"{label}(api_key_env=...) must name an environment variable (letters, digits, '_'), such as "
@@ -243,33 +279,55 @@ class HTTPChatModel:
         self._has_key = bool(key)
         headers = {"Content-Type": "application/json", "Accept": "application/json", **self._key_headers(key)}
         self._headers = headers
-        self._stream_headers = {**headers, "Accept": "text/event-stream"}
+        self._stream_headers = {**headers, "Accept": self._stream_accept}
         self._timeout = httpx.Timeout(self.timeout)
         self._client = client
         self._owns_client = client is None
         self._transport = transport
         self._client_loop: asyncio.AbstractEventLoop | None = None
 
-    # -- what a provider supplies -------------------------------------------------------
+    # -- what a provider may refine -------------------------------------------------------
 
-    def _key_headers(self, key: str | None) -> dict[str, str]:  # pragma: no cover - every provider overrides
+    def _key_headers(self, key: str | None) -> dict[str, str]:
+        """The headers carrying ``key`` (default ``Authorization: Bearer``; none without a key)."""
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def _check_key(self) -> None:
+        """Refuses a call to the provider's own service without a key, before any request."""
+        if not self._has_key and self.base_url == self._default_base_url:
+            msg = (
+                f"{self._label}(model={self.model!r}) talks to {self._default_host or self.base_url} without an "
+                f"API key; set {self._key_hint} or pass api_key=."
+            )
+            raise ConfigError(msg)
+
+    def _body(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def _url(self, *, stream: bool) -> str:  # pragma: no cover - every provider overrides
-        raise NotImplementedError
-
-    def _body(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:  # pragma: no cover
-        raise NotImplementedError
-
-    def _parse(self, data: Any) -> ChatResponse:  # pragma: no cover - every provider overrides
-        raise NotImplementedError
-
-    def _accumulator(self, on_token: TokenSink | None) -> Accumulator:  # pragma: no cover
-        raise NotImplementedError
+    async def _request_headers(self, url: str, body: bytes, *, stream: bool) -> Mapping[str, str]:
+        """The headers of one attempt (Bedrock signs each one)."""
+        return self._stream_headers if stream else self._headers
 
     def _error(self, status: int, headers: Mapping[str, str], body: bytes) -> ProviderHTTPError:
         """The typed error of an error response (providers refine ``error_type``/``code``)."""
         return error_from_response(status, headers, body)
+
+    def _is_stream(self, content_type: str) -> bool:
+        """Whether a 2xx answer to a stream request is the stream (else it is read whole)."""
+        return content_type.startswith("text/event-stream")
+
+    def _events(self, response: httpx.Response) -> AsyncGenerator[list[Any], None]:
+        """The stream's events, a list per read; raises ProviderResponseError on a broken framing."""
+        return sse_data(response, self.max_event_chars)
+
+    def _feeder(self, accumulator: Any) -> Callable[[Any], None]:
+        """What takes one event of :meth:`_events` (default the accumulator's ``feed``)."""
+        feed: Callable[[Any], None] = accumulator.feed
+        return feed
+
+    def _replay(self, accumulator: Any, text: str) -> None:  # pragma: no cover - when _replays_json
+        """Hands the text of a whole answer to a stream's accumulator (so ``on_token`` sees it)."""
+        raise NotImplementedError
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -315,13 +373,8 @@ class HTTPChatModel:
         return await self._with_retries(request, on_token, stream=True)
 
     async def _with_retries(self, request: ChatRequest, on_token: TokenSink | None, *, stream: bool) -> ChatResponse:
-        if not self._has_key and self.base_url == self._default_base_url:
-            msg = (
-                f"{self._label}(model={self.model!r}) talks to {self.base_url} without an API key; "
-                f"set {self._key_hint} or pass api_key=."
-            )
-            raise ConfigError(msg)
-        url = self._url(stream=stream)
+        self._check_key()
+        url = self._stream_url if stream else self._plain_url
         text = json.dumps(self._body(request, stream=stream), ensure_ascii=False)
         try:
             body = text.encode()
@@ -341,6 +394,11 @@ class HTTPChatModel:
             )
             raise ProviderTimeoutError(msg) from None
 
+    def _accumulator(self, on_token: TokenSink | None) -> Accumulator:
+        return self._new_accumulator(
+            on_token, max_answer_chars=self.max_answer_chars, max_argument_chars=self.max_argument_chars
+        )
+
     async def _attempts(self, url: str, body: bytes, on_token: TokenSink | None, *, stream: bool) -> ChatResponse:
         attempt = 0
         while True:
@@ -357,21 +415,24 @@ class HTTPChatModel:
                     delay = retry_delay(failed.retryable, failed.asked, attempt)
                 if delay is None:
                     raise error from failed.__cause__
-                logger.info(
-                    "%s: retry %d/%d in %.2f s after: %s", self._label, attempt + 1, self.max_retries, delay, error
-                )
+                self._logger.info("retry %d/%d in %.2f s after: %s", attempt + 1, self.max_retries, delay, error)
                 await _sleep(delay)
                 attempt += 1
 
-    def _http_failure(self, response: httpx.Response, body: bytes) -> _Failed:
+    def _http_failure(self, url: str, response: httpx.Response, body: bytes) -> _Failed:
         headers = response.headers
-        error = self._error(response.status_code, headers, body)
-        retryable = status_retryable(response.status_code, headers, error.code)
+        status = response.status_code
+        error = self._error(status, headers, body)
+        request_id = headers.get(self._request_id_header)
+        if request_id:
+            self._logger.debug(
+                "HTTP %d from %s (%s %s)", status, mask_credentials(url), self._request_id_header, request_id
+            )
         # a provider may name the delay in its body (Gemini's RetryInfo) rather than a header
-        return _Failed(error, retryable, error.retry_after)
+        return _Failed(error, status_retryable(status, headers, error.code), error.retry_after)
 
     def _transport_failure(self, url: str, exc: httpx.HTTPError, chunks: int | None) -> _Failed:
-        where = "before the response" if chunks is None else f"after {chunks} stream chunk(s)"
+        where = "before the response" if chunks is None else f"after {chunks} {self._stream_unit}"
         shown = mask_credentials(url)
         if isinstance(exc, httpx.TimeoutException):
             what = "no data" if chunks is not None else "no answer"
@@ -380,10 +441,15 @@ class HTTPChatModel:
         if chunks is not None:
             msg = f"The connection to {shown} dropped {where}: {mask_credentials(str(exc)) or type(exc).__name__}."
             return _Failed(IncompleteStreamError(msg), True)
-        msg = f"Cannot reach {shown}: {type(exc).__name__}: {mask_credentials(str(exc))}. Is the server running?"
+        msg = f"Cannot reach {shown}: {type(exc).__name__}: {mask_credentials(str(exc))}.{self._unreachable_hint}"
         return _Failed(ProviderConnectionError(msg), True)
 
+    async def _error_body(self, url: str, response: httpx.Response) -> _Failed:
+        body = await _read_capped(response, _ERROR_BODY_BYTES)
+        return self._http_failure(url, response, b"(a body longer than 64 KiB)" if body is None else body)
+
     async def _read_body(self, url: str, response: httpx.Response) -> bytes:
+        """A 2xx body within the answer bound (JSON may spell a character in 6 bytes)."""
         body = await _read_capped(response, 6 * self.max_answer_chars + _ERROR_BODY_BYTES)
         if body is None:
             msg = (
@@ -396,7 +462,9 @@ class HTTPChatModel:
     def _parsed(self, body: bytes, problem: str) -> ChatResponse:
         """A non-streamed answer; every malformed shape is retried like a non-JSON body."""
         try:
-            return self._parse(loads(body, problem))
+            return self._parse_answer(
+                loads(body, problem), max_answer_chars=self.max_answer_chars, max_argument_chars=self.max_argument_chars
+            )
         except ResponseTooLargeError:
             raise
         except ProviderResponseError as exc:
@@ -406,11 +474,11 @@ class HTTPChatModel:
         return self._http().stream("POST", url, content=body, headers=headers, timeout=self._timeout)
 
     async def _complete_once(self, url: str, body: bytes) -> ChatResponse:
+        headers = await self._request_headers(url, body, stream=False)
         try:
-            async with self._send(url, body, self._headers) as response:
+            async with self._send(url, body, headers) as response:
                 if not 200 <= response.status_code < 300:
-                    error_body = await _read_capped(response, _ERROR_BODY_BYTES)
-                    raise self._http_failure(response, error_body or b"")
+                    raise await self._error_body(url, response)
                 data = await self._read_body(url, response)
         except httpx.HTTPError as exc:
             raise self._transport_failure(url, exc, None) from exc
@@ -419,39 +487,32 @@ class HTTPChatModel:
         )
 
     async def _stream_once(self, url: str, body: bytes, accumulator: Accumulator) -> ChatResponse:
+        headers = await self._request_headers(url, body, stream=True)
         chunks: int | None = None
         try:
-            async with self._send(url, body, self._stream_headers) as response:
+            async with self._send(url, body, headers) as response:
                 if not 200 <= response.status_code < 300:
-                    error_body = await _read_capped(response, _ERROR_BODY_BYTES)
-                    raise self._http_failure(response, error_body or b"")
+                    raise await self._error_body(url, response)
                 chunks = 0
                 content_type = response.headers.get("content-type", "").lower()
-                if not content_type.startswith("text/event-stream"):
-                    data = await self._read_body(url, response)
-                    shown = mask_credentials(url)
-                    if not data.strip():
-                        msg = f"{shown} answered 200 to a stream request with an empty body."
-                        raise _Failed(IncompleteStreamError(msg), True)
-                    msg = f"{shown} answered a stream request with content-type {content_type!r}: {data[:200]!r}."
-                    raise _Failed(ProviderResponseError(msg), True)
-                feed = accumulator.feed
-                events = sse_data(response, self.max_event_chars)
+                if not self._is_stream(content_type):
+                    return await self._not_a_stream(url, response, content_type, accumulator)
+                feed = self._feeder(accumulator)
+                events = self._events(response)
                 try:
                     async for batch in events:
-                        for data_text in batch:
+                        for event in batch:
                             chunks += 1
-                            try:
-                                feed(data_text)
-                            except ResponseTooLargeError:
-                                raise
-                            except ProviderResponseError as exc:
-                                raise _Failed(exc, True) from None
+                            feed(event)
                             if accumulator.done:
                                 break
                         if accumulator.done:
                             await _drain(events)
                             break
+                except ResponseTooLargeError:
+                    raise
+                except ProviderResponseError as exc:  # a broken event or framing: retried
+                    raise _Failed(exc, True) from None
                 finally:
                     await events.aclose()
         except httpx.HTTPError as exc:
@@ -460,3 +521,20 @@ class HTTPChatModel:
             return accumulator.result(chunks=chunks)
         except ProviderResponseError as exc:  # a cut stream, or an end the protocol does not allow
             raise _Failed(exc, True) from None
+
+    async def _not_a_stream(
+        self, url: str, response: httpx.Response, content_type: str, accumulator: Accumulator
+    ) -> ChatResponse:
+        data = await self._read_body(url, response)
+        shown = mask_credentials(url)
+        if self._replays_json and content_type.startswith("application/json"):
+            # some servers and proxies ignore the stream request and answer in one piece
+            result = self._parsed(data, f"{shown} answered a stream request with invalid JSON")
+            if result.text:
+                self._replay(accumulator, result.text)
+            return result
+        if not data.strip():
+            msg = f"{shown} answered 200 to a stream request with an empty body."
+            raise _Failed(IncompleteStreamError(msg), True)
+        msg = f"{shown} answered a stream request with content-type {content_type!r}: {data[:200]!r}."
+        raise _Failed(ProviderResponseError(msg), True)
