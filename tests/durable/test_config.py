@@ -159,6 +159,11 @@ def test_submit_returns_at_once_and_the_handle_decides_and_attaches(local: Local
     assert local.call(again.result()) == done
 
     second = local.call(runner.submit("turn resumed: pay", turn_id="resumed", context={"conversation_id": "resumed"}))
+    # waited for only once it has paused (in this process, before anyone waited)
+    deadline = time.monotonic() + 60
+    while local.call(second.info()).paused_on != ("resumed-pay",):  # type: ignore[union-attr]
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
     assert local.call(second.result()).status == "paused"
     finished = local.call(second.resume({"resumed-pay": "reject"}))
     assert finished.status == "completed"

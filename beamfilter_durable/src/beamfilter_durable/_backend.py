@@ -91,10 +91,14 @@ class DurableBackend(Protocol):
         when there is one, unless ``here`` (this process runs it)."""
         ...
 
-    async def outcome(self, turn_id: str, *, pause_key: str, decided: str | None = None) -> tuple[str, Any]:
+    async def outcome(
+        self, turn_id: str, *, pause_key: str, decided: str | None = None, pauses_seen: bool = False
+    ) -> tuple[str, Any]:
         """Wait until the turn finishes (``("done", result)``) or publishes under
         ``pause_key`` a pause other than ``decided`` (``("paused", value)``), woken by the
-        turn's :data:`STATE_KEY` stream rather than polling its status."""
+        turn's :data:`STATE_KEY` stream rather than polling its status. ``pauses_seen``: the
+        caller learns of the pauses of turns this process runs by itself (it only needs
+        the outcome of a turn this process started)."""
         ...
 
     async def read(self, turn_id: str, key: str) -> Any:

@@ -23,6 +23,7 @@ from dbos import (
     WorkflowStatus,
 )
 from dbos._context import get_local_dbos_context
+from dbos._core import WorkflowHandleAsyncTask
 from dbos._error import DBOSAwaitedWorkflowCancelledError
 
 from beamfilter_core.errors import DurableError
@@ -113,6 +114,15 @@ _SAFETY_POLL = 5.0
 #: and how long: an end mark without a result after that is an earlier attempt's.
 _END_POLL = 0.02
 _END_WAIT = 1.0
+
+
+async def _result(waiting: Any, turn_id: str, poll: float | None = None) -> Any:
+    """The result of a handle (with ``poll``) or of a task waiting for one."""
+    try:
+        return await (waiting.get_result(polling_interval_sec=poll) if poll is not None else waiting)
+    except DBOSAwaitedWorkflowCancelledError:
+        msg = f"The durable turn {turn_id!r} was cancelled; `beamfilter durable resume` runs it on."
+        raise DurableError(msg) from None
 
 
 async def _cancelled(task: asyncio.Future[Any]) -> None:
@@ -272,8 +282,14 @@ class _Callers:
             raise DurableError(msg)
         return await self.api.retrieve_workflow_async(turn_id)
 
-    async def outcome(self, turn_id: str, *, pause_key: str, decided: str | None = None) -> tuple[str, Any]:
+    async def outcome(
+        self, turn_id: str, *, pause_key: str, decided: str | None = None, pauses_seen: bool = False
+    ) -> tuple[str, Any]:
         handle = await self._handle(turn_id)
+        if pauses_seen and isinstance(handle, WorkflowHandleAsyncTask):
+            # this process runs the turn and its caller sees its pauses as they happen: its
+            # task is the whole wait (no stream read, no status read)
+            return "done", await _result(handle, turn_id, _SAFETY_POLL)
         # A turn run by this process: its task is awaited directly. Any other: the safety
         # net polls seldom (a turn that writes no milestones, e.g. one cancelled mid-step);
         # the turn's state stream wakes the wait (LISTEN/NOTIFY on PostgreSQL).
@@ -302,11 +318,7 @@ class _Callers:
                 await _cancelled(ended)
                 if kind == "gone":  # the turn's workflow is not active, yet has no result yet
                     continue
-            try:
-                return "done", await finished
-            except DBOSAwaitedWorkflowCancelledError:
-                msg = f"The durable turn {turn_id!r} was cancelled; `beamfilter durable resume` runs it on."
-                raise DurableError(msg) from None
+            return "done", await _result(finished, turn_id)
         finally:
             await _cancelled(finished)
 

@@ -211,7 +211,15 @@ class DurableRunner:
             loop.call_soon_threadsafe(settle, record)
 
         rt.pause_watchers[turn_id] = on_pause
-        done = asyncio.ensure_future(rt.backend.outcome(turn_id, pause_key=PAUSE_KEY, decided=decided))
+        earlier = rt.paused.get(turn_id)
+        if earlier is not None:  # it paused here before this wait began (and was not cancelled since)
+            info = await rt.backend.info(turn_id)
+            if info is not None and info.status not in FINISHED:
+                settle(earlier)
+        # the pause watcher above reports a pause of a turn this process runs
+        done = asyncio.ensure_future(
+            rt.backend.outcome(turn_id, pause_key=PAUSE_KEY, decided=decided, pauses_seen=True)
+        )
         try:
             await asyncio.wait({done, paused}, return_when=asyncio.FIRST_COMPLETED)
         finally:

@@ -47,6 +47,8 @@ class Runtime:
         self.sinks: dict[str, Callable[[Event], None]] = {}
         #: turn id -> called with the pause record when that turn pauses in this process
         self.pause_watchers: dict[str, Callable[[Any], None]] = {}
+        #: turn id -> the pause record of a turn this process runs, while it waits for its decision
+        self.paused: dict[str, Any] = {}
         self.backend = DbosBackend.shared(options, self.turn_body)
 
     def kernel(self, reference: str) -> Kernel:
@@ -95,10 +97,14 @@ class Runtime:
                 if publisher is not None:  # after the pause record: a reader of the mark finds it
                     await publisher.pause(pause_id)
                 await backend.append(STATE_KEY, {"paused": pause_id})  # wakes whoever waits
+                self.paused[turn] = record
                 watcher = self.pause_watchers.get(turn)
                 if watcher is not None:
                     watcher(record)
-                decisions = await self._decision(backend, turn, pause_id)
+                try:
+                    decisions = await self._decision(backend, turn, pause_id)
+                finally:
+                    self.paused.pop(turn, None)
                 await backend.publish(PAUSE_KEY, {"pause_id": pause_id, "decided": True})
                 result = await self._resume(kernel, turn, result, decisions, context, publisher)
             if publisher is not None:
