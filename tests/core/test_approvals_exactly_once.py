@@ -282,3 +282,20 @@ async def test_a_lone_surrogate_anywhere_in_a_pause_is_named_by_its_place(
     with pytest.raises(ConfigError) as caught:
         await kernel.run(text, context=context)
     assert str(caught.value).startswith(f"The run paused with a lone surrogate (an undecodable byte) at {where}, ")
+
+
+async def test_an_edit_for_a_tool_this_kernel_lacks_is_answered_as_an_unknown_tool() -> None:
+    transfer, paid = _bank()
+    made = Kernel(ScriptedModel([_pay("bob", 5000)]), tools=[transfer], gate=_policy, pause_key=KEY)
+    paused = await made.run("pay")
+    assert paused.pause is not None
+
+    @tool
+    def look(path: str) -> str:
+        """Look."""
+        return path
+
+    other = Kernel(ScriptedModel(["No such tool."]), tools=[look], gate=_policy, pause_key=KEY)
+    done = await other.resume(paused.pause, {"t1": Decision.approve({"to": "carol", "amount": 5})})
+    assert (done.text, paid) == ("No such tool.", [])
+    assert done.messages[-2].text == "Unknown tool 'transfer'. Available tools: look. Call one of these."
