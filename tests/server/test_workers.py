@@ -86,13 +86,11 @@ def _one_pause_across_workers(a: Gateway, b: Gateway, llmock: Peer, folder: Path
         waiting.join(0.1)
     assert [(p["conversation_id"], p["client"]) for p in listed] == [("ticket-9", client_id(API_KEY))]
     pause_id, call_id = listed[0]["pause_id"], listed[0]["awaiting"][0]["id"]
-    # which filter paused is known on the worker that ran the turn; B has the pause's reason
-    on_a = httpx.get(a.url + "/v1/pauses", headers=reviewer(), timeout=10).json()["data"]
-    assert [p.pop("paused_by") for p in on_a] == [
+    # which filter paused each call travels in the signed pause: worker B shows it too
+    assert [p["paused_by"] for p in listed] == [
         {call_id: {"filter": "approval", "reason": "'refund' is a sensitive tool: a human decides"}}
     ]
-    assert [p.pop("paused_by") for p in listed] == [{}]
-    assert on_a == listed
+    assert httpx.get(a.url + "/v1/pauses", headers=reviewer(), timeout=10).json()["data"] == listed
     page = httpx.get(b.url + "/inbox", auth=("ada", reviewer()["Authorization"][7:]), timeout=10).text
     assert f"client {client_id(API_KEY)} · conversation ticket-9" in page
     assert b.get(f"/v1/pauses/{pause_id}").json()["status"] == "pending"

@@ -187,10 +187,11 @@ class Gateway:
             raise GatewayError(msg, status=400, param="messages")
         return kernel, messages, ClientCalls(frozenset(t.name for t in call.tools))
 
-    def _context(self, caller: Caller, call: ChatCall) -> dict[str, Any]:
+    def _context(self, caller: Caller, call: ChatCall, calls: ClientCalls) -> dict[str, Any]:
         # What another worker needs to resume this turn if it pauses: it travels in the
-        # (signed) pause state, with the client key's id and the id the client sent.
-        meta: dict[str, Any] = {"since": time.time()}
+        # (signed) pause state, with the client key's id and the id the client sent, and
+        # which filter paused each call (the gates record it in this very dict as they run).
+        meta: dict[str, Any] = {"since": time.time(), "paused_by": calls.paused}
         if caller.client is not None:
             meta["client"] = caller.client
         if caller.conversation is not None:
@@ -239,7 +240,7 @@ class Gateway:
         async def start() -> Started:
             token = current_calls.set(calls)
             try:
-                result = await kernel.run(messages, context=self._context(caller, call))
+                result = await kernel.run(messages, context=self._context(caller, call, calls))
             finally:
                 current_calls.reset(token)
             outcome = Outcome(result, calls)
@@ -280,6 +281,7 @@ class Gateway:
         options: dict[str, Any] = raw_options if isinstance(raw_options, dict) else {}
         kernel = with_client_tools(self.kernel, tools, options) if tools or options else self.kernel
         client, shown = meta.get("client"), meta.get("conversation")
+        paused_by = meta.get("paused_by")
         entry = Entry(
             pause,
             conversation_id,
@@ -289,6 +291,8 @@ class Gateway:
             client if isinstance(client, str) else None,
             shown if isinstance(shown, str) else None,
         )
+        if isinstance(paused_by, dict):
+            entry.paused_by = {k: v for k, v in paused_by.items() if k in pause.awaiting and isinstance(v, dict)}
         return _date(entry)
 
     async def _await_decision(self, entry: Entry, wait: float) -> Outcome | dict[str, Any] | None:
@@ -385,7 +389,7 @@ class Gateway:
         model = call.model
         limit = self.options.max_answer_chars
         sent = 0
-        iterator = aiter(kernel.run_stream(messages, context=self._context(caller, call)))
+        iterator = aiter(kernel.run_stream(messages, context=self._context(caller, call, calls)))
         # The turn's task starts at the first event and copies the request's client calls
         # from this context; the status line goes out only after that event.
         token = current_calls.set(calls)

@@ -53,8 +53,8 @@ class Entry:
     error: BaseException | None = None
     #: Why the last decision was refused before anything ran (shown in the inbox).
     refusal: str | None = None
-    #: Which filter paused each awaited call and why (``{call_id: {"filter", "reason"}}``),
-    #: as this process saw it; a pause adopted from another worker has only its reason.
+    #: Which filter paused each awaited call and why (``{call_id: {"filter", "reason"}}``);
+    #: it travels in the signed pause, so a pause adopted from another worker has it too.
     paused_by: dict[str, dict[str, str]] = attrs.Factory(dict)
     done: asyncio.Event = attrs.Factory(asyncio.Event)
 
