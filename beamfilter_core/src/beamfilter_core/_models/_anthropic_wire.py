@@ -17,7 +17,8 @@ from .._messages import ContentPart, Message, Reasoning, ToolCall, Usage
 from .._records import ChatRequest, ChatResponse
 from ..errors import ContentBlockedError, IncompleteStreamError, ProviderResponseError
 from ._base import TokenSink
-from ._wire import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, _too_large, loads, preview
+from ._wire import loads, preview
+from ._wire_common import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, STOP_REASONS, StreamState, count, too_large
 
 __all__ = [
     "PROVIDER",
@@ -39,13 +40,6 @@ PROVIDER = "anthropic"
 
 # Keys the provider owns; options cannot replace them.
 _RESERVED = frozenset({"messages", "tools", "stream", "system", "cache_control"})
-_STOP = {
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    "max_tokens": "length",
-    "model_context_window_exceeded": "length",
-    "tool_use": "tool_calls",
-}
 _CHOICE = {"auto": {"type": "auto"}, "none": {"type": "none"}, "required": {"type": "any"}}
 
 
@@ -188,19 +182,14 @@ def request_body(
     return body
 
 
-def _count(data: Mapping[str, Any], key: str) -> int:
-    value = data.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def parse_usage(data: Any) -> Usage | None:
     """Anthropic's ``usage`` as :class:`Usage`; ``prompt_tokens`` counts cached input too."""
     if not isinstance(data, Mapping):
         return None
-    read = _count(data, "cache_read_input_tokens")
-    written = _count(data, "cache_creation_input_tokens")
-    prompt = _count(data, "input_tokens") + read + written
-    completion = _count(data, "output_tokens")
+    read = count(data.get("cache_read_input_tokens"))
+    written = count(data.get("cache_creation_input_tokens"))
+    prompt = count(data.get("input_tokens")) + read + written
+    completion = count(data.get("output_tokens"))
     return Usage(prompt, completion, prompt + completion, read, written)
 
 
@@ -211,7 +200,7 @@ def stop_reason(value: Any, text: str, details: Any = None) -> str | None:
         msg = f"Anthropic's safety system stopped the answer (stop_reason 'refusal'){shown}; rephrase the request."
         raise ContentBlockedError(msg, reason="refusal", text=text, details=details)
     if value is None or isinstance(value, str):
-        return _STOP.get(value, value) if value is not None else None
+        return STOP_REASONS.get(value, value) if value is not None else None
     msg = f"The server sent stop_reason as {type(value).__name__} {preview(value)}; expected a string."
     raise ProviderResponseError(msg)
 
@@ -269,14 +258,14 @@ def parse_message(
                 raise ProviderResponseError(msg)
             text = json.dumps(arguments, ensure_ascii=False)
             if len(text) > max_argument_chars:
-                raise _too_large(max_argument_chars, name)
+                raise too_large(max_argument_chars, name)
             size += len(text)
             call_id = block.get("id")
             calls.append(ToolCall(name, dict(arguments), *([call_id] if isinstance(call_id, str) and call_id else [])))
         elif kind in ("thinking", "redacted_thinking"):
             reasoning.append(_reasoning(block))
     if size > max_answer_chars:
-        raise _too_large(max_answer_chars)
+        raise too_large(max_answer_chars)
     text = "".join(texts)
     finish = stop_reason(data.get("stop_reason"), text, data.get("stop_details"))
     message = Message("assistant", text if text or not calls else None, tuple(calls), reasoning=tuple(reasoning))
@@ -295,7 +284,7 @@ class _Block:
         self.size = 0
 
 
-class StreamAccumulator:
+class StreamAccumulator(StreamState):
     """Folds Anthropic stream events (``message_start`` ... ``message_stop``) into one answer.
 
     Text deltas go to ``on_token`` as they come (``delivered`` turns true at the first);
@@ -303,41 +292,13 @@ class StreamAccumulator:
     time, in :meth:`result`; thinking and signature deltas build the block sent back.
     """
 
-    __slots__ = (
-        "_blocks",
-        "_max_answer",
-        "_max_arguments",
-        "_on_token",
-        "_size",
-        "_text",
-        "_usage",
-        "delivered",
-        "done",
-        "stop",
-    )
+    __slots__ = ("_blocks", "_usage", "stop")
 
-    def __init__(
-        self,
-        on_token: TokenSink | None,
-        *,
-        max_answer_chars: int = MAX_ANSWER_CHARS,
-        max_argument_chars: int = MAX_ARGUMENT_CHARS,
-    ) -> None:
-        self._on_token = on_token
+    def __init__(self, on_token: TokenSink | None, **caps: int) -> None:
+        super().__init__(on_token, **caps)
         self._blocks: dict[int, _Block] = {}
-        self._text: list[str] = []
         self._usage: dict[str, Any] = {}
-        self._max_answer = max_answer_chars
-        self._max_arguments = max_argument_chars
-        self._size = 0
         self.stop: Any = None
-        self.done = False
-        self.delivered = False
-
-    def _grow(self, size: int) -> None:
-        self._size += size
-        if self._size > self._max_answer:
-            raise _too_large(self._max_answer)
 
     def feed(self, data: str) -> None:
         """Take the ``data`` of one event (its ``type`` names it, as the ``event:`` line does)."""
@@ -391,7 +352,7 @@ class StreamAccumulator:
     def _emit(self, text: str) -> None:
         self._size += len(text)
         if self._size > self._max_answer:
-            raise _too_large(self._max_answer)
+            raise too_large(self._max_answer)
         self._text.append(text)
         on_token = self._on_token
         if on_token is not None:
@@ -420,18 +381,13 @@ class StreamAccumulator:
                 raise ProviderResponseError(msg)
             block.size += len(piece)
             if block.size > self._max_arguments:
-                raise _too_large(self._max_arguments, str(block.data.get("name") or index))
+                raise too_large(self._max_arguments, str(block.data.get("name") or index))
             self._grow(len(piece))
             block.parts.append(piece)
         elif kind == "thinking_delta":
             block.parts.append(str(delta.get("thinking") or ""))
         elif kind == "signature_delta":
             block.data["signature"] = str(block.data.get("signature") or "") + str(delta.get("signature") or "")
-
-    @property
-    def text(self) -> str:
-        """The text received so far."""
-        return "".join(self._text)
 
     def result(self, *, chunks: int) -> ChatResponse:
         """The complete response; raises :class:`IncompleteStreamError` on a cut stream."""

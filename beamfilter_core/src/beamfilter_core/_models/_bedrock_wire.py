@@ -29,7 +29,8 @@ from ..errors import (
     RateLimitError,
 )
 from ._base import TokenSink
-from ._wire import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, _malformed, _too_large, loads, preview
+from ._wire import _malformed, loads, preview
+from ._wire_common import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, STOP_REASONS, StreamState, count, too_large
 
 __all__ = [
     "PROVIDER",
@@ -47,15 +48,8 @@ PROVIDER = "bedrock.converse"
 _RESERVED = frozenset({"messages", "system", "toolConfig"})
 # Chat-style option names folded into ``inferenceConfig`` for convenience.
 _INFERENCE = {"max_tokens": "maxTokens", "temperature": "temperature", "top_p": "topP", "stop": "stopSequences"}
-_STOP = {
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    "tool_use": "tool_calls",
-    "max_tokens": "length",
-    "model_context_window_exceeded": "length",
-    "content_filtered": "content_filter",
-    "guardrail_intervened": "content_filter",
-}
+# Converse's stop reasons are Claude's, plus its own content filters.
+_STOP = {**STOP_REASONS, "content_filtered": "content_filter", "guardrail_intervened": "content_filter"}
 _IMAGE_FORMATS = {"image/png": "png", "image/jpeg": "jpeg", "image/gif": "gif", "image/webp": "webp"}
 # ConverseStream exception events -> (error class, HTTP status the same fault has as a response).
 _EXCEPTIONS: dict[str, tuple[type[ProviderHTTPError], int]] = {
@@ -188,21 +182,17 @@ def request_body(request: ChatRequest, options: Mapping[str, Any], *, cache_poin
     return body
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def parse_usage(data: Any) -> Usage | None:
     """A Converse ``usage`` object, with its prompt-cache reads and writes."""
     if not isinstance(data, Mapping):
         return None
-    prompt, completion = _int(data.get("inputTokens")), _int(data.get("outputTokens"))
+    prompt, completion = count(data.get("inputTokens")), count(data.get("outputTokens"))
     return Usage(
         prompt,
         completion,
-        _int(data.get("totalTokens")) or prompt + completion,
-        _int(data.get("cacheReadInputTokens")),
-        _int(data.get("cacheWriteInputTokens")),
+        count(data.get("totalTokens")) or prompt + completion,
+        count(data.get("cacheReadInputTokens")),
+        count(data.get("cacheWriteInputTokens")),
     )
 
 
@@ -253,13 +243,13 @@ def parse_converse(
                 raise _malformed(field, use, "an object with a name and a toolUseId")
             arguments = json.dumps(use.get("input", {}), ensure_ascii=False)
             if len(arguments) > max_argument_chars:
-                raise _too_large(max_argument_chars, use["name"])
+                raise too_large(max_argument_chars, use["name"])
             size += len(arguments)
             calls.append(ToolCall.from_json(use["name"], arguments, use["toolUseId"]))
         elif "reasoningContent" in block:
             reasoning.append(_reasoning(block))
     if size > max_answer_chars:
-        raise _too_large(max_answer_chars)
+        raise too_large(max_answer_chars)
     text = "".join(texts)
     finish = _stop(data.get("stopReason"), "stopReason")
     answer = Message("assistant", text if text or not calls else None, tuple(calls), reasoning=tuple(reasoning))
@@ -367,7 +357,7 @@ class _Block:
         self.size = 0
 
 
-class ConverseStreamAccumulator:
+class ConverseStreamAccumulator(StreamState):
     """Folds ConverseStream events into one :class:`ChatResponse`, incrementally.
 
     Text deltas go to ``on_token`` as they come; a ``toolUse`` block is opened by its
@@ -377,46 +367,13 @@ class ConverseStreamAccumulator:
     ``messageStop`` gives the stop reason; ``metadata`` (usage) ends the stream.
     """
 
-    __slots__ = (
-        "_blocks",
-        "_max_answer",
-        "_max_arguments",
-        "_on_token",
-        "_size",
-        "_text",
-        "delivered",
-        "done",
-        "finish_reason",
-        "usage",
-    )
+    __slots__ = ("_blocks", "finish_reason", "usage")
 
-    def __init__(
-        self,
-        on_token: TokenSink | None,
-        *,
-        max_answer_chars: int = MAX_ANSWER_CHARS,
-        max_argument_chars: int = MAX_ARGUMENT_CHARS,
-    ) -> None:
-        self._on_token = on_token
-        self._text: list[str] = []
+    def __init__(self, on_token: TokenSink | None, **caps: int) -> None:
+        super().__init__(on_token, **caps)
         self._blocks: dict[int, _Block] = {}
-        self._max_answer = max_answer_chars
-        self._max_arguments = max_argument_chars
-        self._size = 0
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
-        self.done = False
-        self.delivered = False
-
-    @property
-    def text(self) -> str:
-        """The text received so far."""
-        return "".join(self._text)
-
-    def _grow(self, size: int) -> None:
-        self._size += size
-        if self._size > self._max_answer:
-            raise _too_large(self._max_answer)
 
     def feed(self, kind: str, payload: bytes) -> None:
         """Take one event: its ``:event-type`` and JSON payload."""
@@ -474,7 +431,7 @@ class ConverseStreamAccumulator:
                 raise _malformed(field, use, "input text for a started toolUse block")
             block.size += len(piece)
             if block.size > self._max_arguments:
-                raise _too_large(self._max_arguments, block.name or str(index))
+                raise too_large(self._max_arguments, block.name or str(index))
             self._grow(len(piece))
             block.pieces.append(piece)
         elif "reasoningContent" in delta:

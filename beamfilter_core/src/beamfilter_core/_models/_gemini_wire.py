@@ -19,7 +19,8 @@ from .._records import ChatRequest, ChatResponse
 from ..errors import ContentBlockedError, IncompleteStreamError, ProviderResponseError
 from ._anthropic_wire import data_url, tool_parts
 from ._base import TokenSink
-from ._wire import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, _too_large, loads, preview
+from ._wire import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, loads, preview
+from ._wire_common import count, too_large
 
 __all__ = ["BLOCKED", "PROVIDER", "StreamAccumulator", "finish_reason", "parse_response", "parse_usage", "request_body"]
 
@@ -176,19 +177,14 @@ def request_body(request: ChatRequest, options: Mapping[str, Any]) -> dict[str, 
     return body
 
 
-def _count(data: Mapping[str, Any], key: str) -> int:
-    value = data.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def parse_usage(data: Any) -> Usage | None:
     """``usageMetadata`` as :class:`Usage`: thoughts count as completion, cached content as cache reads."""
     if not isinstance(data, Mapping):
         return None
-    prompt = _count(data, "promptTokenCount") + _count(data, "toolUsePromptTokenCount")
-    completion = _count(data, "candidatesTokenCount") + _count(data, "thoughtsTokenCount")
-    total = _count(data, "totalTokenCount") or prompt + completion
-    return Usage(prompt, completion, total, _count(data, "cachedContentTokenCount"), 0)
+    prompt = count(data.get("promptTokenCount")) + count(data.get("toolUsePromptTokenCount"))
+    completion = count(data.get("candidatesTokenCount")) + count(data.get("thoughtsTokenCount"))
+    total = count(data.get("totalTokenCount")) or prompt + completion
+    return Usage(prompt, completion, total, count(data.get("cachedContentTokenCount")), 0)
 
 
 def _blocked(reason: str, text: str, details: Any, *, prompt: bool) -> ContentBlockedError:
@@ -236,7 +232,7 @@ class _Candidate:
     def _grow(self, size: int) -> None:
         self.size += size
         if self.size > self.max_answer:
-            raise _too_large(self.max_answer)
+            raise too_large(self.max_answer)
 
     def feed(self, data: Any) -> None:
         if not isinstance(data, dict):
@@ -284,7 +280,7 @@ class _Candidate:
                 raise ProviderResponseError(msg)
             size = len(json.dumps(arguments, ensure_ascii=False))
             if size > self.max_arguments:
-                raise _too_large(self.max_arguments, name)
+                raise too_large(self.max_arguments, name)
             self._grow(size)
             call_id = call.get("id")
             made = ToolCall(name, dict(arguments), *([call_id] if isinstance(call_id, str) and call_id else []))

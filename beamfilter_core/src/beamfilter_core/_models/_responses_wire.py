@@ -18,7 +18,8 @@ from .._messages import ContentPart, Message, Reasoning, ToolCall, Usage
 from .._records import ChatRequest, ChatResponse
 from ..errors import IncompleteStreamError, ProviderResponseError
 from ._base import TokenSink
-from ._wire import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, _malformed, _too_large, loads, preview
+from ._wire import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, _malformed, loads, preview
+from ._wire_common import count, too_large
 
 __all__ = [
     "PROVIDER",
@@ -124,19 +125,15 @@ def request_body(request: ChatRequest, model: str, options: Mapping[str, Any], *
     return body
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def parse_usage(data: Any) -> Usage | None:
     """A Responses ``usage`` object (``input_tokens_details.cached_tokens`` is the cache read)."""
     if not isinstance(data, Mapping):
         return None
-    prompt = _int(data.get("input_tokens"))
-    completion = _int(data.get("output_tokens"))
+    prompt = count(data.get("input_tokens"))
+    completion = count(data.get("output_tokens"))
     details = data.get("input_tokens_details")
-    cached = _int(details.get("cached_tokens")) if isinstance(details, Mapping) else 0
-    return Usage(prompt, completion, _int(data.get("total_tokens")) or prompt + completion, cached)
+    cached = count(details.get("cached_tokens")) if isinstance(details, Mapping) else 0
+    return Usage(prompt, completion, count(data.get("total_tokens")) or prompt + completion, cached)
 
 
 def _error_text(error: Any) -> str:
@@ -175,7 +172,7 @@ class _Output:
     def grow(self, size: int) -> None:
         self.size += size
         if self.size > self.max_answer:
-            raise _too_large(self.max_answer)
+            raise too_large(self.max_answer)
 
     def call(self, item: Mapping[str, Any], where: str) -> None:
         name, call_id, arguments = item.get("name"), item.get("call_id"), item.get("arguments")
@@ -183,7 +180,7 @@ class _Output:
             raise _malformed(where, item, "a function_call with a string name and call_id")
         text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
         if len(text) > self.max_arguments:
-            raise _too_large(self.max_arguments, name)
+            raise too_large(self.max_arguments, name)
         self.grow(len(text))
         self.calls.append(ToolCall.from_json(name, text, call_id))
 
@@ -328,7 +325,7 @@ class ResponsesAccumulator:
         parts[3] += len(delta)
         folded = self._folded
         if parts[3] > folded.max_arguments:
-            raise _too_large(folded.max_arguments, parts[0])
+            raise too_large(folded.max_arguments, parts[0])
         folded.grow(len(delta))
         parts[2].append(delta)
 

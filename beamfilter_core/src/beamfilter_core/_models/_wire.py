@@ -12,8 +12,9 @@ from typing import Any
 
 from .._messages import ContentPart, Message, ToolCall, Usage
 from .._records import ChatRequest, ChatResponse
-from ..errors import IncompleteStreamError, ProviderResponseError, ResponseTooLargeError
+from ..errors import IncompleteStreamError, ProviderResponseError
 from ._base import TokenSink
+from ._wire_common import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, StreamState, count, too_large
 
 __all__ = [
     "MAX_ANSWER_CHARS",
@@ -26,11 +27,6 @@ __all__ = [
     "preview",
     "request_body",
 ]
-
-#: Default bound on an answer's text plus its tool arguments, in characters (about 1M tokens).
-MAX_ANSWER_CHARS = 4_000_000
-#: Default bound on the arguments of one tool call, in characters.
-MAX_ARGUMENT_CHARS = 1_000_000
 
 # Keys the provider owns; user options cannot replace them.
 _RESERVED = frozenset({"messages", "tools", "stream"})
@@ -88,17 +84,13 @@ def request_body(request: ChatRequest, model: str, options: Mapping[str, Any], *
     return body
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def parse_usage(data: Any) -> Usage | None:
     """A ``usage`` object as :class:`Usage` (missing or odd counts read as 0)."""
     if not isinstance(data, Mapping):
         return None
-    prompt = _int(data.get("prompt_tokens"))
-    completion = _int(data.get("completion_tokens"))
-    total = _int(data.get("total_tokens")) or prompt + completion
+    prompt = count(data.get("prompt_tokens"))
+    completion = count(data.get("completion_tokens"))
+    total = count(data.get("total_tokens")) or prompt + completion
     return Usage(prompt, completion, total)
 
 
@@ -185,16 +177,6 @@ def _server_error(data: Mapping[str, Any]) -> ProviderResponseError:
     return ProviderResponseError(msg)
 
 
-def _too_large(limit: int, call: str | None = None) -> ResponseTooLargeError:
-    """The answer (or, with ``call``, that tool call's arguments) went over ``limit`` characters."""
-    if call is None:
-        what, name = "The answer (text and tool arguments) is", "max_answer_chars"
-    else:
-        what, name = f"The arguments of tool call {call!r} are", "max_argument_chars"
-    msg = f"{what} longer than {name}={limit}; raise the limit if such answers are expected."
-    return ResponseTooLargeError(msg)
-
-
 def parse_completion(
     data: Any, *, max_answer_chars: int = MAX_ANSWER_CHARS, max_argument_chars: int = MAX_ARGUMENT_CHARS
 ) -> ChatResponse:
@@ -232,11 +214,11 @@ def parse_completion(
         call_id = _text_or_none(raw.get("id"), f"{where}.id")
         arguments = _arguments_text(function.get("arguments"))
         if len(arguments) > max_argument_chars:
-            raise _too_large(max_argument_chars, name)
+            raise too_large(max_argument_chars, name)
         size += len(arguments)
         calls.append(ToolCall.from_json(name, arguments, call_id))
     if size > max_answer_chars:
-        raise _too_large(max_answer_chars)
+        raise too_large(max_answer_chars)
     finish = _finish(choice.get("finish_reason"), "finish_reason")
     return ChatResponse(Message("assistant", content, tuple(calls)), finish, parse_usage(data.get("usage")))
 
@@ -253,7 +235,7 @@ class _CallParts:
         self.size = 0
 
 
-class StreamAccumulator:
+class StreamAccumulator(StreamState):
     """Folds ``chat.completion.chunk`` objects into one :class:`ChatResponse`.
 
     Text deltas of choice 0 go to ``on_token`` as they come; ``delivered`` turns true at
@@ -266,43 +248,14 @@ class StreamAccumulator:
     the arguments of one tool call; going over raises :class:`ResponseTooLargeError`.
     """
 
-    __slots__ = (
-        "_calls",
-        "_last_call",
-        "_max_answer",
-        "_max_arguments",
-        "_on_token",
-        "_size",
-        "_text",
-        "delivered",
-        "done",
-        "finish_reason",
-        "usage",
-    )
+    __slots__ = ("_calls", "_last_call", "finish_reason", "usage")
 
-    def __init__(
-        self,
-        on_token: TokenSink | None,
-        *,
-        max_answer_chars: int = MAX_ANSWER_CHARS,
-        max_argument_chars: int = MAX_ARGUMENT_CHARS,
-    ) -> None:
-        self._on_token = on_token
-        self._text: list[str] = []
+    def __init__(self, on_token: TokenSink | None, **caps: int) -> None:
+        super().__init__(on_token, **caps)
         self._calls: dict[int, _CallParts] = {}
         self._last_call: int | None = None
-        self._max_answer = max_answer_chars
-        self._max_arguments = max_argument_chars
-        self._size = 0
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
-        self.done = False
-        self.delivered = False
-
-    def _grow(self, size: int) -> None:
-        self._size += size
-        if self._size > self._max_answer:
-            raise _too_large(self._max_answer)
 
     def feed(self, data: str) -> None:
         """Take the ``data`` of one SSE event (a JSON chunk or ``[DONE]``).
@@ -381,14 +334,9 @@ class StreamAccumulator:
                     piece = _arguments_text(pieces)
                     parts.size += len(piece)
                     if parts.size > self._max_arguments:
-                        raise _too_large(self._max_arguments, parts.name or str(index))
+                        raise too_large(self._max_arguments, parts.name or str(index))
                     self._grow(len(piece))
                     parts.arguments.append(piece)
-
-    @property
-    def text(self) -> str:
-        """The text received so far."""
-        return "".join(self._text)
 
     def result(self, *, chunks: int) -> ChatResponse:
         """The complete response; raises :class:`IncompleteStreamError` on a cut stream."""

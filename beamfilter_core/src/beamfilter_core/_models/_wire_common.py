@@ -1,0 +1,82 @@
+"""What the wire modules share where the rule is truly the same: the answer's size bounds,
+token counts read from a usage object, Claude's stop reasons, and the state every stream
+accumulator keeps (its token sink, its text, the size budget, ``delivered`` and ``done``).
+
+Pure, no I/O; a wire module keeps what its protocol says differently.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ResponseTooLargeError
+from ._base import TokenSink
+
+__all__ = ["MAX_ANSWER_CHARS", "MAX_ARGUMENT_CHARS", "STOP_REASONS", "StreamState", "count", "too_large"]
+
+#: Default bound on an answer's text plus its tool arguments, in characters (about 1M tokens).
+MAX_ANSWER_CHARS = 4_000_000
+#: Default bound on the arguments of one tool call, in characters.
+MAX_ARGUMENT_CHARS = 1_000_000
+
+#: Claude's ``stop_reason`` values as finish reasons: Anthropic's Messages API and Bedrock's
+#: Converse (whose ``stopReason`` took the same names) map them alike.
+STOP_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool_calls",
+}
+
+
+def count(value: Any) -> int:
+    """A token count of a usage object: an integer, else 0 (missing, null, a bool, a string)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def too_large(limit: int, call: str | None = None) -> ResponseTooLargeError:
+    """The answer (or, with ``call``, that tool call's arguments) went over ``limit`` characters."""
+    if call is None:
+        what, name = "The answer (text and tool arguments) is", "max_answer_chars"
+    else:
+        what, name = f"The arguments of tool call {call!r} are", "max_argument_chars"
+    msg = f"{what} longer than {name}={limit}; raise the limit if such answers are expected."
+    return ResponseTooLargeError(msg)
+
+
+class StreamState:
+    """The state of a stream accumulator: the sink, the text so far, and the size budget.
+
+    ``delivered`` turns true when text first reaches ``on_token`` (such a stream is never
+    retried); ``done`` at the event that ends the stream. A subclass adds its protocol's
+    own state and its ``feed`` and ``result``.
+    """
+
+    __slots__ = ("_max_answer", "_max_arguments", "_on_token", "_size", "_text", "delivered", "done")
+
+    def __init__(
+        self,
+        on_token: TokenSink | None,
+        *,
+        max_answer_chars: int = MAX_ANSWER_CHARS,
+        max_argument_chars: int = MAX_ARGUMENT_CHARS,
+    ) -> None:
+        self._on_token = on_token
+        self._text: list[str] = []
+        self._max_answer = max_answer_chars
+        self._max_arguments = max_argument_chars
+        self._size = 0
+        self.done = False
+        self.delivered = False
+
+    @property
+    def text(self) -> str:
+        """The text received so far."""
+        return "".join(self._text)
+
+    def _grow(self, size: int) -> None:
+        """Counts ``size`` more characters of the answer against ``max_answer_chars``."""
+        self._size += size
+        if self._size > self._max_answer:
+            raise too_large(self._max_answer)
