@@ -9,7 +9,6 @@ message they came with. Unknown fields and block types are ignored.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,7 +17,16 @@ from .._records import ChatRequest, ChatResponse
 from ..errors import ContentBlockedError, IncompleteStreamError, ProviderResponseError
 from ._base import TokenSink
 from ._wire import loads, preview
-from ._wire_common import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, STOP_REASONS, StreamState, count, too_large
+from ._wire_common import (
+    MAX_ANSWER_CHARS,
+    MAX_ARGUMENT_CHARS,
+    STOP_REASONS,
+    StreamState,
+    count,
+    decode_json,
+    object_call,
+    too_large,
+)
 
 __all__ = [
     "PROVIDER",
@@ -31,9 +39,6 @@ __all__ = [
     "stop_reason",
     "tool_parts",
 ]
-
-# json.loads without its per-call checks: a stream decodes one small object per token
-_decode = json.JSONDecoder().decode
 
 #: The ``Reasoning.provider`` of Anthropic's thinking blocks.
 PROVIDER = "anthropic"
@@ -251,17 +256,12 @@ def parse_message(
             texts.append(block["text"])
             size += len(block["text"])
         elif kind == "tool_use":
-            name = block.get("name")
-            arguments = block.get("input", {})
-            if not isinstance(name, str) or not isinstance(arguments, Mapping):
+            made = object_call(block.get("name"), block.get("input", {}), block.get("id"), max_argument_chars)
+            if made is None:
                 msg = f"The server sent a tool_use block without a name or an object input: {preview(block)}."
                 raise ProviderResponseError(msg)
-            text = json.dumps(arguments, ensure_ascii=False)
-            if len(text) > max_argument_chars:
-                raise too_large(max_argument_chars, name)
-            size += len(text)
-            call_id = block.get("id")
-            calls.append(ToolCall(name, dict(arguments), *([call_id] if isinstance(call_id, str) and call_id else [])))
+            calls.append(made[0])
+            size += made[1]
         elif kind in ("thinking", "redacted_thinking"):
             reasoning.append(_reasoning(block))
     if size > max_answer_chars:
@@ -303,7 +303,7 @@ class StreamAccumulator(StreamState):
     def feed(self, data: str) -> None:
         """Take the ``data`` of one event (its ``type`` names it, as the ``event:`` line does)."""
         try:
-            event = _decode(data)
+            event = decode_json(data)
         except (ValueError, RecursionError):
             event = loads(data, "The stream sent an event that is not valid JSON")  # raises with the reason
         if not isinstance(event, dict):

@@ -30,7 +30,7 @@ from ..errors import (
 )
 from ._base import TokenSink
 from ._wire import _malformed, loads, preview
-from ._wire_common import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, STOP_REASONS, StreamState, count, too_large
+from ._wire_common import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, STOP_REASONS, StreamState, count, decode_json, too_large
 
 __all__ = [
     "PROVIDER",
@@ -378,7 +378,7 @@ class ConverseStreamAccumulator(StreamState):
     def feed(self, kind: str, payload: bytes) -> None:
         """Take one event: its ``:event-type`` and JSON payload."""
         try:
-            event = json.loads(payload.decode())
+            event = decode_json(payload.decode())
         except (ValueError, RecursionError):  # the message (and the problem's text) only on failure
             event = loads(payload, f"The stream sent a {kind} event that is not valid JSON")
         if not isinstance(event, dict):

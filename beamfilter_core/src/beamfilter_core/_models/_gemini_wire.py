@@ -10,7 +10,6 @@ empty answer. Options that are not top-level request fields go to ``generationCo
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,12 +19,9 @@ from ..errors import ContentBlockedError, IncompleteStreamError, ProviderRespons
 from ._anthropic_wire import data_url, tool_parts
 from ._base import TokenSink
 from ._wire import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, loads, preview
-from ._wire_common import count, too_large
+from ._wire_common import count, decode_json, object_call, too_large
 
 __all__ = ["BLOCKED", "PROVIDER", "StreamAccumulator", "finish_reason", "parse_response", "parse_usage", "request_body"]
-
-# json.loads without its per-call checks: a stream decodes one small object per chunk
-_decode = json.JSONDecoder().decode
 
 #: The ``Reasoning.provider`` of Gemini's thought signatures and thought summaries.
 PROVIDER = "gemini"
@@ -273,17 +269,12 @@ class _Candidate:
         call = part.get("functionCall")
         text = part.get("text")
         if isinstance(call, dict):
-            name = call.get("name")
-            arguments = call.get("args") or {}
-            if not isinstance(name, str) or not isinstance(arguments, Mapping):
+            called = object_call(call.get("name"), call.get("args") or {}, call.get("id"), self.max_arguments)
+            if called is None:
                 msg = f"The server sent a functionCall without a name or object args: {preview(call)}."
                 raise ProviderResponseError(msg)
-            size = len(json.dumps(arguments, ensure_ascii=False))
-            if size > self.max_arguments:
-                raise too_large(self.max_arguments, name)
+            made, size = called
             self._grow(size)
-            call_id = call.get("id")
-            made = ToolCall(name, dict(arguments), *([call_id] if isinstance(call_id, str) and call_id else []))
             self.calls.append(made)
             if isinstance(signature, str):
                 self.reasoning.append(Reasoning(PROVIDER, "", {"thoughtSignature": signature, "call": made.id}))
@@ -358,7 +349,7 @@ class StreamAccumulator:
     def feed(self, data: str) -> None:
         """Take the ``data`` of one SSE event (one JSON chunk)."""
         try:
-            chunk = _decode(data)
+            chunk = decode_json(data)
         except (ValueError, RecursionError):
             chunk = loads(data, "The stream sent a chunk that is not valid JSON")  # raises with the reason
         self._candidate.feed(chunk)

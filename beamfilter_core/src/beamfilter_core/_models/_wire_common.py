@@ -7,17 +7,33 @@ Pure, no I/O; a wire module keeps what its protocol says differently.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Any
 
+from .._messages import ToolCall
 from ..errors import ResponseTooLargeError
 from ._base import TokenSink
 
-__all__ = ["MAX_ANSWER_CHARS", "MAX_ARGUMENT_CHARS", "STOP_REASONS", "StreamState", "count", "too_large"]
+__all__ = [
+    "MAX_ANSWER_CHARS",
+    "MAX_ARGUMENT_CHARS",
+    "STOP_REASONS",
+    "StreamState",
+    "count",
+    "decode_json",
+    "object_call",
+    "too_large",
+]
 
 #: Default bound on an answer's text plus its tool arguments, in characters (about 1M tokens).
 MAX_ANSWER_CHARS = 4_000_000
 #: Default bound on the arguments of one tool call, in characters.
 MAX_ARGUMENT_CHARS = 1_000_000
+
+#: ``json.loads`` without its per-call checks, for a stream's events (one small object per
+#: token); a failure is decoded again by ``_wire.loads``, for the message.
+decode_json = json.JSONDecoder().decode
 
 #: Claude's ``stop_reason`` values as finish reasons: Anthropic's Messages API and Bedrock's
 #: Converse (whose ``stopReason`` took the same names) map them alike.
@@ -43,6 +59,20 @@ def too_large(limit: int, call: str | None = None) -> ResponseTooLargeError:
         what, name = f"The arguments of tool call {call!r} are", "max_argument_chars"
     msg = f"{what} longer than {name}={limit}; raise the limit if such answers are expected."
     return ResponseTooLargeError(msg)
+
+
+def object_call(name: Any, arguments: Any, call_id: Any, max_argument_chars: int) -> tuple[ToolCall, int] | None:
+    """A tool call whose arguments came as a JSON object (Anthropic's ``input``, Gemini's
+    ``args``), with the size of those arguments as JSON text; None when the name is not a
+    string or the arguments are not an object. An id that is not a non-empty string is
+    replaced by a fresh one; arguments longer than ``max_argument_chars`` raise."""
+    if not isinstance(name, str) or not isinstance(arguments, Mapping):
+        return None
+    size = len(json.dumps(arguments, ensure_ascii=False))
+    if size > max_argument_chars:
+        raise too_large(max_argument_chars, name)
+    call = ToolCall(name, dict(arguments), *([call_id] if isinstance(call_id, str) and call_id else []))
+    return call, size
 
 
 class StreamState:
