@@ -7,7 +7,10 @@
   peers, tools and every test marked ``packages``), in the project's .venv.
 - ``tests(package)``: each package's own tests in a fresh venv holding only the core and
   that package (the isolation a third-party plugin lives in; catches a missing dependency
-  declaration or package file).
+  declaration or package file). The package is first installed alone, then with each extra
+  it declares, and ``beamfilter plugins`` must list no failed plugin after each step.
+- ``alone(distribution)``: the same check for beamfilter-server and the ``beamfilter``
+  meta-distribution, and the server's tests that need nothing else.
 - ``unit-3.12``, ``unit-3.13``: the core and built-in unit tests on the newer Pythons
   (the redaction engine reads the private ``re._parser``, which may change between them).
 - ``coverage``: line and branch coverage of the sessions above, combined, with a floor.
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -37,7 +41,7 @@ os.environ.setdefault("PIP_NO_COMPILE", "1")
 # virtualenv seeds pip from its cache: a session's venv costs 1.2 s of CPU instead of the
 # 8.2 s of `python -m venv`, whose ensurepip installs pip anew (measured under load)
 nox.options.default_venv_backend = "virtualenv"
-nox.options.sessions = ["lint", "typecheck", "cross", "tests", "unit", "coverage"]
+nox.options.sessions = ["lint", "typecheck", "cross", "tests", "alone", "unit", "coverage"]
 # a Python the gate needs and does not find fails in CI and is skipped (with a line) locally
 nox.options.error_on_missing_interpreters = IN_CI
 
@@ -52,6 +56,8 @@ PACKAGES = {
     "beamfilter_durable": ("postgres", "tests/durable"),
 }
 TEST_TOOLS = ["-r", "requirements-test.txt"]
+#: the tests of beamfilter-server that need only the core and the server
+SERVER_ALONE_TESTS = ["tests/server/test_chat_request.py", "tests/server/test_wire.py"]
 DEV_TOOLS = ["-r", "requirements-dev.txt"]
 UNIT_PYTHONS = ["3.12", "3.13"]
 #: the tests `unit-3.x` leaves out: those needing services, peers, the local model or siblings
@@ -66,13 +72,54 @@ def _coverage(session: nox.Session, *pytest_args: str) -> None:
     )  # fmt: skip
 
 
-def _install_local(session: nox.Session, package: str, extras: str = "") -> None:
-    """Install a sibling package (and the core it depends on) from the working tree."""
-    needed = ["./beamfilter_core"] if package != "beamfilter_core" else []
-    if package == "beamfilter_durable":
-        needed.append("./beamfilter_memory[postgres]")  # its memory support, on PostgreSQL in the crash tests
-    suffix = f"[{extras}]" if extras else ""
-    session.install(*needed, f"./{package}{suffix}")
+def _extras_table(distribution: str) -> dict[str, list[str]]:
+    folder = ROOT if distribution == "beamfilter" else ROOT / distribution
+    project = tomllib.loads((folder / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return dict(project.get("optional-dependencies", {}))
+
+
+def declared_extras(distribution: str) -> list[str]:
+    """The extras a distribution declares (``[project.optional-dependencies]``), sorted;
+    ``"beamfilter"`` is the meta-distribution at the repository's root."""
+    return sorted(_extras_table(distribution))
+
+
+def sibling_folders(distribution: str, extra: str) -> list[str]:
+    """The folders of this tree's distributions that ``distribution[extra]`` requires
+    (``beamfilter-memory>=0.1`` -> ``./beamfilter_memory``): pip must take them from the
+    tree, not look them up by name in an index."""
+    folders = []
+    for requirement in _extras_table(distribution)[extra]:
+        name = re.split(r"[\s\[<>=!~;]", requirement, maxsplit=1)[0]
+        if name.startswith("beamfilter-"):
+            folders.append("./" + name.replace("-", "_"))
+    return folders
+
+
+def failed_plugins(listing: str) -> list[str]:
+    """The plugins ``beamfilter plugins --json`` lists as failed, each with its error."""
+    return [f"{p['name']}: {p['error']}" for p in json.loads(listing)["plugins"] if p["status"] == "failed"]
+
+
+def _install_alone(session: nox.Session, distribution: str) -> None:
+    """Install the core and ``distribution`` alone, then each extra it declares in turn; after
+    each step ``beamfilter plugins`` must list no failed plugin. This is what a user's
+    ``pip install beamfilter-core beamfilter-NAME`` gets: a dependency that a distribution
+    imports but does not declare fails here, where the project's .venv would hide it."""
+    if distribution == "beamfilter":  # its dependencies are the siblings, by name: from the tree
+        session.install("./beamfilter_core", "./beamfilter_builtins[mcp]", "./beamfilter_memory")
+    target = "." if distribution == "beamfilter" else f"./{distribution}"
+    needed = [] if distribution == "beamfilter_core" else ["./beamfilter_core"]
+    session.install(*needed, target)
+    for extra in ["", *declared_extras(distribution)]:
+        if extra:
+            session.install(*sibling_folders(distribution, extra), f"{target}[{extra}]")
+        listing = session.run("beamfilter", "plugins", "--json", silent=True)
+        failed = failed_plugins(str(listing))
+        if failed:
+            installed = f"{distribution}[{extra}]" if extra else f"{distribution} alone"
+            session.error(f"with {installed}, beamfilter plugins lists failed plugins: {'; '.join(failed)}")
+        session.log(f"beamfilter plugins: no failed plugin with {distribution}{f'[{extra}]' if extra else ''}")
 
 
 def _install_local_model(session: nox.Session) -> None:
@@ -110,8 +157,10 @@ def cross(session: nox.Session) -> None:
 @nox.parametrize("package", list(PACKAGES))
 def tests(session: nox.Session, package: str) -> None:
     """Run one package's tests in a fresh venv with only the core and that package."""
-    extras, folder = PACKAGES[package]
-    _install_local(session, package, extras)
+    _extras, folder = PACKAGES[package]
+    _install_alone(session, package)  # then with every extra it declares, as the tests need
+    if package == "beamfilter_durable":
+        session.install("./beamfilter_memory[postgres]")  # the crash tests keep their conversations in it
     session.install(*TEST_TOOLS)
     if package == "beamfilter_core":
         _install_local_model(session)
@@ -119,6 +168,19 @@ def tests(session: nox.Session, package: str) -> None:
         _install_embedding_model(session)
     # tests marked `packages` need the sibling packages: `cross` runs them
     _coverage(session, folder, "-m", "not packages")
+
+
+@nox.session
+@nox.parametrize("distribution", ["beamfilter_server", "beamfilter"])
+def alone(session: nox.Session, distribution: str) -> None:
+    """The distributions without a test session of their own, installed alone as a user
+    would (the core and the distribution, then each extra): ``beamfilter plugins`` lists no
+    failed plugin. The server's tests that need nothing else run here too (the rest of
+    tests/server drives the gateway with built-in filters, memory and real clients: `cross`)."""
+    _install_alone(session, distribution)
+    if distribution == "beamfilter_server":
+        session.install(*TEST_TOOLS)
+        session.run("python", "-m", "pytest", *SERVER_ALONE_TESTS, "-q", *session.posargs)
 
 
 @nox.session(python=UNIT_PYTHONS)

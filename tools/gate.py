@@ -53,6 +53,8 @@ EXPECTED_SECONDS: dict[str, float] = {
     "tests(package='beamfilter_builtins')": 210,
     "tests(package='beamfilter_memory')": 120,
     "tests(package='beamfilter_durable')": 60,
+    "alone(distribution='beamfilter_server')": 25,
+    "alone(distribution='beamfilter')": 30,
     "unit-3.12": 270,
     "unit-3.13": 270,
 }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,28 @@ _spec.loader.exec_module(noxfile)
 def test_the_package_sessions_and_the_isolated_marker_name_the_same_folders() -> None:
     folders = {folder.removeprefix("tests/") for _extras, folder in noxfile.PACKAGES.values()}
     assert folders == PACKAGE_TEST_FOLDERS
-    assert noxfile.nox.options.sessions == ["lint", "typecheck", "cross", "tests", "unit", "coverage"]
+    assert noxfile.nox.options.sessions == ["lint", "typecheck", "cross", "tests", "alone", "unit", "coverage"]
+
+
+def test_each_distribution_is_installed_alone_with_each_extra_it_declares() -> None:
+    assert {name: noxfile.declared_extras(name) for name in (*noxfile.PACKAGES, "beamfilter_server", "beamfilter")} == {
+        "beamfilter_core": ["bedrock", "local"],
+        "beamfilter_builtins": ["embeddings", "mcp", "otel"],
+        "beamfilter_memory": ["postgres", "redis"],
+        "beamfilter_durable": ["memory", "postgres"],
+        "beamfilter_server": [],
+        "beamfilter": ["durable", "server"],
+    }
+    plugins = [
+        {"name": "core", "status": "loaded", "error": None},
+        {"name": "durable", "status": "failed", "error": "ModuleNotFoundError: No module named 'beamfilter_memory'"},
+        {"name": "server", "status": "blocked", "error": "not listed in BEAMFILTER_PLUGINS"},
+    ]
+    listing = json.dumps({"core_version": "0.1.0", "plugins": plugins})
+    assert noxfile.sibling_folders("beamfilter_durable", "memory") == ["./beamfilter_memory"]
+    assert noxfile.sibling_folders("beamfilter_durable", "postgres") == []
+    assert noxfile.sibling_folders("beamfilter", "server") == ["./beamfilter_server"]
+    assert noxfile.failed_plugins(listing) == ["durable: ModuleNotFoundError: No module named 'beamfilter_memory'"]
 
 
 def _collected(*args: str) -> list[str]:
