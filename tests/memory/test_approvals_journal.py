@@ -392,3 +392,59 @@ async def test_an_outcome_json_cannot_hold_is_recorded_as_what_the_model_reads(s
     done = await kernel.resume(conversation_id="c1", decisions={"pay5": "approve"})
     assert (done.text, ran) == ("Paid.", [5])
     assert [m.text for m in done.messages if m.role == "tool"] == ["moved 5"]
+
+
+async def test_a_resume_cancelled_while_its_tool_runs_never_runs_the_tool_again(store: ChatStore) -> None:
+    from beamfilter_memory import INTERRUPTED_CALL_TEXT
+
+    entered: list[int] = []
+    started = asyncio.Event()
+
+    @tool(sensitive=True)
+    async def transfer(amount: int) -> str:
+        """Move money: the request is sent, then the answer never comes."""
+        entered.append(amount)
+        started.set()
+        await asyncio.Event().wait()
+        return "unreachable"
+
+    model = ScriptedModel([_pay(5), "Checking."])
+    kernel = Kernel(
+        model, tools=[transfer], filters=[memory_filter(store)], gate=lambda c, t, x: "pause", pause_key=KEY
+    )
+    paused = await kernel.run("pay", context=CID)
+    task = asyncio.ensure_future(kernel.resume(conversation_id="c1", decisions={"pay5": "approve"}))
+    await started.wait()
+    task.cancel()  # the worker's task dies inside the tool: its effect is unknown
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert (await store.load_pause("c1")) == paused.pause  # pending again: the call is recorded as interrupted
+    done = await kernel.resume(conversation_id="c1", decisions={"pay5": "approve"})
+    assert (done.text, entered) == ("Checking.", [5])  # never entered again
+    assert done.messages[-2].text == INTERRUPTED_CALL_TEXT
+    assert done.messages[-2].tool_call_id == "pay5"
+
+
+async def test_a_record_that_cannot_be_written_keeps_the_pause_consumed() -> None:
+    from beamfilter_core.errors import StoreError
+    from beamfilter_memory import InMemoryStore
+
+    class Failing(InMemoryStore):
+        async def _put_outcome(self, pause_id: str, text: str | None, first: bool) -> bool:
+            if pause_id.startswith("call:"):
+                raise OSError("disk full")
+            return await super()._put_outcome(pause_id, text, first)
+
+    store = Failing()
+    ran: list[int] = []
+    kernel = _kernel(store, ScriptedModel([_pay(5), "Paid."]), ran)
+    paused = await kernel.run("pay", context=CID)
+    assert paused.pause is not None
+    with pytest.raises(StoreError, match=r"save_outcome for pause 'call:32:.*:pay5' failed: OSError: disk full"):
+        await kernel.resume(conversation_id="c1", decisions={"pay5": "approve"})
+    assert ran == [5]
+    # the outcome is unknown to the store: the pause is not given back, so it never runs twice
+    assert await store.load_pause("c1") is None
+    with pytest.raises(AlreadyResumedError):
+        await kernel.resume(paused.pause.to_json(), {"pay5": "approve"})
+    assert ran == [5]

@@ -66,6 +66,10 @@ class Journal(Protocol):
         """The outcomes recorded for ``pause``'s calls, by call id (the batch starts after)."""
         ...
 
+    def starting(self, pause: PauseState, call_id: str) -> None:
+        """One call of the resumed batch starts (its outcome is unknown until recorded)."""
+        ...
+
     async def record(self, pause: PauseState, call_id: str, result: ToolResult) -> None:
         """Record one call's outcome (the first record of a call wins)."""
         ...
@@ -389,10 +393,13 @@ class _Run:
     ) -> ToolResult:
         """:meth:`_run_one` for a resumed batch: the outcome is recorded in the journal
         (keyed by pause id and call id) before anything else happens."""
-        result = await self._run_one(call, snapshot, decision, approved)
         recording = self.recording
-        if recording is not None and call.name in self.tools:
-            await recording[0].record(recording[1], call.id, result)
+        if recording is None or call.name not in self.tools:
+            return await self._run_one(call, snapshot, decision, approved)
+        journal, pause = recording
+        journal.starting(pause, call.id)
+        result = await self._run_one(call, snapshot, decision, approved)
+        await journal.record(pause, call.id, result)
         return result
 
     async def _run_batch(

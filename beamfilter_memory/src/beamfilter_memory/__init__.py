@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from ._filter import ABANDONED_CALL_TEXT, DEFAULT_STORE, memory_filter
+from ._journal import INTERRUPTED_CALL_TEXT
 from ._long_term import DEFAULT_EXTRACT_PROMPT, DEFAULT_HEADER, DEFAULT_RULES, long_term_memory_filter
 from ._stores import STORE_SPECS, migrate, open_store
 from ._stores._base import KEEP_PAUSE, ChatStore, Fact, FactStore, PendingPause, trim_window
@@ -32,6 +33,7 @@ __all__ = [
     "DEFAULT_HEADER",
     "DEFAULT_RULES",
     "DEFAULT_STORE",
+    "INTERRUPTED_CALL_TEXT",
     "KEEP_PAUSE",
     "STORE_SPECS",
     "ChatStore",

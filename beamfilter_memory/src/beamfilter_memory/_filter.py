@@ -107,9 +107,9 @@ def memory_filter(
     journal = Journal(chat_store)
 
     async def give_back(cid: str, taken: PauseState) -> None:
-        # Nothing of the turn was stored: the pause is pending again. Without a journal,
-        # only if no call of it started (else approving it again could run a tool twice).
-        if journal.durable or not journal.started(taken.pause_id):
+        # Nothing of the turn was stored: the pause is pending again, unless a call of it
+        # started and its outcome could not be recorded (approving again could run it twice).
+        if await journal.settle(taken):
             await chat_store.save_pause(cid, taken)
 
     async def around_turn(
