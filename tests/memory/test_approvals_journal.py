@@ -448,3 +448,34 @@ async def test_a_record_that_cannot_be_written_keeps_the_pause_consumed() -> Non
     with pytest.raises(AlreadyResumedError):
         await kernel.resume(paused.pause.to_json(), {"pay5": "approve"})
     assert ran == [5]
+
+
+async def test_what_write_access_allows_a_forged_outcome_makes_a_call_look_done(store: ChatStore) -> None:
+    from beamfilter_memory._journal import call_key
+
+    ran: list[int] = []
+    kernel = _kernel(store, ScriptedModel([_pay(5), "Paid."]), ran)
+    paused = await kernel.run("pay", context=CID)
+    assert paused.pause is not None
+    forged = {"result": {"content": "moved 5", "error": None, "writes": {}, "parts": []}}
+    await store.save_outcome(call_key(paused.pause.pause_id, "pay5"), forged)  # type: ignore[attr-defined]
+    done = await kernel.resume(conversation_id="c1", decisions={"pay5": "approve"})
+    assert (done.text, ran) == ("Paid.", [])
+    assert done.messages[-2].text == "moved 5"
+
+
+async def test_what_write_access_allows_deleting_every_record_replays_a_consumed_pause(store: ChatStore) -> None:
+    from beamfilter_memory._journal import call_key
+    from beamfilter_memory._stores._base import consumed_key
+
+    ran: list[int] = []
+    kernel = _kernel(store, ScriptedModel([_pay(5), "Paid.", "Paid again."]), ran)
+    paused = await kernel.run("pay", context=CID)
+    assert paused.pause is not None
+    await kernel.resume(conversation_id="c1", decisions={"pay5": "approve"})
+    # the limit docs/approvals.md states: the records live in the database they can write
+    await store.save_outcome(consumed_key(paused.pause), None)  # type: ignore[attr-defined]
+    await store.save_outcome(call_key(paused.pause.pause_id, "pay5"), None)  # type: ignore[attr-defined]
+    await store.save_pause("c1", paused.pause)
+    await kernel.resume(conversation_id="c1", decisions={"pay5": "approve"})
+    assert ran == [5, 5]
