@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 
 from ._shell_programs import normalise_path
 from ._shell_syntax import Opaque, Word
+from ._shell_table import program
 
 __all__ = ["Directories", "builtin_denials", "is_device", "places", "working_directories", "write_denial"]
 
@@ -23,29 +24,6 @@ __all__ = ["Directories", "builtin_denials", "is_device", "places", "working_dir
 #: None: a directory only known at run time (``cd "$D"``, ``cd -``).
 Directories = tuple[str | None, ...]
 
-_DESTRUCTIVE = frozenset(
-    {"mkfs", "mkswap", "mkdosfs", "mkntfs", "mkexfatfs", "mkfatfs", "mkreiserfs", "mkudffs", "mkbtrfs"}
-    | {"shutdown", "reboot", "halt", "poweroff", "init", "telinit", "kexec"}
-    | {"fdisk", "sfdisk", "cfdisk", "gdisk", "sgdisk", "parted", "wipefs", "shred", "blkdiscard", "sg_format"}
-    | {"lvremove", "vgremove", "pvremove"}
-)
-# programs whose subcommand, target or option destroys data or stops the machine
-_DESTRUCTIVE_ARGUMENTS = {
-    "systemctl": frozenset(
-        {"poweroff", "reboot", "halt", "kexec", "soft-reboot"}
-        | {"poweroff.target", "reboot.target", "halt.target", "kexec.target"}
-    ),
-    "loginctl": frozenset({"poweroff", "reboot", "halt"}),
-    "nvme": frozenset({"format", "sanitize"}),
-    "cryptsetup": frozenset({"luksFormat", "erase", "luksErase"}),
-    "zpool": frozenset({"destroy", "labelclear"}),
-    "mdadm": frozenset({"--zero-superblock"}),
-    "hdparm": frozenset({"--security-erase", "--security-erase-enhanced", "--trim-sector-ranges", "--write-sector"}),
-}
-_RECURSIVE_PROGRAMS = frozenset({"rm", "chmod", "chown", "chgrp", "chattr", "setfacl", "srm", "wipe"})
-_COPIERS = frozenset({"cp", "install", "mv", "ddrescue", "rsync"})  # they write their target
-_SIZERS = frozenset({"truncate", "fallocate"})  # they write every file they name
-_DD = frozenset({"dd", "dcfldd", "dc3dd"})
 _SIZER_VALUES = frozenset({"-s", "--size", "-r", "--reference", "-l", "--length", "-o", "--offset"})
 # What under /dev is not a disk, memory or port: writing these harms nothing.
 _NOT_A_DISK = re.compile(
@@ -148,29 +126,33 @@ def places(path: str, cwds: Directories) -> list[str | None]:
 
 def builtin_denials(name: str, args: tuple[Word, ...], cwds: Directories) -> Iterator[str]:
     """The built-in denials of one program call; a leading ``?`` marks an opaque finding."""
-    if name in _DESTRUCTIVE:
+    record = program(name)
+    effect = record.effect
+    if effect == "destructive":
         yield f"the program {name!r} is destructive"
-    elif name in _DESTRUCTIVE_ARGUMENTS:
-        hit = next((a for a in args if isinstance(a, str) and a in _DESTRUCTIVE_ARGUMENTS[name]), None)
+    elif effect == "arguments":
+        hit = next((a for a in args if isinstance(a, str) and a in record.destroys), None)
         if hit is not None:
             yield f"the program '{name} {hit}' is destructive"
-    elif name == "badblocks" and any(isinstance(a, str) and a[:1] == "-" and "w" in a for a in args):
-        yield "the program 'badblocks -w' is destructive"
-    elif name in _RECURSIVE_PROGRAMS:
+    elif effect == "flag":  # badblocks -w
+        hit = next((a for a in args if isinstance(a, str) and a[:1] == "-" and record.destroys & set(a)), None)
+        if hit is not None:
+            yield f"the program '{name} -{min(record.destroys & set(hit))}' is destructive"
+    elif effect == "recursive":
         yield from _recursive_change(name, args, cwds)
-    elif name == "find":
+    elif effect == "find":
         yield from _find(args, cwds)
-    elif name in _DD:
+    elif effect == "dd":
         for arg in args:
             if isinstance(arg, Opaque):
                 yield f"?{name} has the operand {arg}, which is only known at run time"
             elif arg.startswith("of="):
                 yield from _written(name, arg[3:], cwds)
-    elif name == "tee":
+    elif effect == "tee":
         for arg in args:
             if isinstance(arg, Opaque) or not arg.startswith("-"):
                 yield from _written(name, arg, cwds, named=False)
-    elif name in _SIZERS:
+    elif effect == "size":
         previous: Word = ""
         for arg in args:
             # a static value is checked too (truncate -r /dev/sda x: not told apart from a file)
@@ -178,15 +160,15 @@ def builtin_denials(name: str, args: tuple[Word, ...], cwds: Directories) -> Ite
             if static or (isinstance(arg, Opaque) and previous not in _SIZER_VALUES):
                 yield from _written(name, arg, cwds)
             previous = arg
-    elif name in _COPIERS:
-        yield from _copy(name, args, cwds)
-    elif name == "sed":
+    elif effect in {"copy", "move", "sync", "rescue"}:
+        yield from _copy(name, effect, args, cwds)
+    elif effect == "sed":
         yield from _sed(args, cwds)
-    elif name == "awk":  # print > "/dev/sda"
+    elif effect == "awk":  # print > "/dev/sda"
         for arg in args:
             for path in _AWK_FILE.findall(arg) if isinstance(arg, str) else ():
                 yield from _written(name, path, cwds)
-    elif name == "tar":
+    elif effect == "tar":
         archive = _tar_archive(args)
         if archive is not None:
             yield from _written(name, archive, cwds)
@@ -208,7 +190,7 @@ def _written(name: str, target: Word, cwds: Directories, named: bool = True) -> 
             return
 
 
-def _copy(name: str, args: tuple[Word, ...], cwds: Directories) -> Iterator[str]:
+def _copy(name: str, effect: str, args: tuple[Word, ...], cwds: Directories) -> Iterator[str]:
     """cp, install and mv write their target (the last operand, ``-t DIR``, ``-tDIR``,
     ``--target-directory=DIR`` or an abbreviation), mv also its sources (moving a device
     node away is no read); only the source of a plain copy is read (cp /dev/sda x.img). With
@@ -224,7 +206,7 @@ def _copy(name: str, args: tuple[Word, ...], cwds: Directories) -> Iterator[str]
             long = arg.startswith("--")
             option, _, value = arg.partition("=")
             deletes = deletes or option.startswith("--del")
-            if name not in {"rsync", "ddrescue"}:
+            if effect in {"copy", "move"}:
                 targeted = targeted or ("target-directory".startswith(option[2:]) if long else "t" in arg[1:])
                 if not long:  # a value joined to its option: -vt/dev/sda
                     value = arg[arg.find("/") :] if "/" in arg else ""
@@ -233,19 +215,19 @@ def _copy(name: str, args: tuple[Word, ...], cwds: Directories) -> Iterator[str]
                 return
             continue
         operands.append(arg)
-    if name == "mv":  # moving a system directory away breaks the machine as removing it does
+    if effect == "move":  # moving a system directory away breaks the machine as removing it does
         for source in operands[:-1] if not targeted else operands:
             if isinstance(source, str) and any(
                 p is not None and (_sweeping(p, cwd=False) or _system_directory(p)) for p in places(source, cwds)
             ):
                 yield f"the command moves {normalise_path(source)}, which the system or a home depends on"
                 return
-    written = operands if targeted or name == "mv" else operands[1:] if name != "rsync" else operands[-1:]
+    written = operands if targeted or effect == "move" else operands[1:] if effect != "sync" else operands[-1:]
     if len(operands) > 1 and isinstance(operands[-1], str) and not targeted:  # cp sda /dev/: the copy is /dev/sda
         written += [posixpath.join(operands[-1], posixpath.basename(s)) for s in operands[:-1] if isinstance(s, str)]
     for word in written:
         yield from _written(name, word, cwds)
-    if deletes and name == "rsync" and written:
+    if deletes and effect == "sync" and written:
         for denial in _recursive_change("rsync --delete", ("-r", written[-1]), cwds):
             yield denial
             return

@@ -16,11 +16,10 @@ from collections.abc import Iterator
 import attrs
 
 from ._shell_syntax import Opaque, Word
+from ._shell_table import program
 
 __all__ = [
-    "COMMAND_LINES",
     "command_lines",
-    "RUNS_CODE",
     "Code",
     "Unknown",
     "git",
@@ -280,76 +279,27 @@ def sed(rest: tuple[Word, ...]) -> Iterator[Code | Unknown]:
             return
 
 
-#: Programs whose options carry a command: (option, kind) where kind is "shell" (a shell
-#: command line, checked like the command), "pipe" (a file name that is a command after
-#: ``|``) or "other" (code in the program's own language: opaque).
-RUNS_CODE: dict[str, tuple[tuple[str, str], ...]] = {
-    "man": (("-P", "shell"), ("--pager", "shell"), ("-H", "shell"), ("--html", "shell")),
-    "zip": (("-TT", "shell"), ("--unzip-command", "shell")),
-    "mapfile": (("-C", "shell"),),
-    "readarray": (("-C", "shell"),),
-    "strace": (("-o", "pipe"), ("--output", "pipe")),
-    "ltrace": (("-o", "pipe"), ("--output", "pipe")),
-    "tcpdump": (("-z", "other"), ("--postrotate-command", "other")),
-    "vi": (("-c", "other"), ("--cmd", "other"), ("-S", "other"), ("+", "other")),
-    "less": (("+", "other"),),
-    "more": (("+", "other"),),
-    "gdb": tuple((option, "other") for option in ("-ex", "-iex", "--eval-command", "-eval-command", "-x", "-ix")),
-    "lldb": (("-o", "other"), ("--one-line", "other"), ("-s", "other"), ("--source", "other")),
-    "emacs": (("--eval", "other"), ("-l", "other"), ("--load", "other"), ("-f", "other"), ("--funcall", "other")),
-    "make": (("--eval", "other"), ("-E", "other")),
-    "nc": (("-e", "other"), ("-c", "shell")),
-    "enable": (("-f", "other"),),
-    "openssl": (("-engine", "other"),),
-    "nmap": (("--script", "other"),),
-    "rlwrap": (("-z", "other"), ("--filter", "other")),
-    "sort": (("--compress-program", "other"),),
-    "split": (("--filter", "shell"),),
-    "wget": (("--use-askpass", "other"), ("-e", "other"), ("--execute", "other")),
-    "scp": (("-S", "other"),),
-    "sftp": (("-S", "other"), ("-D", "other")),
-    "mysql": (("-e", "bang"), ("--execute", "bang")),
-    "mariadb": (("-e", "bang"), ("--execute", "bang")),
-    "psql": (("-c", "bang"), ("--command", "bang")),
-    "sqlite3": (("-cmd", "bang"),),
-    "dc": (("-e", "bang"), ("--expression", "bang")),
-    "gnuplot": (("-e", "other"),),
-    "octave": (("--eval", "other"),),
-    "racket": (("-e", "other"), ("--eval", "other")),
-    "sbcl": (("--eval", "other"),),
-    "clisp": (("-x", "other"),),
-    "erl": (("-eval", "other"),),
-    "elixir": (("-e", "other"), ("--eval", "other")),
-    "swipl": (("-g", "other"),),
-    "ghc": (("-e", "other"),),
-    "scala": (("-e", "other"),),
-    "socat": (),
-}
-
-
 _HARMLESS_PLUS = re.compile(r"\d+|[/?][^|!]*")  # +10 (a line), +/text (a search)
 
 
 def runs_code(name: str, rest: tuple[Word, ...]) -> Iterator[Code | Unknown]:
-    """The commands in the options of ``name`` (see :data:`RUNS_CODE`); socat's ``exec:``/``system:``."""
-    if name == "socat":  # its addresses: EXEC:cmd, SYSTEM:cmd
+    """The commands in the options of the family ``name`` (its :attr:`.Program.runs`):
+    socat's ``exec:``/``system:`` addresses and sqlite3's dot-commands in any word."""
+    options = program(name).runs
+    anywhere = [_ANYWHERE[kind] for _, kind in options if kind in _ANYWHERE]
+    if anywhere:
         for word in rest:
-            if isinstance(word, str) and re.search(r"(?i)(?:^|[,!])(?:exec|system):", word):
-                yield Unknown(f"socat {word!r} runs a command")
+            if isinstance(word, str) and any(pattern.search(word) for pattern in anywhere):
+                yield Unknown(f"{name} {word!r} runs a command")
                 return
-        return
-    if name == "sqlite3":  # its dot-commands: .shell CMD, .system CMD, .once |CMD
-        for word in rest:
-            if isinstance(word, str) and _SQLITE_SHELL.search(word):
-                yield Unknown(f"sqlite3 {word!r} runs a command")
-                return
-    options = RUNS_CODE.get(name, ())
     for index, word in enumerate(rest):
         if not isinstance(word, str):
             continue
         following: Word = rest[index + 1] if index + 1 < len(rest) else ""
         for option, kind in options:
-            value = _option_value(name, word, option, following)
+            if kind in _ANYWHERE:
+                continue
+            value = _option_value(word, option, kind, following)
             if value is None:
                 continue
             if kind == "bang":  # mysql -e, psql -c, dc -e: code only with a shell escape
@@ -370,14 +320,16 @@ def runs_code(name: str, rest: tuple[Word, ...]) -> Iterator[Code | Unknown]:
 
 _SHELL_ESCAPE = re.compile(r"!|\bsystem\b|\bprogram\b", re.I)
 _SQLITE_SHELL = re.compile(r"(?:^|[;\n])\s*\.(?:shell|system)\b|\.(?:once|output)\s+['\"]?\|")
+# kinds of code found in any word: socat's EXEC:cmd and SYSTEM:cmd addresses, sqlite3's .shell CMD
+_ANYWHERE = {"address": re.compile(r"(?i)(?:^|[,!])(?:exec|system):"), "dot": _SQLITE_SHELL}
 
 
-def _option_value(name: str, word: str, option: str, following: Word) -> Word | None:
+def _option_value(word: str, option: str, kind: str, following: Word) -> Word | None:
     """The value ``word`` gives ``option`` (``-e X``, ``-eX``, ``--eval=X``, ``--ev X``, ``+cmd``), or None."""
     if option == "+":
         if not word.startswith("+") or len(word) < 2 or _HARMLESS_PLUS.fullmatch(word[1:]):
             return None
-        if name in {"less", "more"} and not any(mark in word for mark in "!|"):
+        if kind == "pager" and not any(mark in word for mark in "!|"):
             return None  # less +G, +F: commands of the pager, not a shell
         return word[1:]
     if word == option:
@@ -398,8 +350,6 @@ _TMUX_RUNS = frozenset(
     | {"respawn-window", "respawnw", "run-shell", "run", "if-shell", "if", "send-keys", "send", "pipe-pane"}
     | {"pipep", "display-popup", "popup", "source-file", "source"}
 )
-#: Programs whose operands are command lines they run through a shell (or may).
-COMMAND_LINES = frozenset({"hyperfine", "tmux", "screen"})
 
 
 def command_lines(name: str, rest: tuple[Word, ...]) -> Iterator[Code | Unknown]:

@@ -19,8 +19,6 @@ from collections.abc import Iterator
 import attrs
 
 from ._shell_options import (
-    COMMAND_LINES,
-    RUNS_CODE,
     Code,
     Unknown,
     command_lines,
@@ -31,12 +29,10 @@ from ._shell_options import (
     ssh,
 )
 from ._shell_syntax import Opaque, Word
-from ._shell_table import AWKS, CODE_OPTIONS, INTERPRETERS, SHELLS, family
-from ._shell_wrappers import WRAPPERS, Wrapper
+from ._shell_table import PROGRAMS, Options, Program, Wrapper, family
+from ._shell_table import program as program_record
 
 __all__ = [
-    "INTERPRETERS",
-    "SHELLS",
     "STDIN_PATHS",
     "Call",
     "Chdir",
@@ -114,77 +110,90 @@ def unwrap(argv: tuple[Word, ...], stdin: str | None, depth: int = 0) -> Iterato
         yield Unknown(f"more than {MAX_WRAPPERS} programs run each other in one command")
         return
     name = program_name(program)
+    record = program_record(name)
     rest = argv[1:]
-    if name in _RESERVED:
+    if record.reserved:
         # tree-sitter-bash reads "time { rm x; }" or "! for …; do rm x; done" as simple commands
         # named "{" or "do": bash runs a compound command there
         yield Unknown(f"the command has {program!r} where bash starts a compound command the policy cannot read")
-        if name in _RESERVED_BEFORE_COMMAND:
+        if record.reserved == "before":
             yield from unwrap(rest, stdin, depth + 1)
         return
-    if name == "coproc" and len(rest) > 1 and isinstance(rest[1], str) and rest[1] in _RESERVED:
+    wrapper = record.wrapper
+    named = wrapper is not None and wrapper.takes_name and len(rest) > 1 and isinstance(rest[1], str)
+    if named and program_record(str(rest[1])).reserved:
         rest = rest[1:]  # coproc NAME { …; }: NAME names the co-process
-    if name in _EVALUATES_SUBSCRIPTS:
+    if record.subscripts:
         quoted = next((w for w in rest if isinstance(w, str) and "[" in w and _RUNS_IN_SUBSCRIPT.search(w)), None)
         if quoted is not None:
             yield Unknown(f"{name} evaluates {quoted!r} as an array subscript, which may run the command in it")
-    if name in RUNS_CODE:
+    if record.runs:
         yield from runs_code(name, rest)
-    if name in WRAPPERS:
-        yield from _wrapped(name, rest, stdin, depth)
-    elif name in {"busybox", "toybox"} and rest:
+    yield from _READERS[record.reader](name, record, rest, stdin, depth)
+
+
+def _nothing(name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
+    return iter(())
+
+
+def _busybox(name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
+    if rest:  # busybox APPLET ARGS runs APPLET
         yield from unwrap(rest, stdin, depth + 1)
-    elif name == "ip" and len(rest) > 3 and rest[0] == "netns" and rest[1] == "exec":
+
+
+def _netns(name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
+    if len(rest) > 3 and rest[0] == "netns" and rest[1] == "exec":
         yield from unwrap(rest[3:], stdin, depth + 1)  # ip netns exec NAME cmd
-    elif name in COMMAND_LINES:
-        yield from command_lines(name, rest)
-    elif name in SHELLS:
-        yield from _shell(name, rest, stdin)
-    elif name in {"at", "batch"} and "-f" not in rest:  # they run the commands they read
+
+
+def _at(name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
+    if "-f" not in rest:  # they run the commands they read
         yield StdinScript(name, stdin)
-    elif name in INTERPRETERS:
-        yield from _interpreter(name, rest, stdin)
-    elif name == "eval":
-        yield Code(_joined(rest[1:] if rest[:1] == ("--",) else rest), stdin, "eval")
-    elif name in {"find", "fd"}:
-        yield from _find(rest, depth, appends=name != "find")
-    elif name == "parallel":
-        yield Unknown("parallel builds the commands it runs from its arguments and input")
-    elif name == "git":
-        yield from git(rest)
-    elif name == "ssh":
-        yield from ssh(rest, stdin)
-    elif name == "rsync":
-        yield from option_code(rest, "e", ("--rsh",), "rsync", values="BfMT")
-    elif name == "tar":
-        yield from _tar(rest)
-    elif name == "sed":
-        yield from sed(rest)
-    elif name == "hash" and any(isinstance(w, Opaque) or (w.startswith("-") and "p" in w) for w in rest):
+
+
+def _eval(name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
+    yield Code(_joined(rest[1:] if rest[:1] == ("--",) else rest), stdin, "eval")
+
+
+def _parallel(name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
+    yield Unknown("parallel builds the commands it runs from its arguments and input")
+
+
+def _options(name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
+    """rsync -e CMD, tar -I/-F/--to-command CMD (abbreviated, attached, or in the old bundled
+    first word: ``tar xIf CMD archive``)."""
+    options: Options = record.options  # type: ignore[assignment]  # the table checks reader "options" has them
+    yield from option_code(rest, options.short, options.long, name, values=options.values)
+    first = rest[0] if rest else ""
+    if options.bundled and isinstance(first, str) and first and not first.startswith("-"):
+        following = iter(rest[1:])
+        for letter in first:
+            if letter in options.values or letter in options.short:
+                value = next(following, "")
+                if letter in options.short:
+                    yield Code(value, None, f"{name} {letter}")
+
+
+def _hash(name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
+    if any(isinstance(w, Opaque) or (w.startswith("-") and "p" in w) for w in rest):
         yield Unknown("hash -p makes a name run another program")
-    elif name == "alias":
-        for word in rest:
-            if isinstance(word, Opaque):
-                yield Unknown(f"the alias {word} is only known at run time")
-            elif "=" in word:
-                yield Code(word.partition("=")[2], None, "alias")
-    elif name == "trap":
-        operands = rest[1:] if rest[:1] == ("--",) else rest
-        if operands and operands[0] not in {"-p", "-l", "-P"} and len(operands) > 1:
-            yield Code(operands[0], None, "trap")
-    elif name in AWKS:
-        yield from _awk(name, rest, stdin)
 
 
-# reserved words: a simple command never starts with them
-_RESERVED_BEFORE_COMMAND = frozenset({"{", "!", "do", "then", "else", "elif", "if", "while", "until"})
-_RESERVED = _RESERVED_BEFORE_COMMAND | frozenset({"}", "done", "fi", "esac", "for", "select", "case", "in", "[["})
-_RESERVED |= frozenset({"]]", "function", "(("})
-# builtins that evaluate a quoted array subscript arithmetically: declare 'a[$(cmd)]'
-_EVALUATES_SUBSCRIPTS = frozenset(
-    {"test", "[", "unset", "declare", "typeset", "local", "export", "readonly", "printf", "read", "let"}
-    | {"mapfile", "readarray", "getopts", "wait", "printf", "shift", "return", "exit", "kill", "ulimit"}
-)
+def _alias(name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
+    for word in rest:
+        if isinstance(word, Opaque):
+            yield Unknown(f"the alias {word} is only known at run time")
+        elif "=" in word:
+            yield Code(word.partition("=")[2], None, "alias")
+
+
+def _trap(name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
+    operands = rest[1:] if rest[:1] == ("--",) else rest
+    if operands and operands[0] not in {"-p", "-l", "-P"} and len(operands) > 1:
+        yield Code(operands[0], None, "trap")
+
+
+# a quoted array subscript that runs a command: declare 'a[$(cmd)]'
 _RUNS_IN_SUBSCRIPT = re.compile(r"\$\(|`")
 
 
@@ -193,8 +202,9 @@ def _joined(words: tuple[Word, ...]) -> Word:
     return opaque if opaque is not None else " ".join(str(w) for w in words)
 
 
-def _wrapped(name: str, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
-    spec = WRAPPERS[name]
+def _wrapped(name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
+    """sudo -u root timeout 5 CMD: the program a wrapper runs, found with its :class:`.Wrapper` record."""
+    spec: Wrapper = record.wrapper  # type: ignore[assignment]  # the table checks reader "wrapper" has one
     flags: set[str] = set()
     index = 0
     while index < len(rest):
@@ -207,7 +217,7 @@ def _wrapped(name: str, rest: tuple[Word, ...], stdin: str | None, depth: int) -
         if word == "--":
             index += 1
             break
-        if name == "env" and "=" in word and not word.startswith("-"):
+        if spec.assigns and "=" in word and not word.startswith("-"):
             variable, _, value = word.partition("=")
             yield EnvAssignment(variable, value)
             index += 1  # NAME=value: an environment assignment (checked by the rule)
@@ -251,7 +261,7 @@ def _wrapped(name: str, rest: tuple[Word, ...], stdin: str | None, depth: int) -
                         return
                     if letter in spec.chdir:
                         yield Chdir(value_word)
-                    if name == "env" and letter == "S":
+                    if letter in spec.splits:
                         yield from _split_or_code(
                             name, "split-string", str(value_word), rest[index + 1 :], stdin, depth
                         )
@@ -274,24 +284,24 @@ def _wrapped(name: str, rest: tuple[Word, ...], stdin: str | None, depth: int) -
                 yield Code(rest[position + 1], stdin, f"{name} -{spec.code}")
                 return
     command = rest[index + spec.positionals :]
-    if (name == "watch" and "x" not in flags and "exec" not in flags) or name == "watchexec":
+    if spec.line and not flags & spec.line_off:
         if command:  # the words are joined into one shell command line
             yield Code(_joined(command), None, name)
         return
-    if name == "capsh" and command:  # capsh -- ARGS runs /bin/bash ARGS
-        command = ("bash", *command)
-    if flags & set(spec.shell) or (name == "sudo" and {"shell", "login"} & flags):
+    if spec.prefix and command:  # capsh -- ARGS runs /bin/bash ARGS
+        command = (*spec.prefix, *command)
+    if flags & set(spec.shell) or flags & spec.shell_long:
         yield Code(_joined(command), stdin, f"{name} -s") if command else Call(("sh",), stdin)
         return
-    if name == "xargs":
+    if spec.reads_input:
         replace = _xargs_replace(rest[:index])
         if replace:  # -I {}: each {} in the command is a line of the input
             command = tuple(Opaque(w) if isinstance(w, str) and replace in w else w for w in command)
         command = (command or ("echo",)) + (Opaque("<arguments read from standard input>"),)
         stdin = None
-    elif name == "chroot" and not command:
-        command = ("sh", "-i")
-    elif name in {"su", "runuser"}:
+    elif spec.bare and not command:
+        command = spec.bare
+    elif spec.login:
         if not command:
             yield Call(("sh",), stdin)
         return  # su USER: an interactive shell reading standard input, or -c code (above)
@@ -331,7 +341,7 @@ def _split_or_code(
     yield from unwrap(words + rest, stdin, depth + 1)
 
 
-def _shell(name: str, rest: tuple[Word, ...], stdin: str | None) -> Iterator[Finding]:
+def _shell(name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
     """bash [options] [-c CODE | SCRIPT | (stdin)]."""
     index = 0
     code = False
@@ -375,7 +385,9 @@ _INLINE_CODE = re.compile(r"data:(?:text|application)/(?:javascript|ecmascript|x
 _PRINTS_AND_EXITS = frozenset({"--version", "-V", "-v", "--help", "-h", "-version", "--v8-options"})
 
 
-def _interpreter(name: str, rest: tuple[Word, ...], stdin: str | None) -> Iterator[Finding]:
+def _interpreter(
+    name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int
+) -> Iterator[Finding]:
     inline = next((w for w in rest if isinstance(w, str) and _INLINE_CODE.search(w)), None)
     if inline is not None:  # node --import=data:text/javascript,…; perl '-MPOSIX;system(…)'
         yield Unknown(f"{name} {inline[:40]!r} runs code that the policy cannot read")
@@ -394,24 +406,30 @@ def _interpreter(name: str, rest: tuple[Word, ...], stdin: str | None) -> Iterat
         word = rest[index]
         if isinstance(word, Opaque) or word in STDIN_PATHS or not word.startswith("-"):
             break
-        if word == "-m" and name == "python":
+        if word == record.module_option:
             return  # python -m MODULE runs an installed module
         if word in _PRINTS_AND_EXITS:
             return  # node --version: no program runs
         index += 2 if word in _VALUE_OPTIONS else 1
     if index >= len(rest):
-        if name not in {"source", "."}:
+        if record.reads_program:
             yield StdinScript(name, stdin)
         return
     yield from _script(name, rest[index], stdin)
 
 
-def _find(rest: tuple[Word, ...], depth: int, appends: bool) -> Iterator[Finding]:
-    """find -exec CMD {} ;, fd -x CMD: fd appends the path when CMD has no ``{}`` (``appends``)."""
+# find -exec and fd -x: either program's spelling is read as one (fd . -exec rm -rf / ; fails closed)
+_EXEC_OPTIONS = frozenset(option for r in PROGRAMS.values() if r.reader in {"find", "fd"} for option in r.strict)
+
+
+def _find(name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
+    """find -exec CMD {} ;, fd -x CMD (the options of :attr:`.Program.strict`): fd appends
+    the path when CMD has no ``{}``."""
+    appends = record.reader == "fd"
     index = 0
     while index < len(rest):
         word = rest[index]
-        if word in {"-exec", "-execdir", "-ok", "-okdir", "-x", "--exec", "-X", "--exec-batch"}:
+        if word in _EXEC_OPTIONS:
             end = index + 1
             while end < len(rest) and rest[end] not in {";", "+", "\\;"}:
                 end += 1
@@ -426,25 +444,7 @@ def _find(rest: tuple[Word, ...], depth: int, appends: bool) -> Iterator[Finding
         index += 1
 
 
-_TAR_CODE = ("--to-command", "--use-compress-program", "--info-script", "--new-volume-script", "--rsh-command")
-_TAR_CODE_LONG = (*_TAR_CODE, "--checkpoint-action")
-
-
-def _tar(rest: tuple[Word, ...]) -> Iterator[Finding]:
-    """tar runs ``-I``/``-F``/``--to-command`` code (abbreviated, attached, or in the old
-    bundled first word: ``tar xIf CMD archive``)."""
-    yield from option_code(rest, "IF", _TAR_CODE_LONG, "tar", values="bCfgHKLNTVX")
-    first = rest[0] if rest else ""
-    if isinstance(first, str) and first and not first.startswith("-"):
-        following = iter(rest[1:])
-        for letter in first:
-            if letter in "bCfgHKLNTVXIF":
-                value = next(following, "")
-                if letter in "IF":
-                    yield Code(value, None, f"tar {letter}")
-
-
-def _awk(name: str, rest: tuple[Word, ...], stdin: str | None) -> Iterator[Finding]:
+def _awk(name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
     index = 0
     while index < len(rest):
         word = rest[index]
@@ -477,7 +477,7 @@ def _awk_program(name: str, program: Word) -> Iterator[Finding]:
 
 def interpreter_code(name: str, rest: tuple[Word, ...]) -> tuple[str, Word] | None:
     """The option and code an interpreter runs from its arguments (``python -c CODE``), or None."""
-    options = CODE_OPTIONS.get(name, ())
+    options = program_record(name).code_options
     for index, word in enumerate(rest):
         if not isinstance(word, str):
             continue
@@ -492,3 +492,46 @@ def interpreter_code(name: str, rest: tuple[Word, ...]) -> tuple[str, Word] | No
                     joined = letters[letters.index(option[1]) + 1 :]
                     return option, joined or (rest[index + 1] if index + 1 < len(rest) else "")
     return None
+
+
+def _git(name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
+    yield from git(rest)
+
+
+def _ssh(name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
+    yield from ssh(rest, stdin)
+
+
+def _sed(name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
+    yield from sed(rest)
+
+
+def _command_line(
+    name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int
+) -> Iterator[Finding]:
+    yield from command_lines(name, rest)
+
+
+# how each reader of the table (:data:`._shell_table.READERS`) finds what a call runs
+_READERS = {
+    "": _nothing,
+    "wrapper": _wrapped,
+    "busybox": _busybox,
+    "netns": _netns,
+    "command_line": _command_line,
+    "shell": _shell,
+    "at": _at,
+    "interpreter": _interpreter,
+    "eval": _eval,
+    "find": _find,
+    "fd": _find,
+    "parallel": _parallel,
+    "git": _git,
+    "ssh": _ssh,
+    "options": _options,
+    "sed": _sed,
+    "hash": _hash,
+    "alias": _alias,
+    "trap": _trap,
+    "awk": _awk,
+}

@@ -40,7 +40,8 @@ from ._shell_programs import (
     unwrap,
 )
 from ._shell_syntax import MAX_NODES, Opaque, Redirect, Script, SimpleCommand, Word, parse_script
-from ._shell_table import NEVER_PLAIN, strict_refusal
+from ._shell_table import program as program_record
+from ._shell_table import strict_refusal
 
 __all__ = ["ON_OPAQUE", "ShellRule", "ShellVerdict"]
 
@@ -63,9 +64,6 @@ _CODE_VARIABLES = re.compile(
 # Redirection targets that are not files a policy needs to check.
 _HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/fd/1", "/dev/fd/2"})
 _GLOB = re.compile(r"[*?\[]|[@!+]\(")
-# Builtins that set the variables they name: read NAME, printf -v NAME, mapfile NAME, getopts OPTS NAME.
-_SETTERS = frozenset({"read", "printf", "mapfile", "readarray", "getopts"})
-_DECLARES = frozenset({"declare", "typeset", "local", "export", "readonly"})
 
 
 @attrs.frozen
@@ -279,7 +277,7 @@ class ShellRule:
     def _assignments(self, command: SimpleCommand, found: _Findings, depth: int) -> None:
         for name, value in command.assignments:
             self._assign(name, value, found, depth)
-        if command.argv and command.argv[0] in _DECLARES:
+        if command.argv and isinstance(command.argv[0], str) and program_record(command.argv[0]).declares:
             options = [w for w in command.argv[1:] if isinstance(w, str) and w.startswith(("-", "+"))]
             for word in command.argv[1:]:
                 if isinstance(word, str) and _NAME.fullmatch(word):
@@ -346,12 +344,13 @@ class ShellRule:
             found.opaque.append(f"the program {program} is only known at run time")
             return
         name = program_name(program)
+        record = program_record(name)
         args = call.argv[1:]
         if self.allow_commands is not None:
             if _program_key(program) not in self.allow_commands:
                 allowed = ", ".join(sorted(self.allow_commands))
                 found.not_allowed.append(f"the program {program!r} is not in the allowed commands ({allowed})")
-            elif name in NEVER_PLAIN or program in NEVER_PLAIN:
+            elif record.never_plain or program_record(program).never_plain:
                 found.opaque.append(
                     f"the program {program!r} runs code, changes the shell or hides which program runs; "
                     "allow_commands allows only plain commands"
@@ -362,12 +361,14 @@ class ShellRule:
             hidden = next((a for a in args if isinstance(a, Opaque)), None)
             if hidden is not None:
                 found.opaque.append(f"the argument {hidden} of {program!r} is only known at run time")
-        if name == "set" and any(isinstance(a, Opaque) or not a.startswith(("-", "+")) or a == "--" for a in args):
+        if record.sets_positional and any(
+            isinstance(a, Opaque) or not a.startswith(("-", "+")) or a == "--" for a in args
+        ):
             found.positional = True
         found.calls.append((function, program))
-        if name in {"cd", "pushd"}:
+        if record.changes_directory:
             found.directories.append(_directory(args))
-        elif name in _SETTERS:
+        elif record.setter is not None:
             for variable in _set_names(name, args):
                 self._assign(variable, Opaque(f"<what {name} reads>"), found, depth)
         for denial in builtin_denials(name, args, found.cwds):
@@ -444,12 +445,10 @@ def _directory(args: tuple[Word, ...]) -> Word:
     return target
 
 
-# options of read and mapfile that take a value (read -p PROMPT NAME); -a NAME names an array
-_SETTER_VALUES = {"read": "dinNptu", "mapfile": "dnOsuCc", "readarray": "dnOsuCc"}
-
-
 def _set_names(name: str, args: tuple[Word, ...]) -> list[str]:
-    """The variables ``read``, ``printf -v``, ``mapfile`` and ``getopts`` set."""
+    """The variables ``read``, ``printf -v``, ``mapfile`` and ``getopts`` set (the letters of
+    :attr:`.Program.setter` take a value: read -p PROMPT NAME; -a NAME names an array)."""
+    values = program_record(name).setter or ""
     words = [str(a) for a in args]
     if name == "getopts":
         return words[1:2]
@@ -458,7 +457,6 @@ def _set_names(name: str, args: tuple[Word, ...]) -> list[str]:
             if word.startswith("-v"):
                 return [word[2:] or (words[index + 1] if index + 1 < len(words) else "")]
         return []
-    values = _SETTER_VALUES[name]
     names: list[str] = []
     index = 0
     while index < len(words):
