@@ -24,6 +24,7 @@ from ._wire_common import (
     StreamState,
     count,
     decode_json,
+    merge_turns,
     object_call,
     too_large,
 )
@@ -107,29 +108,16 @@ def _assistant_blocks(message: Message) -> list[dict[str, Any]]:
     return blocks
 
 
-def _messages(messages: tuple[Message, ...]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """``(system blocks, messages)``; consecutive turns of one role are merged into one."""
-    system: list[dict[str, Any]] = []
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        if message.role == "system":
-            if message.text:
-                system.append({"type": "text", "text": message.text})
-            continue
-        if message.role == "assistant":
-            role, blocks = "assistant", _assistant_blocks(message)
-        elif message.role == "tool":
-            result = {"type": "tool_result", "tool_use_id": message.tool_call_id, "content": message.text}
-            role, blocks = "user", [result]
-        else:
-            role, blocks = "user", _content_blocks(message)
-        if not blocks:
-            continue
-        if out and out[-1]["role"] == role:
-            out[-1]["content"].extend(blocks)
-        else:
-            out.append({"role": role, "content": blocks})
-    return system, out
+def _system_block(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def _turn(message: Message) -> tuple[str, list[dict[str, Any]]]:
+    if message.role == "assistant":
+        return "assistant", _assistant_blocks(message)
+    if message.role == "tool":
+        return "user", [{"type": "tool_result", "tool_use_id": message.tool_call_id, "content": message.text}]
+    return "user", _content_blocks(message)
 
 
 def _tool_choice(choice: str | Mapping[str, Any]) -> Mapping[str, Any]:
@@ -163,7 +151,7 @@ def request_body(
             if key not in _RESERVED:
                 body[key] = value
     mark = cache_mark(request.options.get("cache_control", options.get("cache_control", cache_control)))
-    system, messages = _messages(request.messages)
+    system, messages = merge_turns(request.messages, _system_block, _turn)
     if system:
         if mark is not None:
             system[-1]["cache_control"] = mark

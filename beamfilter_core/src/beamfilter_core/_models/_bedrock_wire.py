@@ -30,7 +30,17 @@ from ..errors import (
 )
 from ._base import TokenSink
 from ._wire import _malformed, loads, preview
-from ._wire_common import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, STOP_REASONS, StreamState, count, decode_json, too_large
+from ._wire_common import (
+    MAX_ANSWER_CHARS,
+    MAX_ARGUMENT_CHARS,
+    STOP_REASONS,
+    StreamState,
+    count,
+    decode_json,
+    merge_turns,
+    text_block,
+    too_large,
+)
 
 __all__ = [
     "PROVIDER",
@@ -100,28 +110,13 @@ def _assistant_blocks(message: Message) -> list[dict[str, Any]]:
     return blocks
 
 
-def _messages(messages: tuple[Message, ...]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    system: list[dict[str, Any]] = []
-    turns: list[dict[str, Any]] = []
-    for message in messages:
-        if message.role == "system":
-            if message.text:
-                system.append({"text": message.text})
-            continue
-        if message.role == "assistant":
-            role, blocks = "assistant", _assistant_blocks(message)
-        elif message.role == "tool":
-            result = {"toolUseId": message.tool_call_id, "content": [{"text": message.text}]}
-            role, blocks = "user", [{"toolResult": result}]
-        else:
-            role, blocks = "user", _user_blocks(message.content)
-        if not blocks:
-            continue
-        if turns and turns[-1]["role"] == role:
-            turns[-1]["content"].extend(blocks)
-        else:
-            turns.append({"role": role, "content": blocks})
-    return system, turns
+def _turn(message: Message) -> tuple[str, list[dict[str, Any]]]:
+    if message.role == "assistant":
+        return "assistant", _assistant_blocks(message)
+    if message.role == "tool":
+        result = {"toolUseId": message.tool_call_id, "content": [{"text": message.text}]}
+        return "user", [{"toolResult": result}]
+    return "user", _user_blocks(message.content)
 
 
 def _tool_choice(choice: str | Mapping[str, Any]) -> dict[str, Any] | None:
@@ -162,7 +157,7 @@ def request_body(request: ChatRequest, options: Mapping[str, Any], *, cache_poin
                 body[key] = value
     if inference:
         body["inferenceConfig"] = inference
-    system, turns = _messages(request.messages)
+    system, turns = merge_turns(request.messages, text_block, _turn)
     body["messages"] = turns
     if system:
         body["system"] = [*system, CACHE_POINT] if cache_points else system

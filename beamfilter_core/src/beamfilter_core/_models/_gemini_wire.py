@@ -19,7 +19,7 @@ from ..errors import ContentBlockedError, IncompleteStreamError, ProviderRespons
 from ._anthropic_wire import data_url, tool_parts
 from ._base import TokenSink
 from ._wire import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, loads, preview
-from ._wire_common import count, decode_json, object_call, too_large
+from ._wire_common import count, decode_json, merge_turns, object_call, text_block, too_large
 
 __all__ = ["BLOCKED", "PROVIDER", "StreamAccumulator", "finish_reason", "parse_response", "parse_usage", "request_body"]
 
@@ -93,32 +93,21 @@ def _model_parts(message: Message) -> list[dict[str, Any]]:
 def _contents(messages: tuple[Message, ...]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``(system parts, contents)``; consecutive turns of one role are merged into one."""
     names = {call.id: call.name for m in messages for call in m.tool_calls}
-    system: list[dict[str, Any]] = []
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        if message.role == "system":
-            if message.text:
-                system.append({"text": message.text})
-            continue
+
+    def turn(message: Message) -> tuple[str, list[dict[str, Any]]]:
         if message.role == "assistant":
-            role, parts = "model", _model_parts(message)
-        elif message.role == "tool":
+            return "model", _model_parts(message)
+        if message.role == "tool":
             call_id = message.tool_call_id or ""
             answer = {
                 "id": call_id,
                 "name": message.name or names.get(call_id, ""),
                 "response": {"result": message.text},
             }
-            role, parts = "user", [{"functionResponse": answer}]
-        else:
-            role, parts = "user", _parts(message)
-        if not parts:
-            continue
-        if out and out[-1]["role"] == role:
-            out[-1]["parts"].extend(parts)
-        else:
-            out.append({"role": role, "parts": parts})
-    return system, out
+            return "user", [{"functionResponse": answer}]
+        return "user", _parts(message)
+
+    return merge_turns(messages, text_block, turn, "parts")
 
 
 def _tool_config(choice: str | Mapping[str, Any]) -> Mapping[str, Any]:

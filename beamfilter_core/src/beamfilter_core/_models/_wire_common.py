@@ -8,10 +8,10 @@ Pure, no I/O; a wire module keeps what its protocol says differently.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._messages import ToolCall
+from .._messages import Message, ToolCall
 from ..errors import ResponseTooLargeError
 from ._base import TokenSink
 
@@ -22,7 +22,9 @@ __all__ = [
     "StreamState",
     "count",
     "decode_json",
+    "merge_turns",
     "object_call",
+    "text_block",
     "too_large",
 ]
 
@@ -59,6 +61,41 @@ def too_large(limit: int, call: str | None = None) -> ResponseTooLargeError:
         what, name = f"The arguments of tool call {call!r} are", "max_argument_chars"
     msg = f"{what} longer than {name}={limit}; raise the limit if such answers are expected."
     return ResponseTooLargeError(msg)
+
+
+def text_block(text: str) -> dict[str, Any]:
+    """A ``{"text": ...}`` block: a system block of Bedrock Converse and a part of Gemini."""
+    return {"text": text}
+
+
+def merge_turns(
+    messages: tuple[Message, ...],
+    system: Callable[[str], dict[str, Any]],
+    turn: Callable[[Message], tuple[str, list[dict[str, Any]]]],
+    key: str = "content",
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(system blocks, turns)`` for the APIs that take the system prompt apart and want the
+    roles to alternate (Anthropic, Gemini, Bedrock Converse).
+
+    A system message with text becomes ``system(text)``; any other becomes ``turn(message)``,
+    a ``(role, blocks)`` pair, and is merged into the turn before when the role is the same
+    (tool results answer as the user); a message without blocks is left out.
+    """
+    blocks_of_system: list[dict[str, Any]] = []
+    turns: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "system":
+            if message.text:
+                blocks_of_system.append(system(message.text))
+            continue
+        role, blocks = turn(message)
+        if not blocks:
+            continue
+        if turns and turns[-1]["role"] == role:
+            turns[-1][key].extend(blocks)
+        else:
+            turns.append({"role": role, key: blocks})
+    return blocks_of_system, turns
 
 
 def object_call(name: Any, arguments: Any, call_id: Any, max_argument_chars: int) -> tuple[ToolCall, int] | None:
