@@ -93,6 +93,38 @@ def test_a_body_that_is_not_json_is_400(http: TestClient) -> None:
         )
 
 
+@pytest.mark.parametrize(
+    ("route", "headers", "raw", "where"),
+    [
+        (
+            CHAT,
+            AUTH,
+            b'{"model": "assistant", "messages": [{"role": "user", "content": "hi \\ud800"}]}',
+            "messages[0].content",
+        ),
+        (CHAT, AUTH, b'{"model": "assistant", "user": "\\udfff", "messages": []}', "user"),
+        (
+            "/v1/pauses/p1/decide",
+            REVIEW,
+            b'{"decisions": {"call_1": {"kind": "reject", "reason": "\\ud83d"}}}',
+            "decisions.call_1.reason",
+        ),
+        (CHAT, AUTH, b'{"\\ud800": 1}', "the body"),
+    ],
+)
+def test_a_lone_surrogate_is_400_naming_where_on_every_json_route(
+    http: TestClient, route: str, headers: dict[str, str], raw: bytes, where: str
+) -> None:
+    answer = http.post(route, content=raw, headers={**headers, "Content-Type": "application/json"})
+    assert (answer.status_code, answer.json()) == (
+        400,
+        _error(
+            f"{where} holds a lone surrogate (an unpaired \\ud800-\\udfff escape); send valid Unicode text.",
+            param=where,
+        ),
+    )
+
+
 def test_a_body_over_max_body_bytes_is_413_declared_or_streamed() -> None:
     expected = _error("The request body is larger than max_body_bytes=64.", code="request_too_large")
     with _client(["hi"], max_body_bytes=64) as http:

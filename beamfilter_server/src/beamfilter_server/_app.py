@@ -41,6 +41,7 @@ from beamfilter_core.secrets import escape_controls, mask_secrets
 
 from ._answers import error_for
 from ._auth import KeyRing, basic_password, bearer
+from ._body import read_json
 from ._dialects import ANTHROPIC, RESPONSES, dialect_handler
 from ._gateway import Gateway, seconds
 from ._idempotency import fingerprint, idempotency_key
@@ -100,32 +101,6 @@ def _sse(item: dict[str, Any] | str) -> bytes:
     return b"data: " + json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
 
 
-async def _raw(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    too_large = GatewayError(
-        f"The request body is larger than max_body_bytes={limit}.", status=413, code="request_too_large"
-    )
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise too_large
-    parts: list[bytes] = []
-    size = 0
-    async for part in request.stream():
-        size += len(part)
-        if size > limit:
-            raise too_large
-        parts.append(part)
-    return b"".join(parts)
-
-
-async def _body(request: Request, limit: int) -> Any:
-    raw = await _raw(request, limit)
-    try:
-        return json.loads(raw)
-    except (ValueError, RecursionError):
-        msg = "The request body is not valid JSON."
-        raise GatewayError(msg, status=400, code="invalid_json") from None
-
-
 def _html(title: str, text: str, status: int) -> HTMLResponse:
     return HTMLResponse(message_page(title, text), status_code=status, headers={"X-Frame-Options": "DENY"})
 
@@ -142,8 +117,8 @@ class _Routes:
         options = gateway.options
         self.api_keys = KeyRing(options.api_keys)
         self.reviewer_keys = KeyRing(options.inbox_keys)
-        self.anthropic = dialect_handler(gateway, ANTHROPIC, _body)
-        self.responses = dialect_handler(gateway, RESPONSES, _body)
+        self.anthropic = dialect_handler(gateway, ANTHROPIC, read_json)
+        self.responses = dialect_handler(gateway, RESPONSES, read_json)
 
     @property
     def table(self) -> tuple[Endpoint, ...]:
@@ -210,7 +185,7 @@ class _Routes:
 
     async def chat(self, request: Request, caller: Caller) -> Response:
         gateway = self.gateway
-        body = await _body(request, gateway.options.max_body_bytes)
+        body = await read_json(request, gateway.options.max_body_bytes)
         call = parse_chat_request(body, max_messages=gateway.options.max_messages)
         who = gateway.caller(request.headers, call, caller.client)
         wait = gateway.wait_seconds(request.headers)
@@ -263,7 +238,7 @@ class _Routes:
         return JSONResponse({"object": "list", "data": data})
 
     async def decide_json(self, request: Request, caller: Caller) -> Response:
-        body = await _body(request, self.gateway.options.max_body_bytes)
+        body = await read_json(request, self.gateway.options.max_body_bytes)
         raw = body.get("decisions") if isinstance(body, dict) else None
         if not isinstance(raw, dict):
             msg = "Send {'decisions': {CALL_ID: 'approve' | {...}}}."

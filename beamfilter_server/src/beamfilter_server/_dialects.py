@@ -30,7 +30,7 @@ from ._idempotency import fingerprint, idempotency_key
 from ._wire import ChatCall
 from ._wire import error_body as openai_error_body
 
-__all__ = ["ANTHROPIC", "RESPONSES", "Dialect", "check_text", "dialect_handler"]
+__all__ = ["ANTHROPIC", "RESPONSES", "Dialect", "dialect_handler"]
 
 logger = logging.getLogger("beamfilter.server")
 
@@ -80,49 +80,6 @@ RESPONSES = Dialect(
 )
 
 
-def _path(where: str, key: str | int) -> str:
-    if isinstance(key, int):
-        return f"{where}[{key}]"
-    return f"{where}.{key}" if where else key
-
-
-def _surrogate_at(value: Any, where: str) -> str | None:
-    """The path of the first string in ``value`` that holds a lone surrogate, else None."""
-    if isinstance(value, str):
-        try:
-            value.encode()
-        except UnicodeEncodeError:
-            return where
-        return None
-    pairs: list[tuple[str | int, Any]] = []
-    if isinstance(value, dict):
-        pairs = list(value.items())
-    elif isinstance(value, list):
-        pairs = list(enumerate(value))
-    for key, inner in pairs:
-        if isinstance(key, str) and _surrogate_at(key, where) is not None:
-            return where or "the body"  # a key itself
-        found = _surrogate_at(inner, _path(where, key))
-        if found is not None:
-            return found
-    return None
-
-
-def check_text(body: Any) -> None:
-    """Refuse a body holding a lone surrogate (JSON lets ``"\\ud800"`` through): no text of it
-    could be sent on, logged or answered in UTF-8.
-
-    Raises:
-        GatewayError: 400 naming the field.
-    """
-    try:
-        json.dumps(body, ensure_ascii=False).encode()
-    except UnicodeEncodeError:
-        where = _surrogate_at(body, "") or "the body"
-        msg = f"{where} holds a lone surrogate (an unpaired \\ud800-\\udfff escape); send valid Unicode text."
-        raise GatewayError(msg, status=400, param=where) from None
-
-
 def _sse(item: Item) -> bytes:
     if isinstance(item, str):
         return f": {item}\n\n".encode()
@@ -161,7 +118,6 @@ def dialect_handler(
 
     async def handle(request: Request, caller: _Client) -> Response:
         body = await read_body(request, gateway.options.max_body_bytes)
-        check_text(body)
         call = dialect.parse(body, max_messages=gateway.options.max_messages)
         who = gateway.caller(request.headers, call, caller.client)
         wait = gateway.wait_seconds(request.headers)
