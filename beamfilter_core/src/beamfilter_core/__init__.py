@@ -53,6 +53,7 @@ from ._tools import Tool, tool
 from ._toolsets import Toolset
 
 if _typing.TYPE_CHECKING:
+    from ._config import BuiltConfig, build_config, read_config
     from ._hookspecs import hookimpl
     from ._models._anthropic import AnthropicChatModel
     from ._models._azure import AzureOpenAIChatModel
@@ -81,6 +82,7 @@ __all__ = [
     "AzureOpenAIChatModel",
     "BedrockChatModel",
     "BuildContext",
+    "BuiltConfig",
     "CancelToken",
     "ChatHook",
     "ChatModel",
@@ -142,6 +144,7 @@ __all__ = [
     "TurnResult",
     "Usage",
     "__version__",
+    "build_config",
     "config_import",
     "converter",
     "errors",
@@ -151,6 +154,7 @@ __all__ = [
     "list_plugins",
     "mask_credentials",
     "options_schema",
+    "read_config",
     "tool",
     "utf8_safe",
 ]
@@ -163,6 +167,7 @@ _LAZY = {
     **{name: ("._specs", name) for name in ("BuildContext", "CommandSpec", "FilterSpec", "ModelSpec")},
     **{name: ("._specs", name) for name in ("PresetSpec", "SectionSpec", "StoreSpec", "ToolsetSpec")},
     "converter": ("._serde", "converter"),
+    **{name: ("._config", name) for name in ("BuiltConfig", "build_config", "read_config")},
     "AnthropicChatModel": ("._models._anthropic", "AnthropicChatModel"),
     "GeminiChatModel": ("._models._gemini", "GeminiChatModel"),
     "LocalModel": ("._models._local", "LocalModel"),

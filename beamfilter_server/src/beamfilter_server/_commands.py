@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``beamfilter serve``."""
     import uvicorn
 
-    from beamfilter_core._config import build_config
+    from beamfilter_core import build_config
 
     from ._app import create_app
 
