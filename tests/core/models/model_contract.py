@@ -48,8 +48,6 @@ STREAM_HEADERS = {"content-type": "text/event-stream"}
 class ProviderWire(ABC):
     """One provider's side of the contract: its native answers and request shapes."""
 
-    #: The module whose ``_sleep`` the retry loop awaits (patched to record the waits).
-    sleep_module: ClassVar[Any]
     #: ``(header, value)`` that carries :data:`KEY`.
     key_header: ClassVar[tuple[str, str]]
 
@@ -133,16 +131,6 @@ class ChatModelContract:
     """The tests; a subclass sets :attr:`wire`."""
 
     wire: ClassVar[ProviderWire]
-
-    @pytest.fixture
-    def waits(self, monkeypatch: pytest.MonkeyPatch) -> list[float]:
-        waits: list[float] = []
-
-        async def record(seconds: float) -> None:
-            waits.append(seconds)
-
-        monkeypatch.setattr(self.wire.sleep_module, "_sleep", record)
-        return waits
 
     def server(self, *answers: Any) -> tuple[Server, Any]:
         server = Server(list(answers))

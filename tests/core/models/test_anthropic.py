@@ -27,7 +27,6 @@ from beamfilter_core import (
     tool,
 )
 from beamfilter_core._models import _anthropic_wire as wire
-from beamfilter_core._models import _http
 from beamfilter_core.errors import (
     ConfigError,
     ContentBlockedError,
@@ -48,17 +47,6 @@ SPLITS = [None, 1, 5, 64]
 def get_weather(location: str, unit: str = "celsius") -> str:
     """Current weather in a place."""
     return "15 degrees, cloudy"
-
-
-@pytest.fixture
-def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    waits: list[float] = []
-
-    async def record(seconds: float) -> None:
-        waits.append(seconds)
-
-    monkeypatch.setattr(_http, "_sleep", record)
-    return waits
 
 
 def model(server: Server, **options: Any) -> AnthropicChatModel:

@@ -21,7 +21,6 @@ from core.models._provider_captures import converse_stream, event_frame, eventst
 from beamfilter_core import BedrockChatModel, ChatRequest, ContentPart, Kernel, Message, Registry, ToolCall, Usage, tool
 from beamfilter_core._messages import Reasoning
 from beamfilter_core._models import _bedrock_wire as wire
-from beamfilter_core._models import _http
 from beamfilter_core.errors import (
     BadRequestError,
     ConfigError,
@@ -63,17 +62,6 @@ def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setenv("AWS_SESSION_TOKEN", SESSION)
     monkeypatch.setenv("AWS_REGION", "us-east-1")
     return tmp_path
-
-
-@pytest.fixture
-def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    recorded: list[float] = []
-
-    async def record(seconds: float) -> None:
-        recorded.append(seconds)
-
-    monkeypatch.setattr(_http, "_sleep", record)
-    return recorded
 
 
 def model(server: Server, **options: Any) -> BedrockChatModel:

@@ -9,7 +9,6 @@ import httpx
 from core.models.model_contract import KEY, Call, ChatModelContract, ProviderWire
 
 from beamfilter_core import AnthropicChatModel
-from beamfilter_core._models import _http
 
 
 def event(data: dict[str, Any]) -> bytes:
@@ -58,7 +57,6 @@ def message(content: list[dict[str, Any]], stop: str, usage: tuple[int, int] = (
 
 
 class AnthropicWire(ProviderWire):
-    sleep_module = _http
     key_header = ("x-api-key", KEY)
 
     def model(self, transport: httpx.AsyncBaseTransport, **options: Any) -> AnthropicChatModel:

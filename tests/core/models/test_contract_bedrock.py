@@ -11,7 +11,6 @@ from core.models._provider_captures import event_frame, eventstream_frame
 from core.models.model_contract import KEY, REQUEST, Call, ChatModelContract, ProviderWire
 
 from beamfilter_core import BedrockChatModel
-from beamfilter_core._models import _http
 from beamfilter_core.errors import ProviderResponseError
 
 
@@ -30,7 +29,6 @@ def _tool_use(call: Call) -> dict[str, Any]:
 
 
 class BedrockWire(ProviderWire):
-    sleep_module = _http
     key_header = ("authorization", f"Bearer {KEY}")
 
     def model(self, transport: httpx.AsyncBaseTransport, **options: Any) -> BedrockChatModel:

@@ -9,7 +9,6 @@ import httpx
 from core.models.model_contract import KEY, Call, ChatModelContract, ProviderWire
 
 from beamfilter_core import GeminiChatModel
-from beamfilter_core._models import _http
 
 STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED"}
 
@@ -39,7 +38,6 @@ def call_parts(calls: list[Call]) -> list[dict[str, Any]]:
 
 
 class GeminiWire(ProviderWire):
-    sleep_module = _http
     key_header = ("x-goog-api-key", KEY)
 
     def model(self, transport: httpx.AsyncBaseTransport, **options: Any) -> GeminiChatModel:

@@ -9,7 +9,6 @@ import httpx
 from core.models.model_contract import KEY, Call, ChatModelContract, ProviderWire
 
 from beamfilter_core import OpenAIChatModel
-from beamfilter_core._models import _http
 
 
 def _event(data: Any) -> bytes:
@@ -29,7 +28,6 @@ def _calls(calls: list[Call]) -> list[dict[str, Any]]:
 
 
 class OpenAIWire(ProviderWire):
-    sleep_module = _http
     key_header = ("authorization", f"Bearer {KEY}")
 
     def model(self, transport: httpx.AsyncBaseTransport, **options: Any) -> OpenAIChatModel:

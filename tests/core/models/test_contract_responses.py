@@ -1,4 +1,4 @@
-"""OpenAIChatModel(api="responses") and AzureOpenAIChatModel under the ChatModel contract."""
+"""OpenAIChatModel(api="responses") under the ChatModel contract."""
 
 from __future__ import annotations
 
@@ -7,10 +7,8 @@ from typing import Any
 
 import httpx
 from core.models.model_contract import KEY, Call, ChatModelContract, ProviderWire
-from core.models.test_contract_openai import OpenAIWire
 
-from beamfilter_core import AzureOpenAIChatModel, OpenAIChatModel
-from beamfilter_core._models import _http
+from beamfilter_core import OpenAIChatModel
 
 
 def _event(data: dict[str, Any]) -> bytes:
@@ -30,7 +28,6 @@ def _call_item(index: int, call: Call, arguments: str) -> dict[str, Any]:
 
 
 class ResponsesWire(ProviderWire):
-    sleep_module = _http
     key_header = ("authorization", f"Bearer {KEY}")
 
     def model(self, transport: httpx.AsyncBaseTransport, **options: Any) -> OpenAIChatModel:
@@ -94,18 +91,5 @@ class ResponsesWire(ProviderWire):
         return [(i["call_id"], i["output"]) for i in body["input"] if i["type"] == "function_call_output"]
 
 
-class AzureWire(OpenAIWire):
-    key_header = ("api-key", KEY)
-
-    def model(self, transport: httpx.AsyncBaseTransport, **options: Any) -> AzureOpenAIChatModel:
-        return AzureOpenAIChatModel(
-            "gpt-4o-prod", base_url="https://r.openai.azure.com", api_key=KEY, transport=transport, **options
-        )
-
-
 class TestResponsesContract(ChatModelContract):
     wire = ResponsesWire()
-
-
-class TestAzureOpenAIContract(ChatModelContract):
-    wire = AzureWire()

@@ -27,7 +27,6 @@ from beamfilter_core import (
     tool,
 )
 from beamfilter_core._models import _gemini_wire as wire
-from beamfilter_core._models import _http
 from beamfilter_core.errors import (
     BadRequestError,
     ConfigError,
@@ -61,17 +60,6 @@ def start_music(energetic: bool, loud: bool) -> str:
 def dim_lights(brightness: float) -> str:
     """Dim the lights."""
     return "Lights are now set to 50%"
-
-
-@pytest.fixture
-def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    waits: list[float] = []
-
-    async def record(seconds: float) -> None:
-        waits.append(seconds)
-
-    monkeypatch.setattr(_http, "_sleep", record)
-    return waits
 
 
 def model(server: Server, **options: Any) -> GeminiChatModel:

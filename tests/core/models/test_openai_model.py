@@ -7,7 +7,6 @@ import json
 
 import httpx
 import pytest
-from _support import record_retry_waits
 from core.models._mock import STREAM, Server, delta, response, sse
 
 from beamfilter_core import ChatRequest, Kernel, Message, OpenAIChatModel
@@ -24,11 +23,6 @@ pytestmark = pytest.mark.anyio
 
 REQUEST = ChatRequest((Message.user("hi"),))
 OK = {"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "fine"}}]}
-
-
-@pytest.fixture
-def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    return record_retry_waits(monkeypatch)
 
 
 def text_stream(*tokens: str, finish: bool = True) -> bytes:

@@ -8,7 +8,6 @@ from typing import Any
 
 import httpx
 import pytest
-from _support import record_retry_waits
 from core.models._mock import Server, response
 from core.models._provider_captures import load
 
@@ -51,11 +50,6 @@ RS_ITEM = {
 def get_weather(city: str) -> str:
     """Current weather for a city."""
     return "18 C"
-
-
-@pytest.fixture
-def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    return record_retry_waits(monkeypatch)
 
 
 def model(server: Server, **options: Any) -> OpenAIChatModel:
