@@ -6,15 +6,15 @@ back from its journal (``/__aimock/journal``) to count attempts and check bodies
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
 import httpx
 import pytest
+from peers._aimock_common import CALLS, ask, cancel_streams, fresh, get_time, get_weather
 from peers._peer import AIMOCK_KEY, Peer
 
-from beamfilter_core import ChatRequest, Kernel, Message, OpenAIChatModel, ToolCall, Usage, tool
+from beamfilter_core import ChatRequest, Kernel, Message, OpenAIChatModel, ToolCall, Usage
 from beamfilter_core.errors import (
     AuthenticationError,
     BadRequestError,
@@ -28,36 +28,10 @@ from beamfilter_core.testing import collect_stream
 
 pytestmark = [pytest.mark.peers, pytest.mark.anyio]
 
-WEATHER_CALLS: list[dict[str, Any]] = []
-# the "slow story" answer of aimock_fixtures.json: four characters every 40 ms
-SLOW_STORY = (
-    "Once upon a time a slow stream sent four characters at a time, forty milliseconds apart, "
-    "until somebody cancelled it."
-)
-
-
-@tool
-def get_weather(city: str, unit: str = "c") -> str:
-    """Current weather for a city."""
-    WEATHER_CALLS.append({"city": city, "unit": unit})
-    return '{"temp": 18, "sky": "cloudy"}'
-
-
-@tool
-def get_time(city: str) -> str:
-    """Local time in a city."""
-    return "09:00"
-
-
-def ask(text: str, *, tools: bool = False) -> ChatRequest:
-    return ChatRequest((Message.user(text),), tools=(get_weather, get_time) if tools else ())
-
 
 @pytest.fixture
 def peer(aimock: Peer) -> Peer:
-    aimock.post("/__aimock/reset/journal")
-    WEATHER_CALLS.clear()
-    return aimock
+    return fresh(aimock)
 
 
 def model(peer: Peer, **options: Any) -> OpenAIChatModel:
@@ -140,7 +114,7 @@ async def test_full_tool_loop_through_kernel(peer: Peer, streaming: bool) -> Non
     assert result.text == "It is 18 C and cloudy in Paris."
     assert result.iterations == 2
     assert result.tool_calls_made == 1
-    assert WEATHER_CALLS == [{"city": "Paris", "unit": "c"}]
+    assert CALLS == [{"city": "Paris", "unit": "c"}]
     first, second = journal(peer)
     assert first["body"]["messages"] == [
         {"role": "system", "content": "You are terse."},
@@ -171,7 +145,7 @@ async def test_malformed_tool_arguments_become_a_semantic_tool_error(peer: Peer)
         assert call.arguments == {}
         result = await Kernel(m, tools=[get_weather]).run("bad arguments")
     assert result.text == "Sorry, my arguments were broken."
-    assert WEATHER_CALLS == []
+    assert CALLS == []
     tool_message = result.messages[2]
     assert tool_message.role == "tool"
     assert tool_message.content == (
@@ -281,27 +255,7 @@ async def test_stall_past_the_timeout(peer: Peer) -> None:
 async def test_100_cancelled_streams_leave_no_connection_behind(peer: Peer) -> None:
     client = httpx.AsyncClient()
     try:
-        m = model(peer, client=client)
-        for _ in range(100):
-            first = asyncio.Event()
-            tokens: list[str] = []
-
-            def on_token(token: str, tokens: list[str] = tokens, first: asyncio.Event = first) -> None:
-                tokens.append(token)
-                first.set()
-
-            task = asyncio.create_task(m.stream(ask("slow story"), on_token))
-            await first.wait()
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-            # the cancel lands after the first token; on a busy machine a chunk already
-            # read (they are 40 ms apart) may still arrive first, never the whole story
-            assert tokens[0] == "Once"
-            assert SLOW_STORY.startswith("".join(tokens))
-            assert "".join(tokens) != SLOW_STORY
-        pool = client._transport._pool  # type: ignore[attr-defined]
-        assert pool.connections == []
+        await cancel_streams(model(peer, client=client), client, 100)
     finally:
         await client.aclose()
 

@@ -16,12 +16,12 @@ Where aimock differs from the real services (each checked here and listed in doc
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
 import httpx
 import pytest
+from peers._aimock_common import CALLS, ask, cancel_streams, fresh, get_time, get_weather
 from peers._peer import AIMOCK_KEY, Peer
 
 from beamfilter_core import (
@@ -33,7 +33,6 @@ from beamfilter_core import (
     Reasoning,
     ToolCall,
     Usage,
-    tool,
 )
 from beamfilter_core.errors import (
     AuthenticationError,
@@ -51,31 +50,11 @@ pytestmark = [pytest.mark.peers, pytest.mark.anyio]
 
 PROVIDERS = ["anthropic", "gemini"]
 SEA = "The sea is wide. The sea is deep. The sea is old."
-SLOW_STORY = (
-    "Once upon a time a slow stream sent four characters at a time, forty milliseconds apart, "
-    "until somebody cancelled it."
-)
-CALLS: list[dict[str, Any]] = []
-
-
-@tool
-def get_weather(city: str, unit: str = "c") -> str:
-    """Current weather for a city."""
-    CALLS.append({"city": city, "unit": unit})
-    return '{"temp": 18, "sky": "cloudy"}'
-
-
-@tool
-def get_time(city: str) -> str:
-    """Local time in a city."""
-    return "09:00"
 
 
 @pytest.fixture
 def peer(aimock: Peer) -> Peer:
-    aimock.post("/__aimock/reset/journal")
-    CALLS.clear()
-    return aimock
+    return fresh(aimock)
 
 
 def model(peer: Peer, provider: str, **options: Any) -> Any:
@@ -87,10 +66,6 @@ def model(peer: Peer, provider: str, **options: Any) -> Any:
 
 def journal(peer: Peer) -> list[dict[str, Any]]:
     return [e for e in peer.get("/__aimock/journal") if e["path"] != "/__aimock/reset/journal"]
-
-
-def ask(text: str, *, tools: bool = False) -> ChatRequest:
-    return ChatRequest((Message.user(text),), tools=(get_weather, get_time) if tools else ())
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -312,24 +287,7 @@ async def test_a_stall_past_the_timeout(peer: Peer, provider: str) -> None:
 async def test_cancelled_streams_leave_no_connection_behind(peer: Peer, provider: str) -> None:
     client = httpx.AsyncClient()
     try:
-        m = model(peer, provider, client=client)
-        for _ in range(20):
-            first = asyncio.Event()
-            tokens: list[str] = []
-
-            def on_token(token: str, tokens: list[str] = tokens, first: asyncio.Event = first) -> None:
-                tokens.append(token)
-                first.set()
-
-            task = asyncio.create_task(m.stream(ask("slow story"), on_token))
-            await first.wait()
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-            assert tokens[0] == "Once"
-            assert SLOW_STORY.startswith("".join(tokens))
-            assert "".join(tokens) != SLOW_STORY
-        assert client._transport._pool.connections == []  # type: ignore[attr-defined]
+        await cancel_streams(model(peer, provider, client=client), client, 20)
     finally:
         await client.aclose()
 

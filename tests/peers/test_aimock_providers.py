@@ -29,6 +29,8 @@ from typing import Any
 
 import httpx
 import pytest
+from _support import record_retry_waits
+from peers._aimock_common import get_time, get_weather
 from peers._peer import _LISTENING, AIMOCK_CLI, AIMOCK_KEY, HERE, Peer, _start, _stop
 
 from beamfilter_builtins import redact_filter
@@ -40,9 +42,7 @@ from beamfilter_core import (
     Message,
     OpenAIChatModel,
     Usage,
-    tool,
 )
-from beamfilter_core._models import _http
 from beamfilter_core._models._bedrock_wire import EventStreamDecoder
 from beamfilter_core.errors import AuthenticationError, BadRequestError, RateLimitError
 from beamfilter_core.testing import collect_stream
@@ -53,18 +53,6 @@ FIXTURES = HERE / "aimock_provider_fixtures.json"
 SEA = "The sea is wide. The sea is deep. The sea is old."
 SECRET = "sk-proj-Xb7Qz9LmN2pR4tV6wY8aC1eG3iK5oU0s"
 MODEL_ID = "anthropic.claude-3-5-haiku-20241022-v1:0"
-
-
-@tool
-def get_weather(city: str, unit: str = "c") -> str:
-    """Current weather for a city."""
-    return '{"temp": 18, "sky": "cloudy"}'
-
-
-@tool
-def get_time(city: str) -> str:
-    """Local time in a city."""
-    return "09:00"
 
 
 @pytest.fixture(scope="session")
@@ -97,13 +85,7 @@ def peer(open_aimock: Peer) -> Peer:
 
 @pytest.fixture
 def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    recorded: list[float] = []
-
-    async def record(seconds: float) -> None:
-        recorded.append(seconds)
-
-    monkeypatch.setattr(_http, "_sleep", record)
-    return recorded
+    return record_retry_waits(monkeypatch)
 
 
 @pytest.fixture(autouse=True)
