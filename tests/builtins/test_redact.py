@@ -16,7 +16,7 @@ from beamfilter_builtins._partial import prefix_source
 from beamfilter_builtins._redact import SPEC
 from beamfilter_core import ChatRequest, ChatResponse, Filter, Kernel, Message, RunFinished, ScriptedModel, TurnResult
 from beamfilter_core.errors import ConfigError
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import collect_stream, stream_tokens
 
 pytestmark = pytest.mark.anyio
 
@@ -36,28 +36,15 @@ SAMPLES = [
 SECRETS = [SECRET, AWS, BEARER, "abcdefghijklmnopqrstuvwx", "abcdefghijkl0123", "bob@example.com"]
 
 
-def run_transform(flt: Filter, chunks: list[str]) -> list[str]:
-    transform = flt.token
-    assert transform is not None
-    state = transform.new_state()
-    out: list[str] = []
-    for chunk in chunks:
-        emitted, state = transform.step(chunk, state)
-        out.extend(emitted)
-    assert transform.flush is not None
-    out.extend(transform.flush(state))
-    return out
-
-
 def whole(flt: Filter, text: str) -> str:
-    return "".join(run_transform(flt, [text]))
+    return "".join(stream_tokens(flt, [text]))
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 5, 7, 100])
 def test_fixed_chunk_sizes(size: int) -> None:
     flt = redact_filter()
     chunks = [TEXT[i : i + size] for i in range(0, len(TEXT), size)]
-    assert "".join(run_transform(flt, chunks)) == REDACTED
+    assert "".join(stream_tokens(flt, chunks)) == REDACTED
 
 
 def test_plain_text_is_not_delayed() -> None:
@@ -94,7 +81,7 @@ def check_every_split(flt: Filter, text: str, secrets: list[str]) -> None:
     for i in range(len(text) + 1):
         for j in range(i, len(text) + 1):
             chunks = [c for c in (text[:i], text[i:j], text[j:]) if c]
-            out = run_transform(flt, chunks)
+            out = stream_tokens(flt, chunks)
             joined = "".join(out)
             assert joined == expected, (chunks, joined)
             for piece in out:
@@ -122,7 +109,7 @@ def test_property_no_secret_reaches_the_consumer(cache_size: int, text: str, cut
     bounds = [0, *points, len(text)]
     chunks = [text[a:b] for a, b in itertools.pairwise(bounds) if b > a]
     seen = ""
-    out = run_transform(flt, chunks)
+    out = stream_tokens(flt, chunks)
     for piece in out:
         seen += piece
         for secret in SECRETS:
@@ -135,16 +122,16 @@ def test_property_no_secret_reaches_the_consumer(cache_size: int, text: str, cut
 def test_property_random_context(prefix: str, suffix: str) -> None:
     flt = redact_filter()
     text = f"{prefix}{SECRET}{suffix}"
-    out = run_transform(flt, list(text))  # one character per token
+    out = stream_tokens(flt, list(text))  # one character per token
     assert SECRET not in "".join(out)
     assert "".join(out) == whole(flt, text)
 
 
 def test_custom_patterns_extend_the_default_rules() -> None:
     flt = redact_filter({"pin": r"PIN:\d{4,8}"}, replacement="<pin>")
-    assert "".join(run_transform(flt, list(f"my PIN:1234 ok {SECRET}"))) == "my <pin> ok <pin>"
+    assert "".join(stream_tokens(flt, list(f"my PIN:1234 ok {SECRET}"))) == "my <pin> ok <pin>"
     only = redact_filter({"pin": r"PIN:\d{4,8}"}, replacement="<pin>", default_rules=False)
-    assert "".join(run_transform(only, list(f"my PIN:1234 ok {SECRET}"))) == f"my <pin> ok {SECRET}"
+    assert "".join(stream_tokens(only, list(f"my PIN:1234 ok {SECRET}"))) == f"my <pin> ok {SECRET}"
 
 
 def test_unbounded_patterns_are_refused_with_the_reason() -> None:
@@ -160,11 +147,11 @@ def test_scan_cache_is_bounded_and_transparent() -> None:
     flt = redact_filter(cache_size=4)
     redactor = flt.extras["redactor"]
     for word in ["alpha ", "beta ", "gamma ", "delta ", "eps ", "zeta "]:
-        run_transform(flt, [word, SECRET[:5], SECRET[5:], "."])
+        stream_tokens(flt, [word, SECRET[:5], SECRET[5:], "."])
         assert redactor.remembered <= 4
         assert len(redactor.states) <= 4
-    assert "".join(run_transform(flt, ["key ", SECRET[:5], SECRET[5:], "."])) == "key [REDACTED]."
-    assert "".join(run_transform(flt, ["key ", SECRET[:5], SECRET[5:], "."])) == "key [REDACTED]."
+    assert "".join(stream_tokens(flt, ["key ", SECRET[:5], SECRET[5:], "."])) == "key [REDACTED]."
+    assert "".join(stream_tokens(flt, ["key ", SECRET[:5], SECRET[5:], "."])) == "key [REDACTED]."
     with pytest.raises(ConfigError, match="cache_size=-1"):
         redact_filter(cache_size=-1)
 
@@ -260,7 +247,7 @@ def test_patterns_that_look_back_keep_their_context(size: int) -> None:
     flt = redact_filter(LOOK_BACK_PATTERNS, replacement="#", default_rules=False)
     text = "hi pin:12 spin:12 xid=123 Secret-999 abc abcd hi"
     chunks = [text[i : i + size] for i in range(0, len(text), size)]
-    assert "".join(run_transform(flt, chunks)) == "# # spin:12 xid=# # #c # hi"
+    assert "".join(stream_tokens(flt, chunks)) == "# # spin:12 xid=# # #c # hi"
 
 
 @settings(max_examples=400, deadline=None)
@@ -277,7 +264,7 @@ def test_property_stream_equals_whole_text_regex(text: str, cuts: list[int], pat
     points = sorted({c % (len(text) + 1) for c in cuts})
     bounds = [0, *points, len(text)]
     chunks = [text[a:b] for a, b in itertools.pairwise(bounds) if b > a]
-    assert "".join(run_transform(flt, chunks)) == reference
+    assert "".join(stream_tokens(flt, chunks)) == reference
 
 
 @pytest.mark.packages  # uses beamfilter-memory
@@ -318,8 +305,8 @@ def test_property_runs_that_overlap_what_follows(text: str, cuts: list[int]) -> 
     points = sorted({c % (len(text) + 1) for c in cuts})
     bounds = [0, *points, len(text)]
     chunks = [text[a:b] for a, b in itertools.pairwise(bounds) if b > a]
-    assert "".join(run_transform(flt, chunks)) == reference
-    assert "".join(run_transform(flt, list(text))) == reference
+    assert "".join(stream_tokens(flt, chunks)) == reference
+    assert "".join(stream_tokens(flt, list(text))) == reference
 
 
 @pytest.mark.parametrize(
@@ -360,5 +347,5 @@ def test_case_insensitive_patterns_catch_unicode_case_pairs() -> None:
     for text in ("my \u017fecret-12 x", "a \u212aey=1 b"):
         expected = flt.extras["redactor"].redact(text)
         assert "#" in expected
-        assert "".join(run_transform(flt, [text])) == expected
-        assert "".join(run_transform(flt, list(text))) == expected
+        assert "".join(stream_tokens(flt, [text])) == expected
+        assert "".join(stream_tokens(flt, list(text))) == expected

@@ -15,28 +15,13 @@ from beamfilter_builtins._redactor import Redactor, _look_back_probes
 from beamfilter_core import Filter, Kernel, RunFinished, ScriptedModel
 from beamfilter_core.errors import ConfigError
 from beamfilter_core.secrets import SecretRule
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import collect_stream, feed_tokens, stream_tokens
 
 pytestmark = pytest.mark.anyio
 
 
-def run(flt: Filter, chunks: list[str]) -> tuple[list[str], object]:
-    transform = flt.token
-    assert transform is not None
-    state = transform.new_state()
-    out: list[str] = []
-    for chunk in chunks:
-        emitted, state = transform.step(chunk, state)
-        out.extend(emitted)
-    return out, state
-
-
 def streamed(flt: Filter, chunks: list[str]) -> str:
-    out, state = run(flt, chunks)
-    transform = flt.token
-    assert transform is not None
-    assert transform.flush is not None
-    return "".join(out) + "".join(transform.flush(state))
+    return "".join(stream_tokens(flt, chunks))
 
 
 def every_split(text: str) -> list[list[str]]:
@@ -143,15 +128,15 @@ def test_the_final_flush_redacts_or_releases_the_held_tail() -> None:
     transform = flt.token
     assert transform is not None
     assert transform.flush is not None
-    out, state = run(flt, ["the key sk-abcdefghijklmnopqrstu"])  # may still grow: held
+    out, state = feed_tokens(flt, ["the key sk-abcdefghijklmnopqrstu"])  # may still grow: held
     assert "".join(out) == "the key "
     assert list(transform.flush(state)) == ["[REDACTED]"]
-    out, state = run(flt, ["a trailing s"])  # could start "sk-": held, then released as is
+    out, state = feed_tokens(flt, ["a trailing s"])  # could start "sk-": held, then released as is
     assert "".join(out) == "a trailing "
     assert list(transform.flush(state)) == ["s"]
     assert list(transform.flush(transform.new_state())) == []
     only = redact_filter([r"ab{2,4}"], default_rules=False, replacement="#")
-    out, state = run(only, ["xabb"])
+    out, state = feed_tokens(only, ["xabb"])
     assert "".join(out) == "x"
     assert list(only.token.flush(state)) == ["#"]  # type: ignore[union-attr]
 

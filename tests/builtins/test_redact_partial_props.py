@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from beamfilter_builtins import redact_filter
 from beamfilter_core import Filter
 from beamfilter_core.errors import ConfigError
+from beamfilter_core.testing import stream_tokens
 
 # Single characters and classes over a small alphabet, so that random texts match often;
 # "k", "K", "s" have Unicode case partners (Kelvin sign, long s) that only case folding finds.
@@ -66,16 +67,7 @@ def _reference(patterns: list[re.Pattern[str]], text: str) -> str:
 
 
 def _stream(flt: Filter, chunks: list[str]) -> str:
-    transform = flt.token
-    assert transform is not None
-    assert transform.flush is not None
-    state = transform.new_state()
-    out: list[str] = []
-    for chunk in chunks:
-        emitted, state = transform.step(chunk, state)
-        out.extend(emitted)
-    out.extend(transform.flush(state))
-    return "".join(out)
+    return "".join(stream_tokens(flt, chunks))
 
 
 def _check(sources: list[str], text: str, cuts: list[int]) -> None:

@@ -16,7 +16,7 @@ from beamfilter_builtins import redact_filter
 from beamfilter_core import Filter, Kernel, RunFinished, ScriptedModel
 from beamfilter_core.errors import ConfigError
 from beamfilter_core.secrets import CATEGORIES, DEFAULT_RULES, SecretRule, select_rules
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import collect_stream, stream_tokens
 
 pytestmark = pytest.mark.anyio
 
@@ -25,16 +25,7 @@ REDACTOR = FILTER.extras["redactor"]
 
 
 def streamed(flt: Filter, chunks: list[str]) -> str:
-    transform = flt.token
-    assert transform is not None
-    state = transform.new_state()
-    out: list[str] = []
-    for chunk in chunks:
-        emitted, state = transform.step(chunk, state)
-        out.extend(emitted)
-    assert transform.flush is not None
-    out.extend(transform.flush(state))
-    return "".join(out)
+    return "".join(stream_tokens(flt, chunks))
 
 
 def split(text: str, rng: random.Random, pieces: int) -> list[str]:

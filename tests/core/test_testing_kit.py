@@ -119,3 +119,52 @@ def test_scripted_calls_names_what_is_wrong() -> None:
     )
     with pytest.raises(ConfigError, match=r"^ScriptedModel script\[1\] is 42; items must be a str"):
         scripted_calls(ToolCall("add", {}, "c1"), answer=42)  # type: ignore[arg-type]
+
+
+def _held_until_space() -> Any:
+    from beamfilter_core import TokenTransform
+
+    def step(token: str, held: str) -> tuple[list[str], str]:
+        text = held + token
+        cut = text.rfind(" ") + 1
+        return ([text[:cut]] if cut else []), text[cut:]
+
+    return TokenTransform(step, init="", flush=lambda held: [held] if held else [])
+
+
+def test_feed_tokens_steps_without_the_flush_and_returns_the_state() -> None:
+    from beamfilter_core import Filter
+    from beamfilter_core.testing import feed_tokens
+
+    transform = _held_until_space()
+    assert feed_tokens(transform, ["ab", "c d", "e"]) == (["abc "], "de")
+    assert feed_tokens(Filter("words", token=transform), ["f g"], state="de") == (["def "], "g")
+    assert feed_tokens(transform, []) == ([], "")
+
+
+def test_stream_tokens_ends_with_the_flush() -> None:
+    from beamfilter_core import Filter, TokenTransform
+    from beamfilter_core.testing import stream_tokens
+
+    transform = _held_until_space()
+    assert stream_tokens(transform, ["ab", "c d", "e"]) == ["abc ", "de"]
+    assert stream_tokens(Filter("words", token=transform), ["x "]) == ["x "]
+    upper = TokenTransform(lambda token, state: ((token.upper(),), state))  # no flush
+    assert stream_tokens(upper, iter(["a", "b"])) == ["A", "B"]
+
+
+def test_token_helpers_name_what_has_no_transform() -> None:
+    from beamfilter_core import Filter
+    from beamfilter_core.testing import feed_tokens, stream_tokens
+
+    with pytest.raises(ConfigError) as plain:
+        stream_tokens(Filter("plain"), ["x"])
+    assert str(plain.value) == (
+        "stream_tokens() got the filter 'plain', which has no token transform; "
+        "give a TokenTransform or a Filter made with token=TokenTransform(...)."
+    )
+    with pytest.raises(ConfigError) as other:
+        feed_tokens("upper", ["x"])  # type: ignore[arg-type]
+    assert str(other.value) == (
+        "feed_tokens() got 'upper'; give a TokenTransform or a Filter made with token=TokenTransform(...)."
+    )

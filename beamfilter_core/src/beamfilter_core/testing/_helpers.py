@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
-from .._filter import HOOK_NAMES, SCOPES, Filter
+from .._filter import HOOK_NAMES, SCOPES, Filter, TokenTransform
 from .._kernel import Kernel
 from .._messages import ToolCall
 from .._models._scripted import ScriptedModel, ScriptItem
@@ -76,3 +76,43 @@ async def run_turn(
     final = events[-1]
     assert isinstance(final, RunFinished)  # collect_stream checked it
     return final.result, text
+
+
+def _transform_of(transform: Filter | TokenTransform, helper: str) -> TokenTransform:
+    if isinstance(transform, TokenTransform):
+        return transform
+    if isinstance(transform, Filter) and transform.token is not None:
+        return transform.token
+    what = (
+        f"the filter {transform.name!r}, which has no token transform"
+        if isinstance(transform, Filter)
+        else repr(transform)
+    )
+    msg = f"{helper}() got {what}; give a TokenTransform or a Filter made with token=TokenTransform(...)."
+    raise ConfigError(msg)
+
+
+def feed_tokens(transform: Filter | TokenTransform, tokens: Iterable[str], state: Any = None) -> tuple[list[str], Any]:
+    """Step ``tokens`` through a token transform (a ``TokenTransform`` or a filter's
+    ``token``), starting from ``state`` (a fresh one by default), without the final flush.
+
+    Returns every token it emitted and the state it ends in, to check what it holds back.
+    """
+    step = _transform_of(transform, "feed_tokens")
+    current = step.new_state() if state is None else state
+    emitted: list[str] = []
+    for token in tokens:
+        out, current = step.step(token, current)
+        emitted.extend(out)
+    return emitted, current
+
+
+def stream_tokens(transform: Filter | TokenTransform, tokens: Iterable[str]) -> list[str]:
+    """Run ``tokens`` through a token transform as one whole stream: every token it
+    emits from a fresh state, then what its ``flush`` emits at the end (as a normal end of
+    the stream does in a kernel)."""
+    step = _transform_of(transform, "stream_tokens")
+    emitted, state = feed_tokens(step, tokens)
+    if step.flush is not None:
+        emitted.extend(step.flush(state))
+    return emitted
