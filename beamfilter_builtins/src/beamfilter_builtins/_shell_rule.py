@@ -42,6 +42,7 @@ from ._shell_programs import (
 from ._shell_syntax import MAX_NODES, Opaque, Redirect, Script, SimpleCommand, Word, parse_script
 from ._shell_table import program as program_record
 from ._shell_table import strict_refusal
+from ._shell_words import glob_base
 
 __all__ = ["ON_OPAQUE", "ShellRule", "ShellVerdict"]
 
@@ -78,6 +79,10 @@ class ShellVerdict:
     #: The reason is that the command is opaque or unreadable (``on_opaque`` decides),
     #: not that a rule denies it.
     opaque: bool = False
+    #: When the only reason is globs that may leave the working directory (under
+    #: ``allow_commands``): the directories their matches lie in (``/srv/*`` → ``/srv``). The
+    #: policy lets the command pass when the tool's path rules hold each of them.
+    globs: tuple[str, ...] = ()
 
 
 class ShellRule:
@@ -210,7 +215,8 @@ class ShellRule:
             suffix = (
                 " (on_opaque is 'pause': a human decides)" if self.on_opaque == "pause" else " (allow_opaque is off)"
             )
-            return ShellVerdict(found.opaque[0] + suffix, opaque=True)
+            globs = _glob_bases(found)
+            return ShellVerdict(found.opaque[0] + suffix, tuple(found.redirects) if globs else (), True, globs)
         return ShellVerdict(None, tuple(found.redirects))
 
     def _collect(self, script: Script, found: _Findings, depth: int, caller: str | None) -> None:
@@ -247,11 +253,9 @@ class ShellRule:
                 else:
                     found.opaque.append(finding.reason)
         if strict:  # after the findings of each command, which explain more
-            found.opaque.extend(
-                f"the command has {construct}, and allow_commands allows only plain commands "
-                "(a listed program, literal words and redirections)"
-                for construct in script.constructs
-            )
+            found.opaque.extend(map(_plain_only, script.constructs))
+            for construct, glob in script.globs:
+                found.globs.setdefault(_plain_only(construct), glob)
 
     def _code(self, code: Code, found: _Findings, depth: int, caller: str | None = None) -> None:
         text = code.text
@@ -395,6 +399,29 @@ class _Findings:
     read_descriptors: set[str] = attrs.Factory(set)  # descriptors redirected from a file (3< x, 1< x, < x)
     reopened: list[tuple[str, str]] = attrs.Factory(list)  # paths re-opening a descriptor, and which
     positional: bool = False  # set -- WORDS: "$@" is then those words
+    globs: dict[str, str] = attrs.Factory(dict)  # the reason a glob leaving the working directory gives, and it
+
+
+def _plain_only(construct: str) -> str:
+    return (
+        f"the command has {construct}, and allow_commands allows only plain commands "
+        "(a listed program, literal words and redirections)"
+    )
+
+
+def _glob_bases(found: _Findings) -> tuple[str, ...]:
+    """Where the matches of the command's globs lie, when globs are all that makes it opaque,
+    else (): a glob in a directory a ``cd`` may change is only known at run time."""
+    if not found.globs or any(reason not in found.globs for reason in found.opaque):
+        return ()
+    bases: dict[str, None] = {}
+    for reason in dict.fromkeys(found.opaque):
+        base = glob_base(found.globs[reason])
+        every = [] if base is None else places(base, found.cwds)
+        if not every or None in every:
+            return ()
+        bases.update(dict.fromkeys(p for p in every if p is not None))
+    return tuple(bases)
 
 
 _FORK_BOMB = "the command is a fork bomb (a function that calls itself)"

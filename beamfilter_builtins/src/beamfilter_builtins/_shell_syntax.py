@@ -83,6 +83,9 @@ class Script:
     error: str | None = None
     constructs: tuple[str, ...] = ()
     hidden: tuple[str, ...] = ()
+    #: Each construct of ``constructs`` that is a glob leaving the working directory, and the
+    #: glob as written (``/srv/*``): a tool's path rules may find it inside their roots.
+    globs: tuple[tuple[str, str], ...] = ()
 
 
 class _Unreadable(Exception):
@@ -200,6 +203,7 @@ def _parse(source: bytes, budget: list[int]) -> Script:
         frozenset(walker.functions),
         constructs=tuple(dict.fromkeys(walker.constructs)),
         hidden=tuple(walker.hidden),
+        globs=tuple(dict.fromkeys(walker.globs)),
     )
 
 
@@ -318,6 +322,7 @@ class _Walker:
         self.functions: set[str] = set()
         self.constructs: list[str] = []
         self.hidden: list[str] = []
+        self.globs: list[tuple[str, str]] = []
         self.depth = 0
 
     def walk(self, node: tree_sitter.Node, stdin: str | None, function: str | None) -> None:
@@ -479,7 +484,9 @@ class _Walker:
                     raise _Unreadable(_too_large(MAX_NODES - self.budget[0]))
             glob = leaving_glob(parts)
             if glob is not None:
-                self.constructs.append(f"a glob ({glob}) that may reach files outside the working directory")
+                construct = f"a glob ({glob}) that may reach files outside the working directory"
+                self.constructs.append(construct)
+                self.globs.append((construct, glob))
             argv.extend(words)
         self._add(SimpleCommand(tuple(argv), assignments, outer + redirects, stdin, function))
 

@@ -16,7 +16,18 @@ import threading
 import attrs
 import tree_sitter
 
-__all__ = ["LOCAL", "MAX_WORDS", "Opaque", "Word", "ansi_c", "expand", "expand_parts", "leaving_glob", "node_text"]
+__all__ = [
+    "LOCAL",
+    "MAX_WORDS",
+    "Opaque",
+    "Word",
+    "ansi_c",
+    "expand",
+    "expand_parts",
+    "glob_base",
+    "leaving_glob",
+    "node_text",
+]
 
 LOCAL = threading.local()  # per thread: the parser, and the source the nodes being read come from
 MAX_WORDS = 256  # brace expansion beyond this is refused: "{a,b}{c,d}..." grows exponentially
@@ -121,6 +132,22 @@ def leaving_glob(nodes: list[tree_sitter.Node]) -> str | None:
     if text.startswith(("/", "~")) or any(part and fnmatch.fnmatchcase("..", part) for part in text.split("/")):
         return text
     return None
+
+
+def glob_base(glob: str) -> str | None:
+    """The directory every match of ``glob`` lies in (``/srv/w/*.py`` → ``/srv/w``, ``*`` → ``.``),
+    or None when a part after the first wildcard may climb out of it (``/srv/*/../x``, ``/srv/.*``:
+    bash matches a leading ``.`` only when the pattern starts with one). Quoting is not known
+    here: a quoted ``*`` counts as a wildcard, which only moves the base up."""
+    parts = glob.split("/")
+    first = next((i for i, part in enumerate(parts) if any(c in part for c in "*?[")), None)
+    if first is None:
+        return None
+    climbs = (p for p in parts[first:] if p == ".." or (p[:1] not in {"*", "?"} and fnmatch.fnmatchcase("..", p)))
+    if next(climbs, None) is not None:
+        return None
+    base = "/".join(parts[:first])
+    return base or ("/" if glob.startswith("/") else ".")
 
 
 def _unquoted(text: str) -> _Chars:

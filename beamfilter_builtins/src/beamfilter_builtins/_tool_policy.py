@@ -265,15 +265,18 @@ class ToolPolicy:
         self, tool: str, shell: ShellRule, label: str, command: str, workdir: str | None = None
     ) -> Denial | None:
         verdict = shell.analyse(command)
-        if verdict.reason is not None:
-            return Denial(label, verdict.reason, pause=verdict.opaque and shell.on_opaque == "pause")
-        if not verdict.redirects:
-            return None
         paths = self._path_rules.get(tool)
         if paths is None:  # per tool name, once: the rules never change (bounded: names come from the model)
             paths = tuple(r for r in self.rules if r.kind == "path" and r.applies_to(tool))
             if len(self._path_rules) < _PENDING_MAX:
                 self._path_rules[tool] = paths
+        # globs leaving the working directory pass when path rules without deny globs hold where they match
+        rules = [r.path for r in paths if r.path is not None and not r.path.deny]
+        inside = len(rules) == len(paths) > 0 and all(p.check(g, workdir) is None for g in verdict.globs for p in rules)
+        if verdict.reason is not None and not (verdict.globs and inside):
+            return Denial(label, verdict.reason, pause=verdict.opaque and shell.on_opaque == "pause")
+        if not verdict.redirects:
+            return None
         for redirect in verdict.redirects:
             target = str(redirect.target)
             for rule in paths:
