@@ -479,3 +479,19 @@ async def test_what_write_access_allows_deleting_every_record_replays_a_consumed
     await store.save_pause("c1", paused.pause)
     await kernel.resume(conversation_id="c1", decisions={"pay5": "approve"})
     assert ran == [5, 5]
+
+
+async def test_the_journal_follows_at_most_1024_resumes_of_a_process() -> None:
+    import attrs
+
+    from beamfilter_memory._journal import Journal
+
+    ran: list[int] = []
+    kernel = _kernel(NoOutcomes(), ScriptedModel([_pay(5)]), ran)  # type: ignore[arg-type]
+    paused = await kernel.run("pay", context=CID)
+    assert paused.pause is not None
+    journal = Journal(NoOutcomes())
+    for n in range(1030):
+        assert await journal.recorded(attrs.evolve(paused.pause, pause_id=f"p{n}")) == {}
+    assert (len(journal._started), len(journal._recorded)) == (1024, 1024)
+    assert next(iter(journal._started)) == "p6"  # the oldest are forgotten first
