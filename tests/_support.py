@@ -37,15 +37,41 @@ def free_port() -> int:
 
 
 def run_clean(
-    *args: str | Path, env: Mapping[str, str] | None = None, cwd: Path | None = None
+    *args: str | Path,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    stdin: str | None = None,
+    timeout: float = 600,
 ) -> subprocess.CompletedProcess[str]:
     """Run a command as a user's shell would: without this process's ``BEAMFILTER_*``,
-    ``PYTHON*`` and ``MYPY*`` variables (plus ``env``); output captured as text."""
+    ``PYTHON*`` and ``MYPY*`` variables (plus ``env``); ``stdin`` as its input, output
+    captured as text."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("BEAMFILTER_", "PYTHON", "MYPY"))}
     environ.update(env or {})
     return subprocess.run(
-        [str(a) for a in args], capture_output=True, text=True, env=environ, cwd=cwd, timeout=600, check=False
+        [str(a) for a in args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=environ,
+        cwd=cwd,
+        timeout=timeout,
+        check=False,
     )
+
+
+def run_beamfilter(
+    site: Path,
+    *args: str | Path,
+    stdin: str = "",
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run the ``beamfilter`` command (``python -m beamfilter_core``) with ``run_clean``:
+    the modules in ``site`` importable (PYTHONPATH), ``stdin`` as its whole input (never
+    the terminal), its output in UTF-8."""
+    environ = {"PYTHONPATH": str(site), "PYTHONIOENCODING": "utf-8", **(env or {})}
+    return run_clean(sys.executable, "-m", "beamfilter_core", *args, env=environ, cwd=cwd, stdin=stdin, timeout=120)
 
 
 def fresh_venv(root: Path, packages: Sequence[Path]) -> Path:

@@ -8,7 +8,6 @@ with ``entry_points.txt``, which ``importlib.metadata`` discovers like an instal
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -17,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from _support import free_port
+from _support import free_port, run_beamfilter
 
 PLUGIN = '''
 from beamfilter_core import ChatResponse, Filter, FilterSpec, ModelSpec, TokenTransform, hookimpl
@@ -80,22 +79,6 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def beamfilter(
-    site: Path, *args: str, stdin: str | None = None, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("BEAMFILTER_")}
-    environ.update({"PYTHONPATH": str(site), **(env or {})})
-    return subprocess.run(
-        [sys.executable, "-m", "beamfilter_core", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=environ,
-        timeout=60,
-        check=False,
-    )
-
-
 def write(tmp_path: Path, text: str) -> str:
     path = tmp_path / "beamfilter.toml"
     path.write_text(text, encoding="utf-8")
@@ -107,7 +90,7 @@ SCRIPTED = '[model]\nuse = "scripted"\nscript = ["hello world"]\n'
 
 @pytest.mark.parametrize("command", [[], ["plugins"], ["chain"], ["run"], ["chat"], ["demo"]])
 def test_help_everywhere(site: Path, command: list[str]) -> None:
-    done = beamfilter(site, *command, "--help")
+    done = run_beamfilter(site, *command, "--help")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"usage: beamfilter {' '.join(command)}".rstrip())
 
@@ -116,19 +99,19 @@ def test_the_console_script_and_usage_errors(site: Path) -> None:
     script = Path(sys.executable).with_name("beamfilter")
     done = subprocess.run([str(script), "--version"], capture_output=True, text=True, check=False)
     assert (done.returncode, done.stdout.strip()) == (0, "beamfilter-core 0.1.0")
-    done = beamfilter(site)
+    done = run_beamfilter(site)
     assert done.returncode == 2
     assert done.stderr.startswith("usage: beamfilter [-h] [--version] COMMAND ...")
-    done = beamfilter(site, "plugins", "--jsn")
+    done = run_beamfilter(site, "plugins", "--jsn")
     assert done.returncode == 2
     assert done.stderr.rstrip().endswith("beamfilter: error: unrecognized arguments: --jsn")
-    done = beamfilter(site, "frobnicate")
+    done = run_beamfilter(site, "frobnicate")
     assert done.returncode == 2
     assert "invalid choice: 'frobnicate'" in done.stderr
 
 
 def test_plugins_lists_loaded_and_failed_plugins(site: Path) -> None:
-    done = beamfilter(site, "plugins")
+    done = run_beamfilter(site, "plugins")
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     assert "\nclifix  [loaded]  beamfilter-clifix 0.2\n" in done.stdout
@@ -140,7 +123,7 @@ def test_plugins_lists_loaded_and_failed_plugins(site: Path) -> None:
     )
     assert "\ncore  [loaded]  beamfilter-core 0.1.0\n" in done.stdout
 
-    listed = json.loads(beamfilter(site, "plugins", "--json").stdout)
+    listed = json.loads(run_beamfilter(site, "plugins", "--json").stdout)
     by_name = {p["name"]: p for p in listed["plugins"]}
     assert by_name["clifix"]["status"] == "loaded"
     assert by_name["clifix"]["filters"] == ["memory", "explode", "upper"]
@@ -157,7 +140,7 @@ def test_plugins_lists_loaded_and_failed_plugins(site: Path) -> None:
 
 
 def test_plugins_honours_the_allowlist(site: Path) -> None:
-    listed = json.loads(beamfilter(site, "plugins", "--json", env={"BEAMFILTER_PLUGINS": "clifix"}).stdout)
+    listed = json.loads(run_beamfilter(site, "plugins", "--json", env={"BEAMFILTER_PLUGINS": "clifix"}).stdout)
     statuses = {p["name"]: p["status"] for p in listed["plugins"]}
     assert statuses["clibroken"] == "blocked"
     assert statuses["clifix"] == "loaded"
@@ -165,14 +148,14 @@ def test_plugins_honours_the_allowlist(site: Path) -> None:
 
 def test_run_streams_the_answer_even_with_a_broken_plugin(site: Path, tmp_path: Path) -> None:
     config = write(tmp_path, SCRIPTED + '\n[[filters]]\nuse = "upper"\n')
-    done = beamfilter(site, "run", config, "hi")
+    done = run_beamfilter(site, "run", config, "hi")
     assert (done.returncode, done.stdout) == (0, "HELLO WORLD\n")
     assert done.stderr.startswith("beamfilter plugin 'clibroken' from beamfilter-clifix 0.2 failed to load")
 
 
 def test_run_json_prints_the_turn_result(site: Path, tmp_path: Path) -> None:
     config = write(tmp_path, '[model]\nuse = "clifix:counter"\n[plugins]\ndisable = ["clibroken"]\n')
-    done = beamfilter(site, "run", config, "hi", "--json", "--conversation-id", "c-7")
+    done = run_beamfilter(site, "run", config, "hi", "--json", "--conversation-id", "c-7")
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     result = json.loads(done.stdout)
@@ -182,13 +165,13 @@ def test_run_json_prints_the_turn_result(site: Path, tmp_path: Path) -> None:
 
 def test_run_reads_the_prompt_from_stdin(site: Path, tmp_path: Path) -> None:
     config = write(tmp_path, '[model]\nuse = "counter"\n')
-    done = beamfilter(site, "run", config, "-", stdin="a prompt\n")
+    done = run_beamfilter(site, "run", config, "-", stdin="a prompt\n")
     assert (done.returncode, done.stdout) == (0, "1 user messages in None\n")
 
 
 def test_config_errors_exit_2_with_every_problem(site: Path, tmp_path: Path) -> None:
     config = write(tmp_path, '[model]\nuse = "scriptd"\n\n[[filters]]\nuse = "uper"\n\n[kernel]\nmax_iterations = 0\n')
-    done = beamfilter(site, "run", config, "hi")
+    done = run_beamfilter(site, "run", config, "hi")
     assert done.returncode == 2
     assert done.stdout == ""
     lines = done.stderr.splitlines()
@@ -202,7 +185,7 @@ def test_config_errors_exit_2_with_every_problem(site: Path, tmp_path: Path) -> 
         "Plugins that failed to load: clibroken (ModuleNotFoundError: No module named 'beamfilter_clibroken_missing'). "
         "Run `beamfilter plugins` to list the installed filters.",
     ]
-    missing = beamfilter(site, "chain", str(tmp_path / "nope.toml"))
+    missing = run_beamfilter(site, "chain", str(tmp_path / "nope.toml"))
     assert missing.returncode == 2
     assert missing.stderr.strip().endswith(
         f"beamfilter chain: The config file '{tmp_path / 'nope.toml'}' does not exist."
@@ -211,7 +194,7 @@ def test_config_errors_exit_2_with_every_problem(site: Path, tmp_path: Path) -> 
 
 def test_a_failing_run_exits_1(site: Path, tmp_path: Path) -> None:
     config = write(tmp_path, SCRIPTED + '[plugins]\ndisable = ["clibroken"]\n[[filters]]\nuse = "explode"\n')
-    done = beamfilter(site, "run", config, "hi")
+    done = run_beamfilter(site, "run", config, "hi")
     assert done.returncode == 1
     assert done.stderr.startswith("beamfilter run: the run failed: FilterError: ")
     assert "boom" in done.stderr
@@ -223,7 +206,7 @@ def test_chain_draws_the_onion_and_warns_about_memory(site: Path, tmp_path: Path
         SCRIPTED
         + '[plugins]\ndisable = ["clibroken"]\n[[filters]]\nuse = "upper"\n[[filters]]\nuse = "clifix:memory"\n',
     )
-    done = beamfilter(site, "chain", config)
+    done = run_beamfilter(site, "chain", config)
     assert done.returncode == 0
     assert done.stdout == (
         f"{config}: model core:scripted, 2 filters\n"
@@ -242,7 +225,7 @@ def test_chain_draws_the_onion_and_warns_about_memory(site: Path, tmp_path: Path
 
 def test_chat_keeps_the_conversation_without_a_memory_filter(site: Path, tmp_path: Path) -> None:
     config = write(tmp_path, '[model]\nuse = "counter"\n[plugins]\ndisable = ["clibroken"]\n')
-    done = beamfilter(site, "chat", config, "--conversation-id", "conv-1", stdin="hi\n\nagain\n/exit\nnot read\n")
+    done = run_beamfilter(site, "chat", config, "--conversation-id", "conv-1", stdin="hi\n\nagain\n/exit\nnot read\n")
     assert done.returncode == 0, done.stderr
     # through a pipe, stdout holds the answers only: no prompts mixed in
     assert done.stdout == "1 user messages in conv-1\n2 user messages in conv-1\n"
@@ -251,7 +234,7 @@ def test_chat_keeps_the_conversation_without_a_memory_filter(site: Path, tmp_pat
 
 def test_chat_shows_a_new_conversation_id_and_ends_at_eof(site: Path, tmp_path: Path) -> None:
     config = write(tmp_path, '[model]\nuse = "counter"\n[plugins]\ndisable = ["clibroken"]\n')
-    done = beamfilter(site, "chat", config, stdin="hi\n")
+    done = run_beamfilter(site, "chat", config, stdin="hi\n")
     assert done.returncode == 0
     first = done.stderr.splitlines()[0]
     assert first.startswith("conversation: ")
@@ -315,7 +298,7 @@ def test_run_with_the_openai_provider_against_a_real_server(
         'api_key = { "$env" = "BF_CLI_KEY" }\nmax_retries = 0\n[plugins]\ndisable = ["clibroken"]\n'
         '[[filters]]\nuse = "upper"\n',
     )
-    done = beamfilter(site, "run", config, "hi", env={"BF_CLI_KEY": "sk-test"})
+    done = run_beamfilter(site, "run", config, "hi", env={"BF_CLI_KEY": "sk-test"})
     assert (done.returncode, done.stdout, done.stderr) == (0, "HELLO FROM THE SERVER\n", "")
     (request,) = openai_server.requests
     assert (request["path"], request["auth"]) == ("/v1/chat/completions", "Bearer sk-test")
@@ -335,7 +318,7 @@ def test_a_provider_error_exits_1(site: Path, tmp_path: Path) -> None:
         f'[model]\nuse = "openai"\nmodel = "m"\nbase_url = "http://127.0.0.1:{port}/v1"\napi_key = "k"\n'
         'max_retries = 0\ntimeout = 5\n[plugins]\ndisable = ["clibroken"]\n',
     )
-    done = beamfilter(site, "run", config, "hi")
+    done = run_beamfilter(site, "run", config, "hi")
     assert done.returncode == 1
     assert done.stderr.startswith("beamfilter run: the run failed: ProviderConnectionError: ")
 
@@ -345,14 +328,14 @@ def test_chat_leaves_the_history_to_a_memory_filter(site: Path, tmp_path: Path) 
     config = write(
         tmp_path, '[model]\nuse = "counter"\n[plugins]\ndisable = ["clibroken"]\n[[filters]]\nuse = "clifix:memory"\n'
     )
-    done = beamfilter(site, "chat", config, "--conversation-id", "m", stdin="hi\nagain\n")
+    done = run_beamfilter(site, "chat", config, "--conversation-id", "m", stdin="hi\nagain\n")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "1 user messages in m\n1 user messages in m\n"
     assert done.stderr == "conversation: m\n"
 
 
 def test_listing_works_in_strict_mode_with_a_broken_plugin(site: Path) -> None:
-    done = beamfilter(site, "plugins", env={"BEAMFILTER_STRICT_PLUGINS": "1"})
+    done = run_beamfilter(site, "plugins", env={"BEAMFILTER_STRICT_PLUGINS": "1"})
     assert done.returncode == 0
     assert "\nclibroken  [failed]  beamfilter-clifix 0.2\n" in done.stdout
 
@@ -362,6 +345,6 @@ def test_demo_forwards_its_options(site: Path) -> None:
     from beamfilter_core._cli import main
 
     assert main(["demo", "--bogus-option"]) == 2  # the demo's own parser rejects it, in-process
-    done = beamfilter(site, "demo", "--scripted", env={"BEAMFILTER_PLUGINS": "builtins,memory"})
+    done = run_beamfilter(site, "demo", "--scripted", env={"BEAMFILTER_PLUGINS": "builtins,memory"})
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1].startswith("done in ")

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _support import run_beamfilter
 
 pytest.importorskip("beamfilter_builtins")
 
@@ -73,23 +74,6 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def beamfilter(
-    site: Path, *args: str, stdin: str = "", env: dict[str, str] | None = None, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    environ = {**os.environ, "PYTHONPATH": str(site), "PYTHONIOENCODING": "utf-8", **(env or {})}
-    environ.pop("BEAMFILTER_DEBUG", None) if "BEAMFILTER_DEBUG" not in (env or {}) else None
-    return subprocess.run(
-        [sys.executable, "-m", "beamfilter_core", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=environ,
-        cwd=cwd,
-        timeout=120,
-        check=False,
-    )
-
-
 def _config(tmp_path: Path, body: str, script: str = '["Hello there."]') -> Path:
     path = tmp_path / "beamfilter.toml"
     path.write_text(f'[model]\nuse = "scripted"\nscript = {script}\nchunk = 3\n\n{body}')
@@ -106,7 +90,7 @@ def test_trace_shows_every_filter_before_and_after(site: Path, tmp_path: Path) -
         '[[filters]]\nuse = "tool_errors"\n\n[[filters]]\nuse = "redact"\n',
         TOOL_ROUND,
     )
-    done = beamfilter(site, "run", str(config), "weather in Oslo?", "--trace")
+    done = run_beamfilter(site, "run", str(config), "weather in Oslo?", "--trace")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "It is sunny. -- sent by beamfilter\n"
     lines = done.stderr.splitlines()
@@ -130,20 +114,20 @@ def test_trace_shows_every_filter_before_and_after(site: Path, tmp_path: Path) -
 
 
 def test_final_answer_changed_after_streaming(site: Path, tmp_path: Path) -> None:
-    appended = beamfilter(site, "run", str(_config(tmp_path, '[[filters]]\nuse = "sign_off"\n')), "hi")
+    appended = run_beamfilter(site, "run", str(_config(tmp_path, '[[filters]]\nuse = "sign_off"\n')), "hi")
     assert appended.returncode == 0, appended.stderr
     assert appended.stdout == "Hello there. -- sent by beamfilter\n"  # the difference streamed on
-    rewritten = beamfilter(site, "run", str(_config(tmp_path, '[[filters]]\nuse = "rewrite"\n')), "hi")
+    rewritten = run_beamfilter(site, "run", str(_config(tmp_path, '[[filters]]\nuse = "rewrite"\n')), "hi")
     assert rewritten.stdout == "Hello there.\nRewritten answer.\n"
     assert rewritten.stderr == "[the final answer, changed by a filter after it was streamed:]\n"
 
 
 def test_json_holds_the_final_answer_and_errors_are_json(site: Path, tmp_path: Path) -> None:
-    done = beamfilter(site, "run", str(_config(tmp_path, '[[filters]]\nuse = "rewrite"\n')), "hi", "--json")
+    done = run_beamfilter(site, "run", str(_config(tmp_path, '[[filters]]\nuse = "rewrite"\n')), "hi", "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["text"] == "Rewritten answer."
     broken = _config(tmp_path, '[[filters]]\nuse = "rewrtie"\n')
-    failed = beamfilter(site, "run", str(broken), "hi", "--json")
+    failed = run_beamfilter(site, "run", str(broken), "hi", "--json")
     assert failed.returncode == 2
     error = json.loads(failed.stdout)["error"]
     assert error["type"] == "ConfigError"
@@ -159,13 +143,13 @@ def test_debug_prints_the_traceback(site: Path, tmp_path: Path) -> None:
     # the script has one answer: the tool round asks for a second, which fails the run
     config.write_text(config.read_text().replace('["one"]', TOOL_ROUND.replace(', "It is sunny."', "")))
     config.write_text(config.read_text() + '\n[[tools]]\nuse = "truthtools:lookup"\n')
-    plain = beamfilter(site, "run", str(config), "hi")
+    plain = run_beamfilter(site, "run", str(config), "hi")
     assert plain.returncode == 1
     assert "Traceback" not in plain.stderr
     assert plain.stderr.splitlines()[-1].startswith("beamfilter run: the run failed: ScriptExhaustedError: ")
     assert plain.stderr.splitlines()[-1].endswith("(--debug or BEAMFILTER_DEBUG=1 shows the traceback)")
     for extra, env in ((["--debug"], {}), ([], {"BEAMFILTER_DEBUG": "1"})):
-        debug = beamfilter(site, "run", str(config), "hi", *extra, env=env)
+        debug = run_beamfilter(site, "run", str(config), "hi", *extra, env=env)
         assert debug.returncode == 1
         assert "Traceback (most recent call last):" in debug.stderr
         assert "ScriptExhaustedError" in debug.stderr
@@ -173,13 +157,13 @@ def test_debug_prints_the_traceback(site: Path, tmp_path: Path) -> None:
 
 def test_run_with_memory_and_no_id_generates_and_prints_one(site: Path, tmp_path: Path) -> None:
     config = _config(tmp_path, '[[filters]]\nuse = "memory"\nstore = "memory://"\n')
-    done = beamfilter(site, "run", str(config), "hi")
+    done = run_beamfilter(site, "run", str(config), "hi")
     assert done.returncode == 0, done.stderr
     first = done.stderr.splitlines()[0]
     assert first.startswith("conversation: ")
     conversation = first.split()[1]
     assert first == f"conversation: {conversation} (new; continue it with --conversation-id {conversation})"
-    given = beamfilter(site, "run", str(config), "hi", "--conversation-id", "mine")
+    given = run_beamfilter(site, "run", str(config), "hi", "--conversation-id", "mine")
     assert "conversation:" not in given.stderr
 
 
@@ -188,11 +172,11 @@ def test_tool_option_adds_a_function_from_the_current_folder(site: Path, tmp_pat
         'def lookup(city: str) -> str:\n    """Weather."""\n    return f"rainy in {city}"\n'
     )
     config = _config(tmp_path, "", TOOL_ROUND)
-    done = beamfilter(site, "run", str(config), "weather?", "--tool", "localtools:lookup", "--json", cwd=tmp_path)
+    done = run_beamfilter(site, "run", str(config), "weather?", "--tool", "localtools:lookup", "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     messages = json.loads(done.stdout)["messages"]
     assert [m["content"] for m in messages if m["role"] == "tool"] == ["rainy in Oslo"]
-    missing = beamfilter(site, "run", str(config), "weather?", "--tool", "nowhere_xyz:f", cwd=tmp_path)
+    missing = run_beamfilter(site, "run", str(config), "weather?", "--tool", "nowhere_xyz:f", cwd=tmp_path)
     assert missing.returncode == 2
     assert missing.stderr.startswith("beamfilter run: cannot import 'nowhere_xyz' for 'nowhere_xyz:f'")
 
@@ -214,21 +198,21 @@ def test_piping_into_head_ends_quietly(site: Path) -> None:
 
 def test_help_has_no_rest_markup_and_plurals_are_right(site: Path, tmp_path: Path) -> None:
     for command in ("plugins", "chain", "run", "chat", "memory"):
-        done = beamfilter(site, command, "--help")
+        done = run_beamfilter(site, command, "--help")
         assert done.returncode == 0
         assert "``" not in done.stdout
         assert ":class:" not in done.stdout
     one = _config(tmp_path, '[[filters]]\nuse = "sign_off"\n\n[[tools]]\nuse = "truthtools:lookup"\n')
-    chained = beamfilter(site, "chain", str(one))
+    chained = run_beamfilter(site, "chain", str(one))
     assert chained.stdout.splitlines()[0] == f"{one}: model core:scripted, 1 filter, 1 toolset"
-    listing = beamfilter(site, "plugins")
+    listing = run_beamfilter(site, "plugins")
     assert " 1 plugins" not in listing.stdout
     assert "  toolset builtins:mcp" in listing.stdout
 
 
 def test_chat_never_sends_slash_commands_to_the_model(site: Path, tmp_path: Path) -> None:
     config = _config(tmp_path, "", '["first answer", "second answer"]')
-    done = beamfilter(site, "chat", str(config), stdin="/help\n/model gpt\nhello\n/exit\nnever sent\n")
+    done = run_beamfilter(site, "chat", str(config), stdin="/help\n/model gpt\nhello\n/exit\nnever sent\n")
     assert done.returncode == 0, done.stderr
     assert "unknown command /model; it was not sent to the model." in done.stderr
     assert "  /exit" in done.stderr
