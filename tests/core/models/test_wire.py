@@ -317,6 +317,15 @@ async def test_a_server_that_ignores_stream_true_still_answers() -> None:
     assert (result.text, tokens) == ("whole", ["whole"])
 
 
+async def test_a_server_that_ignores_stream_true_with_only_tool_calls_streams_no_token() -> None:
+    call = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    data = {"choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}]}
+    result, tokens = await stream_body(json.dumps(data).encode(), headers={"content-type": "application/json"})
+    assert (result.text, tokens, result.finish_reason) == ("", [], "tool_calls")
+    assert [(c.id, c.name, dict(c.arguments)) for c in result.message.tool_calls] == [("call_1", "f", {"a": 1})]
+
+
 async def test_an_empty_200_stream_is_incomplete() -> None:
     with pytest.raises(IncompleteStreamError, match=r"answered 200 but the stream was empty"):
         await stream_body(b"")
