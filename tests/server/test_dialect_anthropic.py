@@ -18,6 +18,7 @@ from beamfilter_core.errors import GatewayError
 
 pytest.importorskip("beamfilter_server")
 
+from server._bodies import JSON, parsed_or_refused
 from starlette.testclient import TestClient
 
 from beamfilter_core import Kernel, ScriptedModel
@@ -25,11 +26,6 @@ from beamfilter_server import ServerOptions, create_app
 from beamfilter_server._anthropic_dialect import AnthropicEvents, error_body, message_object, parse_messages_request
 from beamfilter_server._wire import ChatCall
 
-JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
-    max_leaves=20,
-)
 BLOCK = st.fixed_dictionaries(
     {"type": st.sampled_from(["text", "image", "tool_use", "tool_result", "thinking", "document", None])},
     optional={
@@ -77,22 +73,11 @@ USER = {"role": "user", "content": "hi"}
 @settings(max_examples=150, deadline=None)
 @given(st.one_of(BODY, JSON))
 def test_any_body_parses_or_is_a_400_naming_the_field(body: Any) -> None:
-    outcome = _outcome(body)
-    if isinstance(outcome, GatewayError):
-        assert outcome.status == 400
-        assert outcome.type == "invalid_request_error"
-        assert str(outcome).endswith(".")
-    else:
-        assert outcome.model == body["model"]
-        assert outcome.options["max_tokens"] == body["max_tokens"]
-        assert outcome.include_usage is True
-
-
-def _outcome(body: Any) -> ChatCall | GatewayError:
-    try:
-        return parse(body)
-    except GatewayError as exc:
-        return exc
+    call = parsed_or_refused(parse, body)
+    if call is not None:
+        assert call.model == body["model"]
+        assert call.options["max_tokens"] == body["max_tokens"]
+        assert call.include_usage is True
 
 
 def test_a_conversation_with_tool_use_and_tool_results_parses_to_chat_messages() -> None:
