@@ -23,6 +23,7 @@ from beamfilter_builtins._shell_table import (
     Program,
     Wrapper,
     family,
+    index,
     program,
     strict_refusal,
 )
@@ -37,6 +38,16 @@ def test_every_spelling_names_exactly_one_family() -> None:
     assert wrong == {}
     assert all(name == record.name for name, record in PROGRAMS.items())
     assert len(PROGRAMS) == 271
+
+
+def test_a_family_with_two_records_or_a_spelling_of_two_families_is_refused() -> None:
+    with pytest.raises(ValueError, match=re.escape("the program 'tar' has two records")):
+        index([Program("tar"), Program("tar", ("gtar",))])
+    with pytest.raises(ValueError, match=re.escape("'gtar' is a spelling of both 'tar' and 'gnutar'")):
+        index([Program("tar", ("gtar",)), Program("gnutar", ("gtar",))])
+    with pytest.raises(ValueError, match=re.escape("'tar' is a spelling of both 'tar' and 'archiver'")):
+        index([Program("tar"), Program("archiver", ("tar",))])
+    assert index([Program("tar", ("gtar",))]) == ({"tar": Program("tar", ("gtar",))}, {"tar": "tar", "gtar": "tar"})
 
 
 def test_every_record_is_complete() -> None:

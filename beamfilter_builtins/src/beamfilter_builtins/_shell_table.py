@@ -27,6 +27,7 @@ __all__ = [
     "Program",
     "Wrapper",
     "family",
+    "index",
     "program",
     "strict_refusal",
 ]
@@ -534,21 +535,27 @@ _p("dd", "gdd", effect="dd")
 _each("dcfldd dc3dd", effect="dd")
 _p("tee", "gtee", effect="tee")
 
-#: Every family's record, keyed by its name.
-PROGRAMS: dict[str, Program] = {}
-_SPELLINGS: dict[str, str] = {}  # every spelling (a family's own name too) → its family
-_PREFIXES: list[tuple[str, str]] = []
-for _record in _RECORDS:
-    if _record.name in PROGRAMS:
-        msg = f"the program {_record.name!r} has two records"
-        raise ValueError(msg)
-    PROGRAMS[_record.name] = _record
-for _record in PROGRAMS.values():
-    for _spelling in (_record.name, *_record.spellings):
-        if _SPELLINGS.setdefault(_spelling, _record.name) != _record.name:
-            msg = f"{_spelling!r} is a spelling of both {_SPELLINGS[_spelling]!r} and {_record.name!r}"
+
+def index(records: list[Program]) -> tuple[dict[str, Program], dict[str, str]]:
+    """The records by family name, and every spelling (a family's own name too) → its family;
+    a family with two records, or a spelling of two families, is refused."""
+    programs: dict[str, Program] = {}
+    spellings: dict[str, str] = {}
+    for record in records:
+        if record.name in programs:
+            msg = f"the program {record.name!r} has two records"
             raise ValueError(msg)
-    _PREFIXES.extend((prefix, _record.name) for prefix in _record.prefixes)
+        programs[record.name] = record
+        for spelling in (record.name, *record.spellings):
+            if spellings.setdefault(spelling, record.name) != record.name:
+                msg = f"{spelling!r} is a spelling of both {spellings[spelling]!r} and {record.name!r}"
+                raise ValueError(msg)
+    return programs, spellings
+
+
+#: Every family's record, keyed by its name.
+PROGRAMS, _SPELLINGS = index(_RECORDS)
+_PREFIXES = [(prefix, record.name) for record in PROGRAMS.values() for prefix in record.prefixes]
 _VERSIONED = sorted(
     (s for r in PROGRAMS.values() if r.versioned for s in (r.name, *r.spellings)), key=len, reverse=True
 )
