@@ -6,7 +6,7 @@ Nothing crashes with UnicodeEncodeError; clean text is passed through unchanged.
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -15,7 +15,7 @@ from core.models._mock import Server
 
 from beamfilter_core import ChatResponse, Kernel, Message, ScriptedModel, ToolCall, tool, utf8_safe
 from beamfilter_core.errors import ConfigError
-from beamfilter_memory import InMemoryStore, PostgresStore, RedisStore, SQLiteStore, memory_filter
+from beamfilter_memory import ChatStore, memory_filter
 
 pytestmark = pytest.mark.anyio
 
@@ -69,24 +69,16 @@ def _expected() -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres", "redis"])
 async def test_every_store_keeps_surrogates_as_replacement_characters(
-    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+    kind: str, make_store: Callable[..., ChatStore]
 ) -> None:
-    if kind == "memory":
-        store: object = InMemoryStore()
-    elif kind == "sqlite":
-        store = SQLiteStore(f"sqlite:///{tmp_path / 'chats.db'}")
-    elif kind == "postgres":
-        store = PostgresStore(request.getfixturevalue("postgres_url"), prefix=f"surrogates_{tmp_path.name[-8:]}_")
-    else:
-        store = RedisStore(request.getfixturevalue("redis_url"), prefix=f"surrogates:{tmp_path.name}:")
-    loaded = await _round_trip(store)
+    loaded = await _round_trip(make_store(kind))
     assert [(m.role, m.text) for m in loaded] == _expected()
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
-async def test_an_id_with_surrogates_is_refused_not_merged(kind: str, tmp_path: Path) -> None:
+async def test_an_id_with_surrogates_is_refused_not_merged(kind: str, make_store: Callable[..., ChatStore]) -> None:
     # replacing would make 'c\udcff' and 'c\udcfe' one conversation: ids are refused instead
-    store = InMemoryStore() if kind == "memory" else SQLiteStore(f"sqlite:///{tmp_path / 'ids.db'}")
+    store = make_store(kind)
     with pytest.raises(ConfigError) as caught:
         await store.append("c\udcff", [Message.user("x")])
     await store.aclose()
@@ -98,18 +90,11 @@ async def test_an_id_with_surrogates_is_refused_not_merged(kind: str, tmp_path: 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres", "redis"])
 async def test_every_store_keeps_surrogates_in_facts_as_replacement_characters(
-    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+    kind: str, make_store: Callable[..., ChatStore]
 ) -> None:
     from beamfilter_memory import Fact
 
-    if kind == "memory":
-        store: Any = InMemoryStore()
-    elif kind == "sqlite":
-        store = SQLiteStore(f"sqlite:///{tmp_path / 'facts.db'}")
-    elif kind == "postgres":
-        store = PostgresStore(request.getfixturevalue("postgres_url"), prefix=f"sfacts_{tmp_path.name[-8:]}_")
-    else:
-        store = RedisStore(request.getfixturevalue("redis_url"), prefix=f"sfacts:{tmp_path.name}:")
+    store: Any = make_store(kind)
     try:
         await store.save_facts("u1", [Fact(f"file {RAW}", f"read {RAW}"), Fact("plain", "kept as is")])
         assert await store.load_facts("u1") == [Fact(f"file {SAFE}", f"read {SAFE}"), Fact("plain", "kept as is")]
