@@ -17,6 +17,12 @@ from beamfilter_durable._dbos import DbosBackend
 pytestmark = pytest.mark.slow
 
 
+@pytest.fixture(autouse=True)
+def engine(local: Local) -> None:
+    """This process's engine is launched (it creates the system database's tables)."""
+    assert local.runner.runtime.backend.launched
+
+
 def durable(*args: str) -> tuple[int, str, str]:
     # redirected only while the command runs (not capsys): the engine this process launched
     # keeps writing its log to the stream it found, which must outlive the test
@@ -105,4 +111,17 @@ def test_resume_of_an_unknown_turn_is_refused(local: Local) -> None:
     assert (code, out) == (1, "")
     assert err == (
         "beamfilter durable resume: No durable turn 'nobody' exists; `beamfilter durable list` shows the turns.\n"
+    )
+
+
+def test_a_database_no_worker_ran_on_is_refused_with_what_to_do(local: Local) -> None:
+    fresh = local.folder / "fresh.toml"
+    database = f"sqlite:///{local.folder / 'fresh.db'}"
+    fresh.write_text(f'[durable]\nuse = "dbos"\ndatabase = "{database}"\nkernel = "app:kernel"\n')
+    code, out, err = durable("list", str(fresh))
+    assert (code, out) == (1, "")
+    assert err == (
+        f"beamfilter durable list: The durable database {database!r} holds no durable turns: no worker has run on it "
+        "(OperationalError: no such table: main.workflow_status). Start one (beamfilter durable worker CONFIG); "
+        "it creates the engine's tables.\n"
     )

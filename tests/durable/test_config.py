@@ -119,6 +119,7 @@ def test_a_kernel_module_missing_from_the_folder_is_a_config_error(tmp_path: Pat
 
 
 def test_a_non_worker_runner_from_config_submits_and_runs_nothing_itself(local: Local) -> None:
+    assert local.runner.runtime.backend.launched  # the engine's tables exist: a client creates none
     config = folder_app(local, "folder_agent_d", queue=True)
     client = DurableRunner.from_config(config, worker=False, executor_id="ignored-by-a-client")
     assert client.options.queue == QueueOptions("folder-turns")
@@ -175,6 +176,7 @@ def test_a_waiting_client_is_woken_by_the_turn_not_by_polling_its_status(
     """A client (worker=False) waits 3 s for a turn run by this process's worker: it reads
     the turn's status once, then the turn's state stream wakes it when the turn ends."""
     monkeypatch.setenv("BF_HOLD_SECONDS", "3")
+    assert local.runner.runtime.backend.launched  # the engine's tables exist: a client creates none
     client = DurableRunner(APP, DurableOptions(database=local.database), worker=False)
     sys_db: Any = client.backend.api._sys_db  # type: ignore[union-attr]
     checks: list[float] = []
@@ -298,3 +300,15 @@ def test_the_memory_marker_is_looked_up_when_used(monkeypatch: pytest.MonkeyPatc
         "A durable turn with the memory filter needs beamfilter-memory, which is not installed "
         "(import of beamfilter_memory halted; None in sys.modules); install it: pip install beamfilter-memory."
     )
+
+
+def test_an_unreachable_database_is_a_durable_error_without_its_password() -> None:
+    client = DurableRunner(APP, DurableOptions(database="postgresql://app:s3cret@127.0.0.1:1/turns"), worker=False)
+    with pytest.raises(DurableError) as caught:
+        asyncio.run(client.info("any"))
+    message = str(caught.value)
+    assert message.startswith(
+        "The durable database 'postgresql://app:***@127.0.0.1:1/turns' cannot be reached: OperationalError: "
+    )
+    assert message.endswith("; check [durable] database.")
+    assert "s3cret" not in message

@@ -125,6 +125,21 @@ async def _result(waiting: Any, turn_id: str, poll: float | None = None) -> Any:
         raise DurableError(msg) from None
 
 
+def _shown(url: str) -> str:
+    """``url`` without its password (error messages reach logs)."""
+    import sqlalchemy as sa
+
+    try:
+        return str(sa.make_url(url).render_as_string(hide_password=True))
+    except Exception:  # noqa: BLE001  # not a URL SQLAlchemy parses: show it as given
+        return url
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
 async def _cancelled(task: asyncio.Future[Any]) -> None:
     if not task.done():
         task.cancel()
@@ -523,11 +538,28 @@ class DbosClientBackend(_Callers):
     reads them, runs none, launches nothing in this process (a web front end, a test driver)."""
 
     def __init__(self, options: DurableOptions) -> None:
-        if options.database.startswith("sqlite"):
-            client = DBOSClient(system_database_engine=sqlite_engine(options.database))
-        else:
-            # woken by PostgreSQL's LISTEN/NOTIFY when a turn writes its state stream
-            client = DBOSClient(system_database_url=options.database, use_listen_notify=True)
+        try:
+            if options.database.startswith("sqlite"):
+                client = DBOSClient(system_database_engine=sqlite_engine(options.database))
+            else:
+                # woken by PostgreSQL's LISTEN/NOTIFY when a turn writes its state stream
+                client = DBOSClient(system_database_url=options.database, use_listen_notify=True)
+        except Exception as exc:  # the driver's error for a database that cannot be reached
+            msg = (
+                f"The durable database {_shown(options.database)!r} cannot be reached: {_first_line(exc)}; "
+                "check [durable] database."
+            )
+            raise DurableError(msg) from exc
+        try:
+            # a client never creates the engine's tables: a database no worker ran on has none
+            client._sys_db.list_workflows(limit=1, load_input=False, load_output=False)
+        except Exception as exc:  # the driver's error for a missing table
+            client.destroy()
+            msg = (
+                f"The durable database {_shown(options.database)!r} holds no durable turns: no worker has run on it "
+                f"({_first_line(exc)}). Start one (beamfilter durable worker CONFIG); it creates the engine's tables."
+            )
+            raise DurableError(msg) from exc
         super().__init__(options, client)
 
     async def submit(self, turn_id: str, payload: Mapping[str, Any], *, here: bool = False) -> None:
