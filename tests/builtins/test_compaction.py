@@ -8,15 +8,7 @@ import pytest
 
 from beamfilter_builtins import compaction_filter
 from beamfilter_builtins._compaction import SPEC, SUMMARY_HEADER, estimate_tokens, split_units
-from beamfilter_core import (
-    BuildContext,
-    ChatResponse,
-    Kernel,
-    Message,
-    ScriptedModel,
-    ToolCall,
-    tool,
-)
+from beamfilter_core import BuildContext, ChatResponse, Kernel, Message, ScriptedModel, ToolCall, tool
 from beamfilter_core.errors import ConfigError
 from beamfilter_core.testing import run_turn
 

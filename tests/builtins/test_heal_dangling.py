@@ -9,17 +9,7 @@ import pytest
 
 from beamfilter_builtins import heal_dangling_filter
 from beamfilter_builtins._heal_dangling import DEFAULT_TEXT, SPEC, heal_messages
-from beamfilter_core import (
-    ChatRequest,
-    ChatResponse,
-    Decision,
-    Filter,
-    Kernel,
-    Message,
-    ScriptedModel,
-    ToolCall,
-    tool,
-)
+from beamfilter_core import ChatRequest, ChatResponse, Decision, Filter, Kernel, Message, ScriptedModel, ToolCall, tool
 from beamfilter_core.errors import ConfigError
 from beamfilter_core.testing import run_turn
 

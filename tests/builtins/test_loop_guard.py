@@ -12,16 +12,7 @@ from hypothesis import strategies as st
 from beamfilter_builtins import loop_guard_filter
 from beamfilter_builtins._heal_dangling import heal_messages
 from beamfilter_builtins._loop_guard import SPEC, call_signature, find_cycle
-from beamfilter_core import (
-    ChatResponse,
-    Filter,
-    Kernel,
-    Message,
-    ScriptedModel,
-    ToolCall,
-    TurnRequest,
-    tool,
-)
+from beamfilter_core import ChatResponse, Filter, Kernel, Message, ScriptedModel, ToolCall, TurnRequest, tool
 from beamfilter_core.errors import ConfigError
 from beamfilter_core.testing import run_turn
 

@@ -10,15 +10,7 @@ from hypothesis import strategies as st
 
 from beamfilter_builtins import pii_filter
 from beamfilter_builtins._pii import SPEC, iban_valid, luhn_valid
-from beamfilter_core import (
-    ChatResponse,
-    ContentPart,
-    Kernel,
-    Message,
-    ScriptedModel,
-    ToolCall,
-    tool,
-)
+from beamfilter_core import ChatResponse, ContentPart, Kernel, Message, ScriptedModel, ToolCall, tool
 from beamfilter_core.errors import ConfigError
 from beamfilter_core.testing import run_turn
 

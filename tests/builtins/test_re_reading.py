@@ -6,16 +6,7 @@ import pytest
 
 from beamfilter_builtins import re_reading_filter
 from beamfilter_builtins._re_reading import SPEC
-from beamfilter_core import (
-    ChatResponse,
-    ContentPart,
-    Decision,
-    Kernel,
-    Message,
-    ScriptedModel,
-    ToolCall,
-    tool,
-)
+from beamfilter_core import ChatResponse, ContentPart, Decision, Kernel, Message, ScriptedModel, ToolCall, tool
 from beamfilter_core.errors import ConfigError
 from beamfilter_core.testing import run_turn
 

@@ -6,15 +6,7 @@ import pytest
 
 from beamfilter_builtins import safeguard_filter
 from beamfilter_builtins._safeguard import DEFAULT_FAILURE_RESPONSE, SPEC
-from beamfilter_core import (
-    ChatResponse,
-    ContentPart,
-    Kernel,
-    Message,
-    ScriptedModel,
-    ToolCall,
-    tool,
-)
+from beamfilter_core import ChatResponse, ContentPart, Kernel, Message, ScriptedModel, ToolCall, tool
 from beamfilter_core.errors import ConfigError
 from beamfilter_core.testing import run_turn
 
