@@ -7,6 +7,7 @@ events made of the gateway's chat answers. The HTTP side is in test_dialect_clie
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,11 +19,9 @@ from beamfilter_core.errors import GatewayError
 
 pytest.importorskip("beamfilter_server")
 
-from server._bodies import JSON, parsed_or_refused
+from server._bodies import JSON, completion, fine_gateway, parsed_or_refused
 from starlette.testclient import TestClient
 
-from beamfilter_core import Kernel, ScriptedModel
-from beamfilter_server import ServerOptions, create_app
 from beamfilter_server._anthropic_dialect import AnthropicEvents, error_body, message_object, parse_messages_request
 from beamfilter_server._wire import ChatCall
 
@@ -197,19 +196,6 @@ def test_each_malformed_body_is_a_400_naming_the_field(body: Any, param: str | N
     assert refusal(body) == (param, message)
 
 
-def _completion(message: dict[str, Any], finish: str, **extra: Any) -> dict[str, Any]:
-    usage = {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17}
-    choice = {"index": 0, "message": message, "finish_reason": finish}
-    return {
-        "id": "chatcmpl-abc",
-        "object": "chat.completion",
-        "model": "assistant",
-        "choices": [choice],
-        "usage": usage,
-        **extra,
-    }
-
-
 def test_a_completion_becomes_a_message_object() -> None:
     calls = [
         {"id": "toolu_1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}},
@@ -217,7 +203,7 @@ def test_a_completion_becomes_a_message_object() -> None:
         {"id": "toolu_3", "type": "function", "function": {"name": "h", "arguments": "{bad"}},
         {"id": "toolu_4", "type": "function", "function": {"name": "k", "arguments": ""}},
     ]
-    answer = _completion(
+    answer = completion(
         {"role": "assistant", "content": "Calling.", "tool_calls": calls},
         "tool_calls",
         beamfilter={"refused": [{"id": "x"}]},
@@ -239,7 +225,7 @@ def test_a_completion_becomes_a_message_object() -> None:
         "usage": {"input_tokens": 12, "output_tokens": 5},
         "beamfilter": {"refused": [{"id": "x"}]},
     }
-    blocked = _completion(
+    blocked = completion(
         {"role": "assistant", "content": [{"type": "text", "text": "no"}]},
         "content_filter",
         beamfilter={"blocked_by": "safeguard"},
@@ -252,7 +238,7 @@ def test_a_completion_becomes_a_message_object() -> None:
         {"input_tokens": 0, "output_tokens": 0},
     )
     assert shaped["beamfilter"] == {"blocked_by": "safeguard"}
-    assert message_object(_completion({"role": "assistant", "content": None}, "paused"))["stop_reason"] == "pause_turn"
+    assert message_object(completion({"role": "assistant", "content": None}, "paused"))["stop_reason"] == "pause_turn"
 
 
 @pytest.mark.parametrize(
@@ -345,10 +331,8 @@ def test_a_paused_stream_ends_with_its_text_and_pause_turn_and_an_unfinished_one
 
 
 @pytest.fixture
-def http() -> Any:
-    kernel = Kernel(ScriptedModel(["fine"], repeat=True))
-    options = ServerOptions(api_keys=["sk-anthropic-http-key-012345"], model_name="assistant", max_body_bytes=5000)
-    with TestClient(create_app(kernel, options)) as client:
+def http() -> Iterator[TestClient]:
+    with fine_gateway("sk-anthropic-http-key-012345") as client:
         yield client
 
 

@@ -7,21 +7,21 @@ events made of the gateway's chat answers. The HTTP side is in test_dialect_clie
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from beamfilter_core import ContentPart, Kernel, Message, ScriptedModel, ToolCall
+from beamfilter_core import ContentPart, Message, ToolCall
 from beamfilter_core.errors import GatewayError
 
 pytest.importorskip("beamfilter_server")
 
-from server._bodies import JSON, parsed_or_refused
+from server._bodies import JSON, completion, fine_gateway, parsed_or_refused
 from starlette.testclient import TestClient
 
-from beamfilter_server import ServerOptions, create_app
 from beamfilter_server._responses_dialect import ResponsesEvents, parse_responses_request, response_object
 from beamfilter_server._wire import ChatCall
 
@@ -164,19 +164,6 @@ def test_each_malformed_body_is_a_400_naming_the_field(body: Any, param: str | N
     assert (refused.value.status, refused.value.param, str(refused.value)) == (400, param, message)
 
 
-def _completion(message: dict[str, Any], finish: str, **extra: Any) -> dict[str, Any]:
-    usage = {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17}
-    choice = {"index": 0, "message": message, "finish_reason": finish}
-    return {
-        "id": "chatcmpl-abc",
-        "object": "chat.completion",
-        "model": "assistant",
-        "choices": [choice],
-        "usage": usage,
-        **extra,
-    }
-
-
 BODY_ECHO = {
     "model": "assistant",
     "input": "hi",
@@ -188,7 +175,7 @@ BODY_ECHO = {
 
 def test_a_completion_becomes_a_response_object() -> None:
     calls = [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}]
-    answer = _completion({"role": "assistant", "content": "Calling.", "tool_calls": calls}, "tool_calls")
+    answer = completion({"role": "assistant", "content": "Calling.", "tool_calls": calls}, "tool_calls")
     shaped = response_object(answer, BODY_ECHO)
     message_id, call_id = shaped["output"][0]["id"], shaped["output"][1]["id"]
     assert (message_id[:4], call_id[:3]) == ("msg_", "fc_")
@@ -239,7 +226,7 @@ def test_a_completion_becomes_a_response_object() -> None:
         "metadata": {},
     }
     blocked = response_object(
-        _completion(
+        completion(
             {"role": "assistant", "content": [{"type": "text", "text": "no"}]},
             "content_filter",
             beamfilter={"blocked_by": "safeguard"},
@@ -252,13 +239,13 @@ def test_a_completion_becomes_a_response_object() -> None:
         {"blocked_by": "safeguard"},
     )
     assert blocked["output"][0]["content"][0]["text"] == "no"
-    cut = response_object(_completion({"role": "assistant", "content": None}, "length"), BODY_ECHO)
+    cut = response_object(completion({"role": "assistant", "content": None}, "length"), BODY_ECHO)
     assert (cut["status"], cut["incomplete_details"], cut["output"]) == (
         "incomplete",
         {"reason": "max_output_tokens"},
         [],
     )
-    empty = _completion({"role": "assistant", "content": "x"}, "stop")
+    empty = completion({"role": "assistant", "content": "x"}, "stop")
     empty["usage"] = None
     assert response_object(empty, BODY_ECHO)["usage"]["total_tokens"] == 0
 
@@ -403,10 +390,8 @@ def test_a_paused_stream_is_incomplete_and_an_unfinished_or_failed_one_ends_with
 
 
 @pytest.fixture
-def http() -> Any:
-    kernel = Kernel(ScriptedModel(["fine"], repeat=True))
-    options = ServerOptions(api_keys=["sk-responses-http-key-012345"], model_name="assistant", max_body_bytes=5000)
-    with TestClient(create_app(kernel, options)) as client:
+def http() -> Iterator[TestClient]:
+    with fine_gateway("sk-responses-http-key-012345") as client:
         yield client
 
 
