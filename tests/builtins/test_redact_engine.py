@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -12,12 +13,20 @@ from hypothesis import strategies as st
 from beamfilter_builtins import redact_filter
 from beamfilter_builtins._partial import first_chars, prefix_source
 from beamfilter_builtins._redactor import Redactor, _look_back_probes
-from beamfilter_core import Filter, Kernel, RunFinished, ScriptedModel
+from beamfilter_core import Filter, Kernel, RunFinished, ScriptedModel, TokenTransform
 from beamfilter_core.errors import ConfigError
 from beamfilter_core.secrets import SecretRule
 from beamfilter_core.testing import collect_stream, feed_tokens, stream_tokens
 
 pytestmark = pytest.mark.anyio
+
+
+def engine(**options: Any) -> tuple[Filter, TokenTransform, Redactor]:
+    """A redact filter of ``options``, its token transform and the redactor behind it."""
+    flt = redact_filter(**options)
+    transform = flt.token
+    assert transform is not None
+    return flt, transform, flt.extras["redactor"]
 
 
 def streamed(flt: Filter, chunks: list[str]) -> str:
@@ -92,9 +101,7 @@ def test_assertion_only_patterns_are_refused(pattern: str) -> None:
 
 
 def test_empty_tokens_change_nothing() -> None:
-    flt = redact_filter()
-    transform = flt.token
-    assert transform is not None
+    flt, transform, _redactor = engine()
     state = transform.new_state()
     emitted, state = transform.step("", state)
     assert list(emitted) == []
@@ -124,9 +131,7 @@ async def test_empty_text_deltas_in_a_real_stream() -> None:
 
 
 def test_the_final_flush_redacts_or_releases_the_held_tail() -> None:
-    flt = redact_filter()
-    transform = flt.token
-    assert transform is not None
+    flt, transform, _redactor = engine()
     assert transform.flush is not None
     out, state = feed_tokens(flt, ["the key sk-abcdefghijklmnopqrstu"])  # may still grow: held
     assert "".join(out) == "the key "
@@ -175,10 +180,7 @@ def test_scans_are_cached_and_bounded() -> None:
 
 
 def test_a_step_taken_before_from_the_same_state_is_remembered_once() -> None:
-    flt = redact_filter()
-    transform = flt.token
-    assert transform is not None
-    redactor = flt.extras["redactor"]
+    _flt, transform, redactor = engine()
     start = transform.new_state()
     assert start is transform.new_state()  # one object per point of a stream
     first = transform.step("hello world", start)
@@ -191,10 +193,7 @@ def test_a_step_taken_before_from_the_same_state_is_remembered_once() -> None:
 
 
 def test_the_bound_forgets_every_step_and_state_when_reached() -> None:
-    flt = redact_filter(cache_size=2)
-    transform = flt.token
-    assert transform is not None
-    redactor = flt.extras["redactor"]
+    flt, transform, redactor = engine(cache_size=2)
     start = transform.new_state()
     _out, after_a = transform.step("a ", start)
     assert (redactor.remembered, len(redactor.states)) == (1, 2)
@@ -212,10 +211,7 @@ def test_the_bound_forgets_every_step_and_state_when_reached() -> None:
 
 
 def test_a_third_state_reaching_the_bound_forgets_the_others() -> None:
-    flt = redact_filter(cache_size=2)
-    transform = flt.token
-    assert transform is not None
-    redactor = flt.extras["redactor"]
+    _flt, transform, redactor = engine(cache_size=2)
     start = transform.new_state()
     _out, letter = transform.step("ab", start)
     assert len(redactor.states) == 2
@@ -226,10 +222,7 @@ def test_a_third_state_reaching_the_bound_forgets_the_others() -> None:
 
 @pytest.mark.parametrize(("size", "registered"), [(32, True), (33, False)])
 def test_held_tails_up_to_32_characters_are_shared_states(size: int, registered: bool) -> None:
-    flt = redact_filter()
-    transform = flt.token
-    assert transform is not None
-    redactor = flt.extras["redactor"]
+    _flt, transform, redactor = engine()
     held = "sk-" + "a" * (size - 3)
     out, state = transform.step(" " + held, transform.new_state())
     assert (out, state.held) == ((" ",), held)
@@ -243,9 +236,7 @@ def test_held_tails_up_to_32_characters_are_shared_states(size: int, registered:
 
 @pytest.mark.parametrize(("size", "remembered"), [(32, 1), (33, 0)])
 def test_steps_over_texts_up_to_32_characters_are_remembered(size: int, remembered: int) -> None:
-    flt = redact_filter()
-    transform = flt.token
-    assert transform is not None
+    flt, transform, _redactor = engine()
     token = "x" * (size - 1) + " "
     assert transform.step(token, transform.new_state())[0] == (token,)
     assert flt.extras["redactor"].remembered == remembered
@@ -267,10 +258,7 @@ def test_at_most_4096_characters_are_remembered_with_their_class() -> None:
 
 
 def test_without_a_cache_the_context_is_kept_as_it_is() -> None:
-    flt = redact_filter(cache_size=0)
-    transform = flt.token
-    assert transform is not None
-    redactor = flt.extras["redactor"]
+    _flt, transform, redactor = engine(cache_size=0)
     _out, state = transform.step("xyz key ", transform.new_state())
     _out, state = transform.step("sk-", state)
     assert (state.context, state.held) == (" ", "sk-")
