@@ -254,8 +254,8 @@ class ShellRule:
                     found.opaque.append(finding.reason)
         if strict:  # after the findings of each command, which explain more
             found.opaque.extend(map(_plain_only, script.constructs))
-            for construct, glob in script.globs:
-                found.globs.setdefault(_plain_only(construct), glob)
+            if script.globs:  # read only when globs are all that makes the command opaque
+                found.globs.append(script.globs)
 
     def _code(self, code: Code, found: _Findings, depth: int, caller: str | None = None) -> None:
         text = code.text
@@ -399,7 +399,7 @@ class _Findings:
     read_descriptors: set[str] = attrs.Factory(set)  # descriptors redirected from a file (3< x, 1< x, < x)
     reopened: list[tuple[str, str]] = attrs.Factory(list)  # paths re-opening a descriptor, and which
     positional: bool = False  # set -- WORDS: "$@" is then those words
-    globs: dict[str, str] = attrs.Factory(dict)  # the reason a glob leaving the working directory gives, and it
+    globs: list[tuple[tuple[str, str], ...]] = attrs.Factory(list)  # (construct, glob) of globs leaving the cwd
 
 
 def _plain_only(construct: str) -> str:
@@ -412,11 +412,14 @@ def _plain_only(construct: str) -> str:
 def _glob_bases(found: _Findings) -> tuple[str, ...]:
     """Where the matches of the command's globs lie, when globs are all that makes it opaque,
     else (): a glob in a directory a ``cd`` may change is only known at run time."""
-    if not found.globs or any(reason not in found.globs for reason in found.opaque):
+    if not found.globs:
+        return ()
+    globs = {_plain_only(construct): glob for script in found.globs for construct, glob in script}
+    if any(reason not in globs for reason in found.opaque):
         return ()
     bases: dict[str, None] = {}
     for reason in dict.fromkeys(found.opaque):
-        base = glob_base(found.globs[reason])
+        base = glob_base(globs[reason])
         every = [] if base is None else places(base, found.cwds)
         if not every or None in every:
             return ()

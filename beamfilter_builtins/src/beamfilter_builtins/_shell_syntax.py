@@ -203,7 +203,7 @@ def _parse(source: bytes, budget: list[int]) -> Script:
         frozenset(walker.functions),
         constructs=tuple(dict.fromkeys(walker.constructs)),
         hidden=tuple(walker.hidden),
-        globs=tuple(dict.fromkeys(walker.globs)),
+        globs=tuple(walker.globs),
     )
 
 
