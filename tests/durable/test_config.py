@@ -312,3 +312,20 @@ def test_an_unreachable_database_is_a_durable_error_without_its_password() -> No
     )
     assert message.endswith("; check [durable] database.")
     assert "s3cret" not in message
+
+
+def test_beamfilter_run_needs_no_model_when_the_kernel_is_named(local: Local) -> None:
+    from beamfilter_core._config import build_config
+
+    config = folder_app(local, "folder_agent_f")
+    assert isinstance(build_config(config).kernel.model, NamedKernelModel)
+    done = subprocess.run(
+        [sys.executable, "-m", "beamfilter_core", "run", str(config), "hi"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=local.folder,
+        env=app_env(local.ledger),
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Answered from folder_agent_f.\n"

@@ -509,7 +509,10 @@ def _build_config(
     if model is None:
         table = _table(data, "model", problems)
         if table is None:
-            if "model" not in data:
+            # a section that names the kernel its turns run on stands in the file's model
+            stand_ins = [item.spec.model(t) for item, t in plugin_sections.values() if item.spec.model]
+            model = next((m for m in stand_ins if m is not None), None)
+            if "model" not in data and model is None:
                 problems.append(
                     'model: missing; add a [model] table, e.g. [model] use = "openai" model = "gpt-4o-mini".'
                 )

@@ -216,6 +216,8 @@ class SectionSpec:
     method, ``beamfilter run`` and ``beamfilter chat`` run their turns through the object it
     returns (anything with the :class:`Kernel`'s ``run``, ``run_stream`` and ``aclose``)
     instead of the kernel itself. A name no plugin registers stays an unknown section.
+    ``model(table)`` may return a model standing in for a missing ``[model]`` when the
+    section's table makes the file's own model unneeded (``[durable] kernel``), else None.
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -223,6 +225,7 @@ class SectionSpec:
     options_schema: Mapping[str, Any] = _options_schema_field()
     summary: str = ""
     options_type: type | None = None
+    model: Callable[[Mapping[str, Any]], Any] | None = None
 
 
 @attrs.frozen(slots=True)

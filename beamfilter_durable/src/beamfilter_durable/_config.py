@@ -2,13 +2,12 @@
 
 When ``[durable] kernel`` names the kernel, the file's own ``[model]`` is not needed: its
 turns run on the named kernel, and the file's kernel is built around a stand-in model
-that refuses to answer.
+that refuses to answer (the section's ``SectionSpec.model``).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from beamfilter_core import ChatRequest, ChatResponse
@@ -47,18 +46,14 @@ class NamedKernelModel:
 
 
 def build_durable_config(config: str | os.PathLike[str]) -> BuiltConfig:
-    """Build ``config`` as ``beamfilter run`` does, without asking for a ``[model]`` when
-    ``[durable] kernel`` names the kernel.
+    """Build ``config`` as ``beamfilter run`` does (the ``[durable]`` section stands in the
+    file's model when its ``kernel`` names the kernel and the file has no ``[model]``).
 
     Raises:
         ConfigError: the file is missing or invalid (every problem with its place).
     """
-    from beamfilter_core._config import build_config, read_config
+    from beamfilter_core._config import build_config
 
-    data, _folder, _label = read_config(config)
-    section = data.get("durable")
-    if isinstance(section, Mapping) and isinstance(section.get("kernel"), str) and "model" not in data:
-        return build_config(config, model=NamedKernelModel(section["kernel"]))
     return build_config(config)
 
 

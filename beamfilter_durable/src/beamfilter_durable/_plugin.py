@@ -19,6 +19,16 @@ def _section(options: DurableOptions) -> Any:
     return DurableSection(options)
 
 
+def _stand_in_model(table: Any) -> Any:
+    # `[durable] kernel` names the kernel the turns run on: the file needs no [model]
+    kernel = table.get("kernel") if isinstance(table, dict) else None
+    if not isinstance(kernel, str):
+        return None
+    from ._config import NamedKernelModel
+
+    return NamedKernelModel(kernel)
+
+
 def _configure(parser: Any) -> None:
     from ._commands import configure
 
@@ -40,6 +50,7 @@ def beamfilter_register_sections() -> list[SectionSpec]:
             DURABLE_OPTIONS,
             "run each turn as a durable workflow (DBOS): survives its process, resumes on any worker",
             options_type=DurableOptions,
+            model=_stand_in_model,
         )
     ]
 
