@@ -12,6 +12,7 @@ we choose) and from the real peers llmock and aimock (a real socket, real timing
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from beamfilter_core.errors import (
     ProviderTimeoutError,
     RateLimitError,
 )
+from beamfilter_memory import SQLiteStore
 
 pytestmark = pytest.mark.anyio
 
@@ -45,6 +47,16 @@ URL = "http://mock.test/v1/chat/completions"
 def slept(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """The retry waits the model asked for (recorded, not slept)."""
     return record_retry_waits(monkeypatch)
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
+    """The SQLite store of the test's turns, closed after the test."""
+    made = sqlite_store(tmp_path)
+    try:
+        yield made
+    finally:
+        await made.aclose()
 
 
 def error(status: int, message: str, **headers: str) -> httpx.Response:
@@ -157,7 +169,7 @@ FAILURES: list[tuple[str, list[Any], bool, type[ProviderError], str, int]] = [
     [pytest.param(*case[1:], id=case[0]) for case in FAILURES],
 )
 async def test_a_failed_call_raises_its_typed_error_and_stores_nothing(
-    tmp_path: Path,
+    store: SQLiteStore,
     slept: list[float],
     answers: list[Any],
     stream: bool,
@@ -166,89 +178,69 @@ async def test_a_failed_call_raises_its_typed_error_and_stores_nothing(
     attempts: int,
 ) -> None:
     server = Transport(answers)
-    store = sqlite_store(tmp_path)
-    try:
-        async with server.model() as model:
-            with pytest.raises(expected) as caught:
-                await run_turn(kernel(model, store), "hello", stream=stream)
-        assert type(caught.value) is expected
-        assert str(caught.value) == message
-        assert len(server.requests) == attempts
-        assert len(slept) == attempts - 1
-        assert await store.load(CID) == []
-        assert await store.load_pause(CID) is None
-    finally:
-        await store.aclose()
+    async with server.model() as model:
+        with pytest.raises(expected) as caught:
+            await run_turn(kernel(model, store), "hello", stream=stream)
+    assert type(caught.value) is expected
+    assert str(caught.value) == message
+    assert len(server.requests) == attempts
+    assert len(slept) == attempts - 1
+    assert await store.load(CID) == []
+    assert await store.load_pause(CID) is None
 
 
 @pytest.mark.parametrize("stream", [False, True])
 async def test_429_with_retry_after_waits_that_long_then_the_turn_is_stored_whole(
-    tmp_path: Path, slept: list[float], stream: bool
+    store: SQLiteStore, slept: list[float], stream: bool
 ) -> None:
     server = Transport(
         [error(429, "Rate limit", **{"retry-after": "7"}), text_stream("Done.") if stream else completion("Done.")]
     )
-    store = sqlite_store(tmp_path)
-    try:
-        async with server.model() as model:
-            streamed, result = await run_turn(kernel(model, store), "hello", stream=stream)
-        assert result.text == "Done."
-        assert streamed == ("Done." if stream else "")
-        assert slept == [7.0]
-        assert await store.load(CID) == [U("hello"), A("Done.")]
-    finally:
-        await store.aclose()
+    async with server.model() as model:
+        streamed, result = await run_turn(kernel(model, store), "hello", stream=stream)
+    assert result.text == "Done."
+    assert streamed == ("Done." if stream else "")
+    assert slept == [7.0]
+    assert await store.load(CID) == [U("hello"), A("Done.")]
 
 
 @pytest.mark.parametrize("status", [500, 502, 503])
-async def test_5xx_then_success_recovers_with_backoff(tmp_path: Path, slept: list[float], status: int) -> None:
+async def test_5xx_then_success_recovers_with_backoff(store: SQLiteStore, slept: list[float], status: int) -> None:
     server = Transport([error(status, "transient"), error(status, "transient"), completion("Recovered.")])
-    store = sqlite_store(tmp_path)
-    try:
-        async with server.model() as model:
-            _, result = await run_turn(kernel(model, store), "hello", stream=False)
-        assert result.text == "Recovered."
-        assert len(server.requests) == 3
-        # 0.5 s then 1 s, each jittered by a factor in (0.75, 1].
-        assert 0.375 <= slept[0] <= 0.5
-        assert 0.75 <= slept[1] <= 1.0
-        assert await store.load(CID) == [U("hello"), A("Recovered.")]
-    finally:
-        await store.aclose()
+    async with server.model() as model:
+        _, result = await run_turn(kernel(model, store), "hello", stream=False)
+    assert result.text == "Recovered."
+    assert len(server.requests) == 3
+    # 0.5 s then 1 s, each jittered by a factor in (0.75, 1].
+    assert 0.375 <= slept[0] <= 0.5
+    assert 0.75 <= slept[1] <= 1.0
+    assert await store.load(CID) == [U("hello"), A("Recovered.")]
 
 
-async def test_a_failed_turn_after_a_good_one_keeps_only_the_good_one(tmp_path: Path, slept: list[float]) -> None:
+async def test_a_failed_turn_after_a_good_one_keeps_only_the_good_one(store: SQLiteStore, slept: list[float]) -> None:
     server = Transport([completion("First."), error(401, "revoked")])
-    store = sqlite_store(tmp_path)
-    try:
-        async with server.model() as model:
-            k = kernel(model, store)
-            await run_turn(k, "one", stream=False)
-            with pytest.raises(AuthenticationError, match=r"^HTTP 401: revoked$"):
-                await run_turn(k, "two", stream=False)
-        assert await store.load(CID) == [U("one"), A("First.")]
-    finally:
-        await store.aclose()
+    async with server.model() as model:
+        k = kernel(model, store)
+        await run_turn(k, "one", stream=False)
+        with pytest.raises(AuthenticationError, match=r"^HTTP 401: revoked$"):
+            await run_turn(k, "two", stream=False)
+    assert await store.load(CID) == [U("one"), A("First.")]
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 5])
-async def test_utf8_split_across_reads_is_decoded_whole(tmp_path: Path, size: int) -> None:
+async def test_utf8_split_across_reads_is_decoded_whole(store: SQLiteStore, size: int) -> None:
     text = "Grüße, 東京 🌧️ naïve"
     server = Transport(
         [response(200, sse(delta(text[:8]), delta(text[8:]), delta(finish="stop")), headers=STREAM, chunk=size)]
     )
-    store = sqlite_store(tmp_path)
-    try:
-        async with server.model() as model:
-            streamed, result = await run_turn(kernel(model, store), "hello", stream=True)
-        assert streamed == text
-        assert result.text == text
-        assert await store.load(CID) == [U("hello"), A(text)]
-    finally:
-        await store.aclose()
+    async with server.model() as model:
+        streamed, result = await run_turn(kernel(model, store), "hello", stream=True)
+    assert streamed == text
+    assert result.text == text
+    assert await store.load(CID) == [U("hello"), A(text)]
 
 
-async def test_tool_arguments_that_are_not_json_go_back_to_the_model(tmp_path: Path) -> None:
+async def test_tool_arguments_that_are_not_json_go_back_to_the_model(store: SQLiteStore) -> None:
     from beamfilter_core import tool
 
     calls: list[str] = []
@@ -271,40 +263,32 @@ async def test_tool_arguments_that_are_not_json_go_back_to_the_model(tmp_path: P
         headers=STREAM,
     )
     server = Transport([first, text_stream("Sorry.")])
-    store = sqlite_store(tmp_path)
-    try:
-        async with server.model() as model:
-            _, result = await run_turn(kernel(model, store, tools=[weather]), "weather?", stream=True)
-        assert calls == []
-        assert result.text == "Sorry."
-        feedback = result.messages[2]
-        assert feedback.role == "tool"
-        assert feedback.content == (
-            "Arguments for tool 'weather' are not a JSON object: '{\"city\": \"Par'. "
-            "Call the tool again with a JSON object of arguments."
-        )
-        # The second request sends the broken text back verbatim, as the model wrote it.
-        sent = json.loads(server.requests[1].content)["messages"][1]["tool_calls"][0]["function"]["arguments"]
-        assert sent == '{"city": "Par'
-        assert [m.role for m in await store.load(CID)] == ["user", "assistant", "tool", "assistant"]
-    finally:
-        await store.aclose()
+    async with server.model() as model:
+        _, result = await run_turn(kernel(model, store, tools=[weather]), "weather?", stream=True)
+    assert calls == []
+    assert result.text == "Sorry."
+    feedback = result.messages[2]
+    assert feedback.role == "tool"
+    assert feedback.content == (
+        "Arguments for tool 'weather' are not a JSON object: '{\"city\": \"Par'. "
+        "Call the tool again with a JSON object of arguments."
+    )
+    # The second request sends the broken text back verbatim, as the model wrote it.
+    sent = json.loads(server.requests[1].content)["messages"][1]["tool_calls"][0]["function"]["arguments"]
+    assert sent == '{"city": "Par'
+    assert [m.role for m in await store.load(CID)] == ["user", "assistant", "tool", "assistant"]
 
 
 # -- the same faults from real servers -------------------------------------------------
 
 
 @pytest.mark.peers
-async def test_llmock_429_retry_after_then_success(tmp_path: Path, llmock: Peer) -> None:
+async def test_llmock_429_retry_after_then_success(store: SQLiteStore, llmock: Peer) -> None:
     scenario(llmock, {"type": "fail", "status": 429, "retry_after": 1}, {"type": "reply", "text": "Made it."})
-    store = sqlite_store(tmp_path)
-    try:
-        async with peer_model(llmock) as model:
-            streamed, result = await run_turn(kernel(model, store), "hello", stream=True)
-        assert streamed == result.text == "Made it."
-        assert await store.load(CID) == [U("hello"), A("Made it.")]
-    finally:
-        await store.aclose()
+    async with peer_model(llmock) as model:
+        streamed, result = await run_turn(kernel(model, store), "hello", stream=True)
+    assert streamed == result.text == "Made it."
+    assert await store.load(CID) == [U("hello"), A("Made it.")]
 
 
 @pytest.mark.peers
@@ -347,34 +331,26 @@ async def test_llmock_429_retry_after_then_success(tmp_path: Path, llmock: Peer)
     ],
 )
 async def test_llmock_faults_raise_and_store_nothing(
-    tmp_path: Path, llmock: Peer, behaviors: list[dict[str, Any]], expected: type[ProviderError], message: str
+    store: SQLiteStore, llmock: Peer, behaviors: list[dict[str, Any]], expected: type[ProviderError], message: str
 ) -> None:
     scenario(llmock, *behaviors)
-    store = sqlite_store(tmp_path)
-    try:
-        async with peer_model(llmock, timeout=0.5) as model:
-            with pytest.raises(expected, match=message):
-                await run_turn(kernel(model, store), "hello", stream=True)
-        assert await store.load(CID) == []
-    finally:
-        await store.aclose()
+    async with peer_model(llmock, timeout=0.5) as model:
+        with pytest.raises(expected, match=message):
+            await run_turn(kernel(model, store), "hello", stream=True)
+    assert await store.load(CID) == []
 
 
 @pytest.mark.peers
-async def test_llmock_truncation_before_text_is_retried_and_stored_once(tmp_path: Path, llmock: Peer) -> None:
+async def test_llmock_truncation_before_text_is_retried_and_stored_once(store: SQLiteStore, llmock: Peer) -> None:
     scenario(
         llmock,
         {"type": "stream_fault", "kind": "truncate", "after_chunks": 1},
         {"type": "reply", "text": "Whole.", "times": 2},
     )
-    store = sqlite_store(tmp_path)
-    try:
-        async with peer_model(llmock) as model:
-            streamed, result = await run_turn(kernel(model, store), "hello", stream=True)
-        assert streamed == result.text == "Whole."
-        assert await store.load(CID) == [U("hello"), A("Whole.")]
-    finally:
-        await store.aclose()
+    async with peer_model(llmock) as model:
+        streamed, result = await run_turn(kernel(model, store), "hello", stream=True)
+    assert streamed == result.text == "Whole."
+    assert await store.load(CID) == [U("hello"), A("Whole.")]
 
 
 @pytest.mark.peers
@@ -388,32 +364,24 @@ async def test_llmock_truncation_before_text_is_retried_and_stored_once(tmp_path
     ],
 )
 async def test_aimock_faults_raise_and_store_nothing(
-    tmp_path: Path, aimock: Peer, prompt: str, expected: type[ProviderError], message: str
+    store: SQLiteStore, aimock: Peer, prompt: str, expected: type[ProviderError], message: str
 ) -> None:
-    store = sqlite_store(tmp_path)
-    try:
-        async with peer_model(aimock, max_retries=0) as model:
-            with pytest.raises(expected, match=message):
-                await run_turn(kernel(model, store), prompt, stream=True)
-        assert await store.load(CID) == []
-    finally:
-        await store.aclose()
+    async with peer_model(aimock, max_retries=0) as model:
+        with pytest.raises(expected, match=message):
+            await run_turn(kernel(model, store), prompt, stream=True)
+    assert await store.load(CID) == []
 
 
 @pytest.mark.peers
-async def test_llmock_503_twice_then_success_is_stored_once(tmp_path: Path, llmock: Peer) -> None:
+async def test_llmock_503_twice_then_success_is_stored_once(store: SQLiteStore, llmock: Peer) -> None:
     scenario(llmock, {"type": "fail", "status": 503, "times": 2}, {"type": "reply", "text": "Back."})
     before = max((r["seq"] for r in llmock.get("/_llmock/requests")["requests"]), default=0)
-    store = sqlite_store(tmp_path)
-    try:
-        async with peer_model(llmock) as model:
-            _, result = await run_turn(kernel(model, store), "hello", stream=False)
-        assert result.text == "Back."
-        statuses = [r["status"] for r in llmock.get("/_llmock/requests")["requests"] if r["seq"] > before]
-        assert statuses == [503, 503, 200]
-        assert await store.load(CID) == [U("hello"), A("Back.")]
-    finally:
-        await store.aclose()
+    async with peer_model(llmock) as model:
+        _, result = await run_turn(kernel(model, store), "hello", stream=False)
+    assert result.text == "Back."
+    statuses = [r["status"] for r in llmock.get("/_llmock/requests")["requests"] if r["seq"] > before]
+    assert statuses == [503, 503, 200]
+    assert await store.load(CID) == [U("hello"), A("Back.")]
 
 
 @pytest.mark.peers
@@ -425,7 +393,7 @@ async def test_llmock_503_twice_then_success_is_stored_once(tmp_path: Path, llmo
     ],
 )
 async def test_llmock_tool_call_faults_are_fed_back_and_the_turn_stored_whole(
-    tmp_path: Path, llmock: Peer, kind: str, feedback: str
+    store: SQLiteStore, llmock: Peer, kind: str, feedback: str
 ) -> None:
     from beamfilter_core import tool
 
@@ -438,15 +406,11 @@ async def test_llmock_tool_call_faults_are_fed_back_and_the_turn_stored_whole(
         return "sunny"
 
     scenario(llmock, {"type": "tool_fault", "kind": kind})
-    store = sqlite_store(tmp_path)
-    try:
-        async with peer_model(llmock) as model:
-            _, result = await run_turn(kernel(model, store, tools=[get_weather]), "weather?", stream=True)
-        assert ran == []
-        # llmock answers in text once a tool result (here: our feedback) comes back.
-        assert (result.status, result.iterations, result.tool_calls_made) == ("completed", 2, 1)
-        assert result.text
-        assert str(result.messages[2].content).startswith(feedback)
-        assert await store.load(CID) == list(result.messages)
-    finally:
-        await store.aclose()
+    async with peer_model(llmock) as model:
+        _, result = await run_turn(kernel(model, store, tools=[get_weather]), "weather?", stream=True)
+    assert ran == []
+    # llmock answers in text once a tool result (here: our feedback) comes back.
+    assert (result.status, result.iterations, result.tool_calls_made) == ("completed", 2, 1)
+    assert result.text
+    assert str(result.messages[2].content).startswith(feedback)
+    assert await store.load(CID) == list(result.messages)
