@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("beamfilter_server")
 
 import anthropic
+import httpx
 import openai
 from starlette.testclient import TestClient
 
@@ -89,6 +90,12 @@ def _openai(http: TestClient, key: str = KEY) -> openai.OpenAI:
     return openai.OpenAI(base_url="http://testserver/v1", api_key=key, http_client=http, max_retries=0)
 
 
+def _raw_stream(http: TestClient, text: str) -> httpx.Response:
+    """The raw HTTP answer to a streamed Anthropic request of one user message (50 tokens at most)."""
+    body = {"model": "assistant", "max_tokens": 50, "stream": True, "messages": [{"role": "user", "content": text}]}
+    return http.post("/v1/messages", json=body, headers={"x-api-key": KEY})
+
+
 def _events(text: str) -> list[dict[str, Any]]:
     """The JSON events of an SSE body, each checked against its ``event:`` line."""
     out = []
@@ -133,16 +140,7 @@ def test_the_anthropic_client_streams_a_redacted_answer(http: TestClient) -> Non
     assert final.stop_reason == "end_turn"
     assert [b.text for b in final.content] == [text]
 
-    raw = http.post(
-        "/v1/messages",
-        json={
-            "model": "assistant",
-            "max_tokens": 50,
-            "stream": True,
-            "messages": [{"role": "user", "content": "secret"}],
-        },
-        headers={"x-api-key": KEY},
-    )
+    raw = _raw_stream(http, "secret")
     assert raw.headers["content-type"].startswith("text/event-stream")
     assert SECRET not in raw.text
     events = _events(raw.text)
@@ -279,16 +277,7 @@ def test_a_stream_cut_mid_way_ends_with_an_error_event_and_leaks_nothing(http: T
         "type": "error",
         "error": {"type": "api_error", "message": "The answer is longer than max_answer_chars=300."},
     }
-    raw = http.post(
-        "/v1/messages",
-        json={
-            "model": "assistant",
-            "max_tokens": 50,
-            "stream": True,
-            "messages": [{"role": "user", "content": "long"}],
-        },
-        headers={"x-api-key": KEY},
-    )
+    raw = _raw_stream(http, "long")
     events = _events(raw.text)
     assert [e["type"] for e in events[-1:]] == ["error"]
     assert "message_stop" not in [e["type"] for e in events]
