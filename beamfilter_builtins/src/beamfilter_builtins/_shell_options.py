@@ -19,15 +19,17 @@ from ._shell_syntax import Opaque, Word
 from ._shell_table import program
 
 __all__ = [
-    "command_lines",
     "Code",
     "Unknown",
     "git",
     "long_option",
     "option_code",
+    "hyperfine",
     "runs_code",
+    "screen",
     "sed",
     "ssh",
+    "tmux",
 ]
 
 
@@ -344,7 +346,7 @@ def _option_value(word: str, option: str, kind: str, following: Word) -> Word | 
     return None
 
 
-# tmux commands that run a command line; screen runs its operands
+# tmux commands that run a command line
 _TMUX_RUNS = frozenset(
     {"new", "new-session", "new-window", "neww", "split-window", "splitw", "respawn-pane", "respawnp"}
     | {"respawn-window", "respawnw", "run-shell", "run", "if-shell", "if", "send-keys", "send", "pipe-pane"}
@@ -352,14 +354,20 @@ _TMUX_RUNS = frozenset(
 )
 
 
-def command_lines(name: str, rest: tuple[Word, ...]) -> Iterator[Code | Unknown]:
-    """``hyperfine 'cmd' …`` runs each operand through a shell; ``tmux new 'cmd'`` and
-    ``screen cmd`` run a command line the policy does not take apart."""
-    if name == "hyperfine":
-        for word in rest:
-            if isinstance(word, Opaque) or not word.startswith("-"):
-                yield Code(word, None, "hyperfine")
-    elif name == "tmux" and any(isinstance(w, Opaque) or w in _TMUX_RUNS for w in rest):
+def hyperfine(rest: tuple[Word, ...]) -> Iterator[Code | Unknown]:
+    """``hyperfine 'cmd' …`` runs each operand through a shell."""
+    for word in rest:
+        if isinstance(word, Opaque) or not word.startswith("-"):
+            yield Code(word, None, "hyperfine")
+
+
+def tmux(rest: tuple[Word, ...]) -> Iterator[Code | Unknown]:
+    """``tmux new 'cmd'`` runs a command line the policy does not take apart."""
+    if any(isinstance(w, Opaque) or w in _TMUX_RUNS for w in rest):
         yield Unknown("tmux runs a command line given in its arguments")
-    elif name == "screen" and any(isinstance(w, Opaque) or not w.startswith("-") or w in {"-X", "-dm"} for w in rest):
+
+
+def screen(rest: tuple[Word, ...]) -> Iterator[Code | Unknown]:
+    """``screen cmd`` runs a command the policy does not take apart."""
+    if any(isinstance(w, Opaque) or not w.startswith("-") or w in {"-X", "-dm"} for w in rest):
         yield Unknown("screen runs a command given in its arguments")

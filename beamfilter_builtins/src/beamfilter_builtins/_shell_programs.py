@@ -21,12 +21,14 @@ import attrs
 from ._shell_options import (
     Code,
     Unknown,
-    command_lines,
     git,
+    hyperfine,
     option_code,
     runs_code,
+    screen,
     sed,
     ssh,
+    tmux,
 )
 from ._shell_syntax import Opaque, Word
 from ._shell_table import PROGRAMS, Options, Program, Wrapper, family
@@ -506,10 +508,16 @@ def _sed(name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, 
     yield from sed(rest)
 
 
-def _command_line(
-    name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int
-) -> Iterator[Finding]:
-    yield from command_lines(name, rest)
+def _hyperfine(name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
+    yield from hyperfine(rest)
+
+
+def _tmux(name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
+    yield from tmux(rest)
+
+
+def _screen(name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
+    yield from screen(rest)
 
 
 # how each reader of the table (:data:`._shell_table.READERS`) finds what a call runs
@@ -518,7 +526,9 @@ _READERS = {
     "wrapper": _wrapped,
     "busybox": _busybox,
     "netns": _netns,
-    "command_line": _command_line,
+    "hyperfine": _hyperfine,
+    "tmux": _tmux,
+    "screen": _screen,
     "shell": _shell,
     "at": _at,
     "interpreter": _interpreter,

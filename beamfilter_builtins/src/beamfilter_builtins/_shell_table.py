@@ -34,8 +34,8 @@ __all__ = [
 
 #: How a family's arguments are read for the programs and code it runs (``""``: they run nothing).
 READERS = frozenset(
-    {"", "wrapper", "busybox", "netns", "command_line", "shell", "at", "interpreter", "eval", "find", "fd"}
-    | {"parallel", "git", "ssh", "options", "sed", "hash", "alias", "trap", "awk"}
+    {"", "wrapper", "busybox", "netns", "hyperfine", "tmux", "screen", "shell", "at", "interpreter", "eval", "find"}
+    | {"fd", "parallel", "git", "ssh", "options", "sed", "hash", "alias", "trap", "awk"}
 )
 #: What a family writes or destroys, read by :func:`._shell_effects.builtin_denials` (``""``: nothing it checks).
 EFFECTS = frozenset(
@@ -428,7 +428,9 @@ _p(
     ),
 )
 _p("sed", "gsed", reader="sed", effect="sed")
-_each("hyperfine tmux screen", reader="command_line")
+_p("hyperfine", reader="hyperfine")  # each operand runs through a shell
+_p("tmux", reader="tmux")  # tmux new 'cmd': a command line
+_p("screen", reader="screen")
 _p("man", runs=(("-P", "shell"), ("--pager", "shell"), ("-H", "shell"), ("--html", "shell")))
 _p("zip", runs=(("-TT", "shell"), ("--unzip-command", "shell")))
 _p("tcpdump", runs=(("-z", "other"), ("--postrotate-command", "other")))
