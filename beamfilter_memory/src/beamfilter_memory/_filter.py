@@ -10,6 +10,11 @@ How a run is mirrored (see docs/memory.md):
   history, then this turn's messages so far. It maps the in-run transcript by position,
   so a re-run iteration (the kernel drops the failed attempt) and a re-entering turn
   filter inside memory (whose history is the run so far) never duplicate a message.
+- A resume takes its pause from the store (compare-and-swap on its id); a new turn whose
+  conversation ends with calls awaiting a decision takes that pause to abandon it, or is
+  refused with ``ConversationBusyError`` when none is stored (a resume is in flight).
+  What the resumed calls did is recorded as they finish (``_journal.py``): a failed
+  resume gives its pause back and never runs a call twice.
 """
 
 from __future__ import annotations
