@@ -1,9 +1,14 @@
-"""Decoding a 10k-token stream: OpenAI Responses and Bedrock ConverseStream, beamfilter vs the SDKs.
+"""Decoding a 10k-token stream: OpenAI Chat Completions and Responses, and Bedrock
+ConverseStream, beamfilter vs the SDKs.
 
 The streams are the recorded captures of ``tests/core/models/provider_captures``
-(``openai_responses_text_stream.http``, ``bedrock_converse_stream_text.events.json``) with
+(``azure_chat_stream.http``, an OpenAI chat-completions stream as Azure sends it,
+``openai_responses_text_stream.http``, ``bedrock_converse_stream_text.events.json``) with
 their delta event repeated to 10,000 tokens, every field kept as recorded. Each row
 decodes the same bytes, cut in the same 16 KiB reads, in one run:
+
+- **OpenAI Chat Completions**: ``OpenAIChatModel.stream`` against the official ``openai``
+  client's ``chat.completions.create(stream=True)``, both over one ``httpx.MockTransport``;
 
 - **OpenAI Responses**: ``OpenAIChatModel(api="responses").stream`` against the official
   ``openai`` client's ``responses.create(stream=True)`` (its SSE decoder and typed event
@@ -54,6 +59,23 @@ def responses_stream(tokens: int = TOKENS) -> bytes:
     return "".join(f"event: {e['type']}\ndata: {json.dumps(e, separators=(',', ':'))}\n\n" for e in body).encode()
 
 
+def chat_stream(tokens: int = TOKENS) -> bytes:
+    """The recorded chat-completions stream with its content delta chunk repeated."""
+    raw = (CAPTURES / "azure_chat_stream.http").read_bytes().partition(b"\n\n")[2].decode()
+    blocks = [block for block in raw.split("\n\n") if block.strip()]
+    chunks = [json.loads(block.removeprefix("data: ")) for block in blocks[:-1]]  # the last is [DONE]
+    deltas = [n for n, c in enumerate(chunks) if c["choices"] and c["choices"][0]["delta"].get("content")]
+    delta = chunks[deltas[0]]
+    head, tail = chunks[: deltas[0]], chunks[deltas[-1] + 1 :]
+
+    def with_text(text: str) -> dict[str, Any]:
+        return {**delta, "choices": [{**delta["choices"][0], "delta": {"content": text}}]}
+
+    body = [*head, *(with_text(WORDS[n % len(WORDS)]) for n in range(tokens)), *tail]
+    events = "".join(f"data: {json.dumps(c, separators=(',', ':'))}\n\n" for c in body)
+    return (events + "data: [DONE]\n\n").encode()
+
+
 def _reads(data: bytes) -> Iterator[bytes]:
     for start in range(0, len(data), READ):
         yield data[start : start + READ]
@@ -77,6 +99,34 @@ def _best(rounds: int, run: Callable[[], Any]) -> float:
         run()
         best = min(best, time.process_time() - start)
     return best
+
+
+def chat_row(rounds: int = 5, tokens: int = TOKENS) -> tuple[float, float]:
+    """OpenAI Chat Completions: beamfilter's stream decoding against the ``openai`` client's."""
+    import openai
+
+    body = chat_stream(tokens)
+    expected = "".join(WORDS[n % len(WORDS)] for n in range(tokens))
+    request = ChatRequest((Message.user("hi"),))
+
+    async def ours() -> None:
+        async with OpenAIChatModel("gpt-4o", api_key="k", transport=_transport(body)) as model:
+            pieces: list[str] = []
+            result = await model.stream(request, pieces.append)
+        assert result.text == "".join(pieces) == expected
+
+    async def sdk() -> None:
+        async with httpx.AsyncClient(transport=_transport(body)) as http:
+            client = openai.AsyncOpenAI(api_key="k", base_url="http://mock.test/v1", http_client=http, max_retries=0)
+            pieces: list[str] = []
+            messages: Any = [{"role": "user", "content": "hi"}]
+            stream = await client.chat.completions.create(model="gpt-4o", messages=messages, stream=True)
+            async for chunk in stream:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    pieces.append(chunk.choices[0].delta.content)
+        assert "".join(pieces) == expected
+
+    return _best(rounds, lambda: asyncio.run(ours())), _best(rounds, lambda: asyncio.run(sdk()))
 
 
 def responses_row(rounds: int = 5, tokens: int = TOKENS) -> tuple[float, float]:
@@ -163,7 +213,12 @@ def bedrock_row(rounds: int = 5, tokens: int = TOKENS) -> tuple[float, float]:
 
 
 def main() -> None:
-    for name, row in (("OpenAI Responses", responses_row), ("Bedrock ConverseStream", bedrock_row)):
+    rows = (
+        ("OpenAI Chat Completions", chat_row),
+        ("OpenAI Responses", responses_row),
+        ("Bedrock ConverseStream", bedrock_row),
+    )
+    for name, row in rows:
         ours, sdk = row()
         print(f"{name:24s} beamfilter {ours * 1000:7.1f} ms   SDK {sdk * 1000:7.1f} ms   {sdk / ours:5.1f}x")
 
