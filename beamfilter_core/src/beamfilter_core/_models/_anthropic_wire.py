@@ -27,6 +27,7 @@ from ._wire_common import (
     merge_turns,
     object_call,
     too_large,
+    with_options,
 )
 
 __all__ = [
@@ -145,11 +146,7 @@ def request_body(
     marks the end of the system prompt and of the tools as a cache breakpoint; a
     ``cache_control`` key in ``options`` overrides it, and one in ``request.options`` for one call.
     """
-    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
-    for source in (options, request.options):
-        for key, value in source.items():
-            if key not in _RESERVED:
-                body[key] = value
+    body = with_options({"model": model, "max_tokens": max_tokens}, options, request.options, _RESERVED)
     mark = cache_mark(request.options.get("cache_control", options.get("cache_control", cache_control)))
     system, messages = merge_turns(request.messages, _system_block, _turn)
     if system:

@@ -19,7 +19,7 @@ from .._records import ChatRequest, ChatResponse
 from ..errors import IncompleteStreamError, ProviderResponseError
 from ._base import TokenSink
 from ._wire import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, _malformed, loads, preview
-from ._wire_common import count, too_large
+from ._wire_common import count, too_large, with_options
 
 __all__ = [
     "PROVIDER",
@@ -107,11 +107,7 @@ def input_items(messages: tuple[Message, ...]) -> tuple[str | None, list[dict[st
 
 def request_body(request: ChatRequest, model: str, options: Mapping[str, Any], *, stream: bool) -> dict[str, Any]:
     """The JSON body of one ``/responses`` call (options first, ``request.options`` over them)."""
-    body: dict[str, Any] = {"model": model}
-    for source in (options, request.options):
-        for key, value in source.items():
-            if key not in _RESERVED:
-                body[key] = value
+    body = with_options({"model": model}, options, request.options, _RESERVED)
     instructions, items = input_items(request.messages)
     if instructions is not None:
         body["instructions"] = instructions

@@ -14,7 +14,7 @@ from .._messages import ContentPart, Message, ToolCall, Usage
 from .._records import ChatRequest, ChatResponse
 from ..errors import IncompleteStreamError, ProviderResponseError
 from ._base import TokenSink
-from ._wire_common import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, StreamState, count, too_large
+from ._wire_common import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, StreamState, count, too_large, with_options
 
 __all__ = [
     "MAX_ANSWER_CHARS",
@@ -65,11 +65,7 @@ def request_body(request: ChatRequest, model: str, options: Mapping[str, Any], *
     ``options`` (the model's own) are applied first, then ``request.options`` over them;
     neither can replace ``messages``, ``tools`` or ``stream``.
     """
-    body: dict[str, Any] = {"model": model}
-    for source in (options, request.options):
-        for key, value in source.items():
-            if key not in _RESERVED:
-                body[key] = value
+    body = with_options({"model": model}, options, request.options, _RESERVED)
     body["messages"] = [message_to_json(m) for m in request.messages]
     if request.tools:
         body["tools"] = [t.definition for t in request.tools]

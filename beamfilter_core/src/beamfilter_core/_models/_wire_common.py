@@ -25,6 +25,7 @@ __all__ = [
     "merge_turns",
     "object_call",
     "text_block",
+    "with_options",
     "too_large",
 ]
 
@@ -61,6 +62,18 @@ def too_large(limit: int, call: str | None = None) -> ResponseTooLargeError:
         what, name = f"The arguments of tool call {call!r} are", "max_argument_chars"
     msg = f"{what} longer than {name}={limit}; raise the limit if such answers are expected."
     return ResponseTooLargeError(msg)
+
+
+def with_options(
+    body: dict[str, Any], options: Mapping[str, Any], request_options: Mapping[str, Any], reserved: frozenset[str]
+) -> dict[str, Any]:
+    """``body`` with the model's ``options`` and then the call's over them, but for the
+    ``reserved`` keys the wire writes itself (messages, tools, stream...)."""
+    for source in (options, request_options):
+        for key, value in source.items():
+            if key not in reserved:
+                body[key] = value
+    return body
 
 
 def text_block(text: str) -> dict[str, Any]:
