@@ -60,6 +60,20 @@ def response(
     return httpx.Response(status, headers=headers or {}, content=_agen(parts, then_raise))
 
 
+def captured(name: str, chunk: int | None = None) -> httpx.Response:
+    """The native provider capture ``name`` (``provider_captures/``) as a response, its body
+    in ``chunk``-byte reads."""
+    from core.models._provider_captures import load
+
+    status, headers, body = load(name)
+    return response(status, body, headers=headers, chunk=chunk)
+
+
+def replay(name: str, chunk: int | None = None) -> Callable[[httpx.Request], httpx.Response]:
+    """A handler answering every request with :func:`captured` ``(name, chunk)``."""
+    return lambda _: captured(name, chunk)
+
+
 def sse(*events: Any, done: bool = True) -> bytes:
     """An SSE body from chunk objects (dicts are JSON-encoded), ending in [DONE]."""
     lines = [f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n" for e in events]

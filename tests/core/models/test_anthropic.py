@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 from core.models._mock import Server, pieces, response
+from core.models._mock import replay as capture
 from core.models._provider_captures import load
 from core.models.test_contract_anthropic import end, event, start
 
@@ -54,11 +55,6 @@ def model(server: Server, **options: Any) -> AnthropicChatModel:
     return AnthropicChatModel(
         "claude-test", base_url="http://mock.test", transport=httpx.MockTransport(server.handle), **options
     )
-
-
-def capture(name: str, chunk: int | None = None) -> Any:
-    status, headers, body = load(name)
-    return lambda _: response(status, body, headers=headers, chunk=chunk)
 
 
 # -- the request ----------------------------------------------------------------------

@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 import pytest
 from _support import record_retry_waits
-from core.models._mock import Server, response
-from core.models._provider_captures import load
+from core.models._mock import Server
+from core.models._mock import captured as capture
 
 from beamfilter_core import AzureOpenAIChatModel, ChatRequest, Kernel, Message, Registry, Usage
 from beamfilter_core.errors import ConfigError, RateLimitError
@@ -25,11 +25,6 @@ def model(server: Server, **options: Any) -> AzureOpenAIChatModel:
     options.setdefault("api_key", KEY)
     options.setdefault("base_url", "https://my-resource.openai.azure.com")
     return AzureOpenAIChatModel("gpt-4o-prod", transport=httpx.MockTransport(server.handle), **options)
-
-
-def capture(name: str, chunk: int | None = None) -> httpx.Response:
-    status, headers, body = load(name)
-    return response(status, body, headers=headers, chunk=chunk)
 
 
 @pytest.mark.parametrize("chunk", [None, 3, 64])

@@ -16,7 +16,8 @@ from urllib.parse import quote
 import httpx
 import pytest
 from core.models._mock import Server, pieces, response
-from core.models._provider_captures import converse_stream, event_frame, eventstream_frame, exception_frame, load
+from core.models._mock import captured as capture
+from core.models._provider_captures import converse_stream, event_frame, eventstream_frame, exception_frame
 
 from beamfilter_core import BedrockChatModel, ChatRequest, ContentPart, Kernel, Message, Registry, ToolCall, Usage, tool
 from beamfilter_core._messages import Reasoning
@@ -66,11 +67,6 @@ def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 def model(server: Server, **options: Any) -> BedrockChatModel:
     return BedrockChatModel(MODEL_ID, transport=httpx.MockTransport(server.handle), **options)
-
-
-def capture(name: str) -> httpx.Response:
-    status, headers, body = load(name)
-    return response(status, body, headers=headers)
 
 
 def stream_of(body: bytes, chunk: int | None = None) -> httpx.Response:

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 from core.models._mock import Server, response
+from core.models._mock import replay as capture
 from core.models._provider_captures import load
 from core.models.test_contract_gemini import chunk, event
 
@@ -67,11 +68,6 @@ def model(server: Server, **options: Any) -> GeminiChatModel:
     return GeminiChatModel(
         "gemini-2.5-flash", base_url="http://mock.test", transport=httpx.MockTransport(server.handle), **options
     )
-
-
-def capture(name: str, chunk_size: int | None = None) -> Any:
-    status, headers, body = load(name)
-    return lambda _: response(status, body, headers=headers, chunk=chunk_size)
 
 
 # -- the request ----------------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 from core.models._mock import Server, response
-from core.models._provider_captures import load
+from core.models._mock import captured as capture
 
 from beamfilter_core import (
     ChatRequest,
@@ -61,11 +61,6 @@ def model(server: Server, **options: Any) -> OpenAIChatModel:
         transport=httpx.MockTransport(server.handle),
         **options,
     )
-
-
-def capture(name: str, chunk: int | None = None) -> httpx.Response:
-    status, headers, body = load(name)
-    return response(status, body, headers=headers, chunk=chunk)
 
 
 def events(*items: dict[str, Any]) -> bytes:
