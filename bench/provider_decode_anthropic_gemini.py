@@ -20,41 +20,27 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import httpx
+from provider_decode_common import TOKENS, best, capture_body, expected, model_stream, transport, word
 
-from beamfilter_core import AnthropicChatModel, ChatRequest, GeminiChatModel, Message
-
-CAPTURES = Path(__file__).resolve().parents[1] / "tests" / "core" / "models" / "provider_captures"
-TOKENS = 10_000
-READ = 16_384
-WORDS = [" the", " sea", " is", " wide", ",", " and", " deep", ".", " Ünï", " ✓"]
-REQUEST = ChatRequest((Message.user("hi"),))
-
-
-def _expected(tokens: int) -> str:
-    return "".join(WORDS[n % len(WORDS)] for n in range(tokens))
-
-
-def _body(name: str) -> str:
-    return (CAPTURES / name).read_bytes().partition(b"\n\n")[2].decode()
+from beamfilter_core import AnthropicChatModel, GeminiChatModel
 
 
 def anthropic_stream(tokens: int = TOKENS) -> bytes:
     """The recorded Messages stream with its ``text_delta`` event repeated."""
     events = [
         json.loads(block.split("data: ", 1)[1])
-        for block in _body("anthropic_text_stream.http").split("\n\n")
+        for block in capture_body("anthropic_text_stream.http").split("\n\n")
         if block.strip()
     ]
     deltas = [n for n, e in enumerate(events) if e.get("delta", {}).get("type") == "text_delta"]
     delta = events[deltas[0]]
     body = [
         *events[: deltas[0]],
-        *({**delta, "delta": {"type": "text_delta", "text": WORDS[n % len(WORDS)]}} for n in range(tokens)),
+        *({**delta, "delta": {"type": "text_delta", "text": word(n)}} for n in range(tokens)),
         *events[deltas[-1] + 1 :],
     ]
     return "".join(f"event: {e['type']}\ndata: {json.dumps(e, separators=(',', ':'))}\n\n" for e in body).encode()
@@ -63,7 +49,9 @@ def anthropic_stream(tokens: int = TOKENS) -> bytes:
 def gemini_stream(tokens: int = TOKENS) -> bytes:
     """The recorded ``streamGenerateContent?alt=sse`` chunks with a middle chunk repeated."""
     chunks = [
-        json.loads(block[len("data: ") :]) for block in _body("gemini_text_stream.http").split("\r\n\r\n") if block
+        json.loads(block[len("data: ") :])
+        for block in capture_body("gemini_text_stream.http").split("\r\n\r\n")
+        if block
     ]
     middle, last = chunks[1], chunks[-1]
 
@@ -71,36 +59,9 @@ def gemini_stream(tokens: int = TOKENS) -> bytes:
         candidate = {**chunk["candidates"][0], "content": {"parts": [{"text": text}], "role": "model"}}
         return {**chunk, "candidates": [candidate]}
 
-    body = [with_text(middle, WORDS[n % len(WORDS)]) for n in range(tokens - 1)]
-    body.append(with_text(last, WORDS[(tokens - 1) % len(WORDS)]))
+    body = [with_text(middle, word(n)) for n in range(tokens - 1)]
+    body.append(with_text(last, word(tokens - 1)))
     return "".join(f"data: {json.dumps(c, separators=(',', ':'))}\r\n\r\n" for c in body).encode()
-
-
-def _reads(data: bytes) -> Iterator[bytes]:
-    for start in range(0, len(data), READ):
-        yield data[start : start + READ]
-
-
-def _transport(body: bytes, http: Any = httpx) -> Any:
-    """A mock transport of ``http`` (httpx, or the httpx2 fork the anthropic SDK uses)."""
-
-    async def content() -> Any:
-        for part in _reads(body):
-            yield part
-
-    def handle(_: Any) -> Any:
-        return http.Response(200, headers={"content-type": "text/event-stream"}, content=content())
-
-    return http.MockTransport(handle)
-
-
-def _best(rounds: int, run: Callable[[], Any]) -> float:
-    best = float("inf")
-    for _ in range(rounds):
-        start = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def anthropic_row(rounds: int = 5, tokens: int = TOKENS) -> tuple[float, float]:
@@ -109,16 +70,13 @@ def anthropic_row(rounds: int = 5, tokens: int = TOKENS) -> tuple[float, float]:
     import httpx2  # the anthropic SDK's own fork of httpx; it refuses an httpx client
 
     body = anthropic_stream(tokens)
-    expected = _expected(tokens)
+    text = expected(tokens)
 
-    async def ours() -> None:
-        async with AnthropicChatModel("claude-sonnet-4-5", api_key="k", transport=_transport(body)) as model:
-            pieces: list[str] = []
-            result = await model.stream(REQUEST, pieces.append)
-        assert result.text == "".join(pieces) == expected
+    def ours(mock: Any) -> AnthropicChatModel:
+        return AnthropicChatModel("claude-sonnet-4-5", api_key="k", transport=mock)
 
     async def sdk() -> None:
-        async with httpx2.AsyncClient(transport=_transport(body, httpx2)) as http:
+        async with httpx2.AsyncClient(transport=transport(body, httpx2)) as http:
             client = anthropic.AsyncAnthropic(api_key="k", base_url="http://mock.test", http_client=http, max_retries=0)
             pieces: list[str] = []
             stream = await client.messages.create(
@@ -127,9 +85,11 @@ def anthropic_row(rounds: int = 5, tokens: int = TOKENS) -> tuple[float, float]:
             async for event in stream:
                 if event.type == "content_block_delta" and event.delta.type == "text_delta":
                     pieces.append(event.delta.text)
-        assert "".join(pieces) == expected
+        assert "".join(pieces) == text
 
-    return _best(rounds, lambda: asyncio.run(ours())), _best(rounds, lambda: asyncio.run(sdk()))
+    # wall-clock time, as these rows were first measured
+    clock = time.perf_counter
+    return best(rounds, model_stream(ours, body, tokens), clock), best(rounds, lambda: asyncio.run(sdk()), clock)
 
 
 def gemini_row(rounds: int = 5, tokens: int = TOKENS) -> tuple[float, float]:
@@ -138,24 +98,23 @@ def gemini_row(rounds: int = 5, tokens: int = TOKENS) -> tuple[float, float]:
     from google.genai import types
 
     body = gemini_stream(tokens)
-    expected = _expected(tokens)
+    text = expected(tokens)
 
-    async def ours() -> None:
-        async with GeminiChatModel("gemini-2.5-flash", api_key="k", transport=_transport(body)) as model:
-            pieces: list[str] = []
-            result = await model.stream(REQUEST, pieces.append)
-        assert result.text == "".join(pieces) == expected
+    def ours(mock: Any) -> GeminiChatModel:
+        return GeminiChatModel("gemini-2.5-flash", api_key="k", transport=mock)
 
     async def sdk() -> None:
-        async with httpx.AsyncClient(transport=_transport(body)) as http:
+        async with httpx.AsyncClient(transport=transport(body)) as http:
             options = types.HttpOptions(base_url="http://mock.test", httpx_async_client=http)
             client = genai.Client(api_key="k", http_options=options)
             pieces: list[str] = []
             async for chunk in await client.aio.models.generate_content_stream(model="gemini-2.5-flash", contents="hi"):
                 pieces.append(chunk.text or "")
-        assert "".join(pieces) == expected
+        assert "".join(pieces) == text
 
-    return _best(rounds, lambda: asyncio.run(ours())), _best(rounds, lambda: asyncio.run(sdk()))
+    # wall-clock time, as these rows were first measured
+    clock = time.perf_counter
+    return best(rounds, model_stream(ours, body, tokens), clock), best(rounds, lambda: asyncio.run(sdk()), clock)
 
 
 ROWS: list[tuple[str, Callable[..., tuple[float, float]]]] = [

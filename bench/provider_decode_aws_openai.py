@@ -27,32 +27,26 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
+from provider_decode_common import CAPTURES, TOKENS, best, capture_body, expected, model_stream, reads, transport, word
 
-from beamfilter_core import ChatRequest, Message, OpenAIChatModel
-
-CAPTURES = Path(__file__).resolve().parents[1] / "tests" / "core" / "models" / "provider_captures"
-TOKENS = 10_000
-READ = 16_384
-WORDS = [" the", " sea", " is", " wide", ",", " and", " deep", ".", " Ünï", " ✓"]
+from beamfilter_core import OpenAIChatModel
 
 
 def responses_stream(tokens: int = TOKENS) -> bytes:
     """The recorded Responses stream with its ``response.output_text.delta`` event repeated."""
-    raw = (CAPTURES / "openai_responses_text_stream.http").read_bytes().partition(b"\n\n")[2].decode()
+    raw = capture_body("openai_responses_text_stream.http")
     events = [json.loads(block.split("data: ", 1)[1]) for block in raw.split("\n\n") if block.strip()]
     deltas = [e for e in events if e["type"] == "response.output_text.delta"]
     head = [e for e in events if e["sequence_number"] < deltas[0]["sequence_number"]]
     tail = [e for e in events if e["sequence_number"] > deltas[-1]["sequence_number"]]
-    body = [*head, *({**deltas[0], "delta": WORDS[n % len(WORDS)]} for n in range(tokens)), *tail]
+    body = [*head, *({**deltas[0], "delta": word(n)} for n in range(tokens)), *tail]
     for number, event in enumerate(body):
         event["sequence_number"] = number
-    text = "".join(WORDS[n % len(WORDS)] for n in range(tokens))
+    text = expected(tokens)
     for event in tail:  # the done events repeat the whole text, as the real API does
         if event["type"] == "response.output_text.done":
             event["text"] = text
@@ -61,7 +55,7 @@ def responses_stream(tokens: int = TOKENS) -> bytes:
 
 def chat_stream(tokens: int = TOKENS) -> bytes:
     """The recorded chat-completions stream with its content delta chunk repeated."""
-    raw = (CAPTURES / "azure_chat_stream.http").read_bytes().partition(b"\n\n")[2].decode()
+    raw = capture_body("azure_chat_stream.http")
     blocks = [block for block in raw.split("\n\n") if block.strip()]
     chunks = [json.loads(block.removeprefix("data: ")) for block in blocks[:-1]]  # the last is [DONE]
     deltas = [n for n, c in enumerate(chunks) if c["choices"] and c["choices"][0]["delta"].get("content")]
@@ -71,34 +65,9 @@ def chat_stream(tokens: int = TOKENS) -> bytes:
     def with_text(text: str) -> dict[str, Any]:
         return {**delta, "choices": [{**delta["choices"][0], "delta": {"content": text}}]}
 
-    body = [*head, *(with_text(WORDS[n % len(WORDS)]) for n in range(tokens)), *tail]
+    body = [*head, *(with_text(word(n)) for n in range(tokens)), *tail]
     events = "".join(f"data: {json.dumps(c, separators=(',', ':'))}\n\n" for c in body)
     return (events + "data: [DONE]\n\n").encode()
-
-
-def _reads(data: bytes) -> Iterator[bytes]:
-    for start in range(0, len(data), READ):
-        yield data[start : start + READ]
-
-
-def _transport(body: bytes) -> httpx.MockTransport:
-    async def content() -> Any:
-        for part in _reads(body):
-            yield part
-
-    def handle(_: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=content())
-
-    return httpx.MockTransport(handle)
-
-
-def _best(rounds: int, run: Callable[[], Any]) -> float:
-    best = float("inf")
-    for _ in range(rounds):
-        start = time.process_time()
-        run()
-        best = min(best, time.process_time() - start)
-    return best
 
 
 def chat_row(rounds: int = 5, tokens: int = TOKENS) -> tuple[float, float]:
@@ -106,17 +75,13 @@ def chat_row(rounds: int = 5, tokens: int = TOKENS) -> tuple[float, float]:
     import openai
 
     body = chat_stream(tokens)
-    expected = "".join(WORDS[n % len(WORDS)] for n in range(tokens))
-    request = ChatRequest((Message.user("hi"),))
+    text = expected(tokens)
 
-    async def ours() -> None:
-        async with OpenAIChatModel("gpt-4o", api_key="k", transport=_transport(body)) as model:
-            pieces: list[str] = []
-            result = await model.stream(request, pieces.append)
-        assert result.text == "".join(pieces) == expected
+    def ours(mock: Any) -> OpenAIChatModel:
+        return OpenAIChatModel("gpt-4o", api_key="k", transport=mock)
 
     async def sdk() -> None:
-        async with httpx.AsyncClient(transport=_transport(body)) as http:
+        async with httpx.AsyncClient(transport=transport(body)) as http:
             client = openai.AsyncOpenAI(api_key="k", base_url="http://mock.test/v1", http_client=http, max_retries=0)
             pieces: list[str] = []
             messages: Any = [{"role": "user", "content": "hi"}]
@@ -124,9 +89,9 @@ def chat_row(rounds: int = 5, tokens: int = TOKENS) -> tuple[float, float]:
             async for chunk in stream:
                 if chunk.choices and chunk.choices[0].delta.content:
                     pieces.append(chunk.choices[0].delta.content)
-        assert "".join(pieces) == expected
+        assert "".join(pieces) == text
 
-    return _best(rounds, lambda: asyncio.run(ours())), _best(rounds, lambda: asyncio.run(sdk()))
+    return best(rounds, model_stream(ours, body, tokens)), best(rounds, lambda: asyncio.run(sdk()))
 
 
 def responses_row(rounds: int = 5, tokens: int = TOKENS) -> tuple[float, float]:
@@ -134,26 +99,22 @@ def responses_row(rounds: int = 5, tokens: int = TOKENS) -> tuple[float, float]:
     import openai
 
     body = responses_stream(tokens)
-    expected = "".join(WORDS[n % len(WORDS)] for n in range(tokens))
-    request = ChatRequest((Message.user("hi"),))
+    text = expected(tokens)
 
-    async def ours() -> None:
-        async with OpenAIChatModel("gpt-4.1", api="responses", api_key="k", transport=_transport(body)) as model:
-            pieces: list[str] = []
-            result = await model.stream(request, pieces.append)
-        assert result.text == "".join(pieces) == expected
+    def ours(mock: Any) -> OpenAIChatModel:
+        return OpenAIChatModel("gpt-4.1", api="responses", api_key="k", transport=mock)
 
     async def sdk() -> None:
-        async with httpx.AsyncClient(transport=_transport(body)) as http:
+        async with httpx.AsyncClient(transport=transport(body)) as http:
             client = openai.AsyncOpenAI(api_key="k", base_url="http://mock.test/v1", http_client=http, max_retries=0)
             pieces: list[str] = []
             stream = await client.responses.create(model="gpt-4.1", input="hi", stream=True)
             async for event in stream:
                 if event.type == "response.output_text.delta":
                     pieces.append(event.delta)
-        assert "".join(pieces) == expected
+        assert "".join(pieces) == text
 
-    return _best(rounds, lambda: asyncio.run(ours())), _best(rounds, lambda: asyncio.run(sdk()))
+    return best(rounds, model_stream(ours, body, tokens)), best(rounds, lambda: asyncio.run(sdk()))
 
 
 def converse_stream(tokens: int = TOKENS) -> bytes:
@@ -165,7 +126,7 @@ def converse_stream(tokens: int = TOKENS) -> bytes:
     delta = next(payload for kind, payload in events if kind == "contentBlockDelta")
     frames = [event_frame(*events[0])]
     for n in range(tokens):
-        frames.append(event_frame("contentBlockDelta", {**delta, "delta": {"text": WORDS[n % len(WORDS)]}}))
+        frames.append(event_frame("contentBlockDelta", {**delta, "delta": {"text": word(n)}}))
     frames += [event_frame(kind, payload) for kind, payload in events if kind != "contentBlockDelta"][1:]
     return b"".join(frames)
 
@@ -179,7 +140,7 @@ def bedrock_row(rounds: int = 5, tokens: int = TOKENS) -> tuple[float, float]:
     from beamfilter_core._models._bedrock_wire import ConverseStreamAccumulator, EventStreamDecoder
 
     body = converse_stream(tokens)
-    expected = "".join(WORDS[n % len(WORDS)] for n in range(tokens))
+    text = expected(tokens)
     client = boto3.client(
         "bedrock-runtime", region_name="us-east-1", aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret"
     )
@@ -189,14 +150,14 @@ def bedrock_row(rounds: int = 5, tokens: int = TOKENS) -> tuple[float, float]:
         pieces: list[str] = []
         decoder = EventStreamDecoder()
         accumulator = ConverseStreamAccumulator(pieces.append)
-        for part in _reads(body):
+        for part in reads(body):
             for headers, payload in decoder.feed(part):
                 accumulator.feed(headers[":event-type"], payload)
-        assert accumulator.result(chunks=1).text == "".join(pieces) == expected
+        assert accumulator.result(chunks=1).text == "".join(pieces) == text
 
     class Raw:  # what botocore reads a streamed body through
         def stream(self) -> Iterator[bytes]:
-            return _reads(body)
+            return reads(body)
 
         def close(self) -> None:
             pass
@@ -207,9 +168,9 @@ def bedrock_row(rounds: int = 5, tokens: int = TOKENS) -> tuple[float, float]:
             delta = event.get("contentBlockDelta")
             if delta is not None:
                 pieces.append(delta["delta"]["text"])
-        assert "".join(pieces) == expected
+        assert "".join(pieces) == text
 
-    return _best(rounds, ours), _best(rounds, sdk)
+    return best(rounds, ours), best(rounds, sdk)
 
 
 def main() -> None:
