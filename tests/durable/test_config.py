@@ -315,7 +315,7 @@ def test_an_unreachable_database_is_a_durable_error_without_its_password() -> No
 
 
 def test_beamfilter_run_needs_no_model_when_the_kernel_is_named(local: Local) -> None:
-    from beamfilter_core._config import build_config
+    from beamfilter_core import build_config
 
     config = folder_app(local, "folder_agent_f")
     assert isinstance(build_config(config).kernel.model, NamedKernelModel)

@@ -14,7 +14,7 @@ from beamfilter_core import ChatRequest, ChatResponse
 from beamfilter_core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from beamfilter_core._config import BuiltConfig
+    from beamfilter_core import BuiltConfig
 
     from ._options import DurableOptions
 
@@ -52,7 +52,7 @@ def build_durable_config(config: str | os.PathLike[str]) -> BuiltConfig:
     Raises:
         ConfigError: the file is missing or invalid (every problem with its place).
     """
-    from beamfilter_core._config import build_config
+    from beamfilter_core import build_config
 
     return build_config(config)
 

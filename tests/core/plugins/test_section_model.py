@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from beamfilter_core import Registry, ScriptedModel, SectionSpec, hookimpl
-from beamfilter_core._config import build_config
+from beamfilter_core import Registry, ScriptedModel, SectionSpec, build_config, hookimpl
 from beamfilter_core.errors import ConfigError
 
 SCHEMA = {
