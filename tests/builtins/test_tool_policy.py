@@ -17,7 +17,17 @@ import pytest
 
 from beamfilter_builtins import tool_policy_filter
 from beamfilter_builtins._tool_policy import SPEC, Denial, ToolPolicy
-from beamfilter_core import ChatResponse, Decision, Filter, Kernel, ScriptedModel, ToolCall, TurnResult, tool
+from beamfilter_core import (
+    ChatResponse,
+    Decision,
+    Filter,
+    GateRequest,
+    Kernel,
+    ScriptedModel,
+    ToolCall,
+    TurnResult,
+    tool,
+)
 from beamfilter_core.errors import ConfigError
 from beamfilter_core.testing import run_turn
 
@@ -443,14 +453,21 @@ async def test_pause_then_reject_and_an_approval_with_other_arguments_is_checked
     assert resumed.text == "done"
     assert ran == ["search x"]
     assert model.requests[1].messages[-2].text == "The call to 'shell' was rejected."
-    # the human edits the arguments: the policy checks them like a model's call
+    # the human edits the arguments: the policy judges them like a model's call, and an edit
+    # it would deny is paused again, for a human to approve as shown; nothing ran meanwhile
     kernel, model = shell_kernel([policy], ["rm -rf /"], ran := [])
     paused = await kernel.run("go")
     resumed = await kernel.resume(paused.pause, {"c0": Decision.approve({"command": "rm -rf ~"})})
-    assert ran == ["search x"]
-    assert next(m.text for m in resumed.messages if m.role == "tool").startswith(
+    assert (resumed.status, ran) == ("paused", [])
+    assert resumed.pause is not None
+    assert resumed.pause.awaiting == ("c0",)
+    assert [(c.id, dict(c.arguments)) for c in resumed.pause.calls if c.id == "c0"] == [("c0", {"command": "rm -rf ~"})]
+    assert resumed.pause.reason is not None
+    assert resumed.pause.reason.startswith(
         "The call to 'shell' was denied by the tool policy (rules[0] shell 'command')"
     )
+    await kernel.resume(resumed.pause, {"c0": "approve"})
+    assert sorted(ran) == ["rm -rf ~", "search x"]  # the call the human was shown, once
     kernel, model = shell_kernel([policy], ["rm -rf /"], ran := [])
     paused = await kernel.run("go")
     await kernel.resume(paused.pause, {"c0": Decision.approve({"command": "ls /tmp"})})
@@ -596,3 +613,22 @@ async def test_the_gate_judges_a_relative_path_from_the_tool_s_folder_too() -> N
         "'/srv/project/secret.txt', outside the allowed roots (/srv/project/data). "
         "Do not retry it with the same arguments; choose another way or ask the user."
     )
+
+
+async def test_a_policy_pause_shows_and_runs_the_call_an_outer_gate_rewrote() -> None:
+    ran: list[str] = []
+
+    async def quote_paths(request: GateRequest, state: dict[str, Any], call_next: Any) -> Decision:
+        call = request.call  # an outer gate rewrites the command before the policy sees it
+        if call.name != "shell":
+            return await call_next(request)  # type: ignore[no-any-return]
+        rewritten = ToolCall(call.name, {"command": call.arguments["command"] + "etc"}, call.id)
+        return await call_next(request.replace(call=rewritten))  # type: ignore[no-any-return]
+
+    policy = tool_policy_filter([{"tool": "shell", "kind": "shell"}], action="pause")
+    kernel, _model = shell_kernel([Filter("rewrite", around_gate=quote_paths), policy], ["rm -rf /"], ran)
+    paused = await kernel.run("go")
+    assert paused.pause is not None
+    assert [dict(c.arguments) for c in paused.pause.calls if c.id == "c0"] == [{"command": "rm -rf /etc"}]
+    await kernel.resume(paused.pause, {"c0": "approve"})
+    assert sorted(ran) == ["rm -rf /etc", "search x"]  # what the reviewer was shown, never the model's

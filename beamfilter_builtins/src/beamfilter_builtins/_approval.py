@@ -61,11 +61,6 @@ def approval_filter(
     """
     approver = None if approve is None else resolve_callable(approve, option="approve", owner="approval_filter")
 
-    def shown(pause: Decision, call: ToolCall) -> Decision:
-        # the pause names the call as this layer saw it: what the reviewer is shown and
-        # approves, even when an outer gate layer rewrote the model's arguments
-        return Decision("pause", call.arguments, pause.message)
-
     def rejected(tool: str, reason: str | None) -> Decision:
         return Decision.reject(reason, result=rejection.format(tool=tool, reason=f": {reason}" if reason else ""))
 
@@ -77,7 +72,9 @@ def approval_filter(
             return await call_next(request)
         call = request.call
         if approver is None:
-            return shown(Decision.pause(HUMAN_REASON.format(tool=tool.name)), call)
+            # the call as this layer saw it: what the reviewer is shown and approves, even
+            # when an outer gate layer rewrote the model's arguments
+            return Decision.pause(HUMAN_REASON.format(tool=tool.name), arguments=call.arguments)
         verdict = await call_maybe_async(approver, tool.name, dict(call.arguments))
         if verdict is True:
             return await call_next(request)
@@ -92,7 +89,7 @@ def approval_filter(
             if kind == "reject":
                 return rejected(tool.name, verdict.message)
             if kind == "pause":
-                return shown(verdict, call)
+                return Decision.pause(verdict.message, arguments=call.arguments)
             if kind == "reply":
                 return verdict
         msg = (

@@ -397,7 +397,7 @@ def tool_policy_filter(
         denial = policy.check(call.name, call.arguments, request.tool.workdir)
         if denial is None or not (mode == "pause" or denial.pause):
             return await call_next(request)  # denied (or not) by the tool hook
-        return Decision.pause(text(call.name, denial))
+        return Decision.pause(text(call.name, denial), arguments=call.arguments)  # as this layer saw it
 
     async def around_tool(
         request: ToolRequest, state: dict[str, Any], call_next: Callable[[ToolRequest], Awaitable[ToolResult]]

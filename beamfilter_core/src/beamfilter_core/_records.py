@@ -216,9 +216,11 @@ class Decision:
         return cls("reply", None, content)
 
     @classmethod
-    def pause(cls, reason: str | None = None) -> Decision:
-        """Stop the run here until a human decides (gates only)."""
-        return cls("pause", None, reason)
+    def pause(cls, reason: str | None = None, *, arguments: Mapping[str, Any] | None = None) -> Decision:
+        """Stop the run here until a human decides (gates only). ``arguments``: the call as
+        this gate layer saw it, which the reviewer is shown and an approval runs (pass
+        ``request.call.arguments``: an outer layer may have rewritten the model's)."""
+        return cls("pause", None if arguments is None else dict(arguments), reason)
 
 
 @attrs.frozen(slots=True)
