@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Unpack
 
 from .._records import ChatRequest
 from ..errors import ConfigError
 from . import _anthropic_wire as wire
-from ._http import HTTPChatModel
+from ._http import HTTPChatModel, HTTPOptions
 
 __all__ = ["AnthropicChatModel"]
 
@@ -44,7 +44,16 @@ class AnthropicChatModel(HTTPChatModel):
     _default_key_env = "ANTHROPIC_API_KEY"
     _logger: ClassVar[logging.Logger] = logging.getLogger("beamfilter.models.anthropic")
 
-    def __init__(self, model: str, *, max_tokens: int = 4096, cache_control: Any = None, **options: Any) -> None:
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key_env: str | None = None,
+        max_tokens: int = 4096,
+        cache_control: Any = None,
+        **options: Unpack[HTTPOptions],
+    ) -> None:
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             msg = f"AnthropicChatModel(max_tokens={max_tokens!r}) must be an integer >= 1 (default 4096)."
             raise ConfigError(msg)
@@ -56,7 +65,7 @@ class AnthropicChatModel(HTTPChatModel):
             raise ConfigError(msg)
         self.max_tokens = max_tokens
         self.cache_control = cache_control
-        super().__init__(model, **options)
+        super().__init__(model, base_url=base_url, api_key_env=api_key_env, **options)
         self._plain_url = self._stream_url = self.base_url + "/v1/messages"
         self._parse_answer = wire.parse_message
         self._new_accumulator = wire.StreamAccumulator

@@ -7,12 +7,12 @@ names the deployment and the API version, and the key travels in an ``api-key`` 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Unpack
 from urllib.parse import quote
 
 from .._secrets import mask_credentials
 from ..errors import ConfigError
-from ._http import _ENV_NAME
+from ._http import _ENV_NAME, HTTPOptions
 from ._openai import OpenAIChatModel
 
 __all__ = ["AzureOpenAIChatModel"]
@@ -45,9 +45,8 @@ class AzureOpenAIChatModel(OpenAIChatModel):
         *,
         base_url: str,
         api_version: str = API_VERSION,
-        api_key: str | None = None,
         api_key_env: str | None = "AZURE_OPENAI_API_KEY",
-        **options: Any,
+        **options: Unpack[HTTPOptions],
     ) -> None:
         if not isinstance(deployment, str) or not deployment:
             msg = f"AzureOpenAIChatModel(deployment={deployment!r}) needs the deployment name of the model."
@@ -68,7 +67,7 @@ class AzureOpenAIChatModel(OpenAIChatModel):
                 "'AZURE_OPENAI_API_KEY'; to pass the key itself use api_key=."
             )
             raise ConfigError(msg)
-        super().__init__(deployment, base_url=base_url, api_key=api_key, api_key_env=api_key_env, api="chat", **options)
+        super().__init__(deployment, base_url=base_url, api_key_env=api_key_env, api="chat", **options)
         self.deployment = deployment
         self.api_version = api_version
         base = self.base_url.removesuffix("/openai")  # the resource URL as some portals show it

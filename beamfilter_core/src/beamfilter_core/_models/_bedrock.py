@@ -15,7 +15,7 @@ import json
 import logging
 import os
 from collections.abc import AsyncGenerator, Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Unpack
 from urllib.parse import quote
 
 import httpx
@@ -31,7 +31,7 @@ from ._bedrock_wire import (
     parse_converse,
     request_body,
 )
-from ._http import HTTPChatModel, _Failed
+from ._http import HTTPChatModel, HTTPOptions, _Failed
 from ._retry import error_from_response
 
 __all__ = ["BedrockChatModel"]
@@ -96,7 +96,8 @@ class BedrockChatModel(HTTPChatModel):
         profile: str | None = None,
         session: Any = None,
         cache_points: bool = False,
-        **options: Any,
+        api_key_env: str | None = None,
+        **options: Unpack[HTTPOptions],
     ) -> None:
         if not isinstance(model, str) or not model:
             msg = f"BedrockChatModel(model={model!r}) needs {self._model_needed}."
@@ -119,7 +120,8 @@ class BedrockChatModel(HTTPChatModel):
                 "(or a region in the AWS profile)."
             )
             raise ConfigError(msg)
-        super().__init__(model, base_url=base_url or f"https://bedrock-runtime.{region}.amazonaws.com", **options)
+        endpoint = base_url or f"https://bedrock-runtime.{region}.amazonaws.com"
+        super().__init__(model, base_url=endpoint, api_key_env=api_key_env, **options)
         self.region = region
         self.cache_points = bool(cache_points)
         path = f"{self.base_url}/model/{quote(model, safe='')}"

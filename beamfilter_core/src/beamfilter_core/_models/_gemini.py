@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Unpack
 from urllib.parse import quote
 
 from .._records import ChatRequest
 from ..errors import ProviderHTTPError
 from . import _gemini_wire as wire
-from ._http import HTTPChatModel
+from ._http import HTTPChatModel, HTTPOptions
 from ._retry import error_from_response
 
 __all__ = ["GeminiChatModel"]
@@ -59,8 +59,10 @@ class GeminiChatModel(HTTPChatModel):
     _default_key_env = "GEMINI_API_KEY"
     _logger: ClassVar[logging.Logger] = logging.getLogger("beamfilter.models.gemini")
 
-    def __init__(self, model: str, **options: Any) -> None:
-        super().__init__(model, **options)
+    def __init__(
+        self, model: str, *, base_url: str | None = None, api_key_env: str | None = None, **options: Unpack[HTTPOptions]
+    ) -> None:
+        super().__init__(model, base_url=base_url, api_key_env=api_key_env, **options)
         name = quote(self.model.removeprefix("models/"), safe="-._~")
         root = f"{self.base_url}/v1beta/models/{name}"
         self._plain_url = root + ":generateContent"

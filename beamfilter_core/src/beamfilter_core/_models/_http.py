@@ -19,7 +19,7 @@ import os
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from types import TracebackType
-from typing import Any, ClassVar, Protocol, Self
+from typing import Any, ClassVar, Protocol, Self, TypedDict
 
 import httpx
 
@@ -40,7 +40,7 @@ from ._base import TokenSink
 from ._retry import error_from_response, retry_delay, status_retryable
 from ._wire import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, loads
 
-__all__ = ["DEADLINE", "MAX_EVENT_CHARS", "Accumulator", "HTTPChatModel", "sse_data"]
+__all__ = ["DEADLINE", "MAX_EVENT_CHARS", "Accumulator", "HTTPChatModel", "HTTPOptions", "sse_data"]
 
 # The retry wait; module-level so tests can observe delays without sleeping.
 _sleep = asyncio.sleep
@@ -53,6 +53,22 @@ _ERROR_BODY_BYTES = 65_536
 # how long to keep reading after the last event: servers end the body within milliseconds
 _DRAIN_SECONDS = 0.1
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class HTTPOptions(TypedDict, total=False):
+    """The options every provider takes alike (a provider names its own ``base_url`` and
+    ``api_key_env``, whose defaults differ); see :class:`~beamfilter_core.OpenAIChatModel`."""
+
+    api_key: str | None
+    options: Mapping[str, Any] | None
+    timeout: float
+    deadline: float | None
+    max_retries: int
+    max_event_chars: int
+    max_answer_chars: int
+    max_argument_chars: int
+    client: httpx.AsyncClient | None
+    transport: httpx.AsyncBaseTransport | None
 
 
 class Accumulator(Protocol):

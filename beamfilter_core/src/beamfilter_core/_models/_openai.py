@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
-from typing import Any, ClassVar
-
-import httpx
+from typing import Any, ClassVar, Unpack
 
 from .._records import ChatRequest
 from ..errors import ConfigError
-from ._http import DEADLINE, MAX_EVENT_CHARS, HTTPChatModel
-from ._wire import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, StreamAccumulator, parse_completion, request_body
+from ._http import HTTPChatModel, HTTPOptions
+from ._wire import StreamAccumulator, parse_completion, request_body
 
 __all__ = ["OpenAIChatModel"]
 
@@ -67,37 +64,15 @@ class OpenAIChatModel(HTTPChatModel):
         model: str,
         *,
         base_url: str = _default_base_url,
-        api_key: str | None = None,
         api_key_env: str | None = "OPENAI_API_KEY",
-        options: Mapping[str, Any] | None = None,
-        timeout: float = 60.0,
-        deadline: float | None = DEADLINE,
-        max_retries: int = 2,
-        max_event_chars: int = MAX_EVENT_CHARS,
-        max_answer_chars: int = MAX_ANSWER_CHARS,
-        max_argument_chars: int = MAX_ARGUMENT_CHARS,
-        client: httpx.AsyncClient | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
         api: str = "chat",
+        **options: Unpack[HTTPOptions],
     ) -> None:
         if api not in ("chat", "responses"):
             msg = f"OpenAIChatModel(api={api!r}) must be 'chat' (/chat/completions) or 'responses' (/responses)."
             raise ConfigError(msg)
-        super().__init__(
-            model,
-            base_url=base_url,
-            api_key=api_key,
-            api_key_env="" if api_key_env is None else api_key_env,  # None: no variable is read
-            options=options,
-            timeout=timeout,
-            deadline=deadline,
-            max_retries=max_retries,
-            max_event_chars=max_event_chars,
-            max_answer_chars=max_answer_chars,
-            max_argument_chars=max_argument_chars,
-            client=client,
-            transport=transport,
-        )
+        # api_key_env=None reads no variable (a local server needs no key)
+        super().__init__(model, base_url=base_url, api_key_env="" if api_key_env is None else api_key_env, **options)
         self.api = api
         self._plain_url = self._stream_url = self.base_url + "/chat/completions"
         self._body_of = request_body
