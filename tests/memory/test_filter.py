@@ -507,3 +507,15 @@ async def test_a_cancelled_resume_gives_the_pause_back(store: ChatStore) -> None
     assert (await asyncio.wait_for(task, 5)).status == "cancelled"
     assert await store.load_pause("c1") == paused.pause
     assert await store.load("c1") == [U("pay"), A(None, (call,))]
+
+
+def test_the_memory_filter_declares_its_role_and_rebuilds_over_another_store() -> None:
+    store, other = InMemoryStore(), InMemoryStore()
+    flt = memory_filter(store, window=6, name="history")
+    assert flt.memory is not None
+    assert flt.memory.store is store
+    rebuilt = flt.memory.rebuild(other)
+    assert (rebuilt.name, rebuilt.extras["window"]) == ("history", 6)
+    assert rebuilt.memory is not None
+    assert rebuilt.memory.store is other
+    assert rebuilt.resources == (other,)

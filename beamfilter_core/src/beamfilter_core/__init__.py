@@ -10,7 +10,7 @@ import typing as _typing
 
 from . import errors
 from ._chain import CompiledChain
-from ._filter import Filter, FilterLike, PersistHook, TokenTransform
+from ._filter import Filter, FilterLike, MemoryRole, PersistHook, TokenTransform
 from ._heal import heal_tool_calls
 from ._hook_types import (
     ChatHook,
@@ -108,6 +108,7 @@ __all__ = [
     "IterationResult",
     "Kernel",
     "LocalModel",
+    "MemoryRole",
     "Message",
     "ModelSpec",
     "OpenAIChatModel",

@@ -137,9 +137,8 @@ async def _turn(kernel: Any, prompt: str, console: Console) -> tuple[TurnResult,
 
 async def _stored(kernel: Any) -> list[Any]:
     for flt in kernel.filters:
-        store = flt.extras.get("store")
-        if store is not None and hasattr(store, "load"):
-            return list(await store.load(CONVERSATION))
+        if flt.memory is not None:
+            return list(await flt.memory.store.load(CONVERSATION))
     return []
 
 

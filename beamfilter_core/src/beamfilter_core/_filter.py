@@ -138,6 +138,23 @@ def _new_state_factory(init: Any) -> Callable[[], dict[str, Any]]:
 
 
 @attrs.frozen(slots=True)
+class MemoryRole:
+    """What a filter that keeps conversations shows the plugins that work with it: durable
+    turns rebuild it over a store whose writes are steps, and the gateway shares pauses
+    through its store. The kernel never reads it.
+
+    Example::
+
+        MemoryRole(store, rebuild=lambda other: memory_filter(other, window=window, name=name))
+    """
+
+    #: The store the filter keeps each conversation in (a ``beamfilter_memory.ChatStore``).
+    store: Any
+    #: The same filter (name, options) over another store.
+    rebuild: Callable[[Any], Filter]
+
+
+@attrs.frozen(slots=True)
 class Filter:
     """A named bundle of around hooks, one per scope, plus an optional token transform.
 
@@ -177,6 +194,8 @@ class Filter:
     load_pause: PauseLoader | None = attrs.field(default=None, kw_only=True)
     #: Carries this filter's per-run state across a pause (see :class:`PersistHook`).
     persist: PersistHook | None = attrs.field(default=None, kw_only=True)
+    #: Set by a filter that keeps conversations (the memory filter): see :class:`MemoryRole`.
+    memory: MemoryRole | None = attrs.field(default=None, kw_only=True)
     #: What a filter shows its users, e.g. ``{"store": store}``; the kernel never reads it.
     extras: Mapping[str, Any] = attrs.field(factory=dict, kw_only=True)
 
@@ -192,6 +211,9 @@ class Filter:
             raise ConfigError(msg)
         if self.persist is not None and not isinstance(self.persist, PersistHook):
             msg = f"Filter {self.name!r} has persist={self.persist!r}; give a PersistHook(save, restore)."
+            raise ConfigError(msg)
+        if self.memory is not None and not isinstance(self.memory, MemoryRole):
+            msg = f"Filter {self.name!r} has memory={self.memory!r}; give a MemoryRole(store, rebuild)."
             raise ConfigError(msg)
 
     def hook(self, scope: Scope) -> Hook | None:
@@ -250,6 +272,7 @@ def _from_filter_like(item: Any, name: str) -> Filter:
         resources=getattr(item, "resources", None) or (),
         load_pause=getattr(item, "load_pause", None),
         persist=getattr(item, "persist", None),
+        memory=getattr(item, "memory", None),
         extras=getattr(item, "extras", None) or {},
     )
 

@@ -291,24 +291,29 @@ class Kernel:
         """The compiled chain of ``scope`` (``turn``, ``iteration``, ``chat``, ``tool`` or ``gate``)."""
         return self._plan.chains[scope]
 
-    def _derived(
+    def derive(
         self,
         *,
         tools: Sequence[Tool] = (),
         options: Mapping[str, Any] | None = None,
-        pause_keys: PauseKeys | None = None,
+        pause_key: str | bytes | None = None,
     ) -> Kernel:
-        """A shallow copy sharing this kernel's filters, chains, toolsets and stores, with
-        more ``tools``, other model ``options`` or other ``pause_keys`` (for
-        beamfilter_server's per-request client tools and beamfilter_durable's shared
-        pause secret). The chains are not compiled again."""
+        """A kernel sharing this one's model, filters, compiled chains, toolsets and stores,
+        with more ``tools``, other model ``options`` or another ``pause_key`` (None keeps
+        each as it is). Nothing is compiled or opened again, so it is cheap per request:
+        the gateway adds a client's declared tools this way, and durable turns give a
+        kernel without a pause key the engine's shared secret.
+
+        Raises:
+            ConfigError: ``pause_key`` is shorter than 16 characters.
+        """
         clone = object.__new__(Kernel)
         clone.__dict__.update(self.__dict__)
         changes: dict[str, Any] = {}
         if options is not None:
             changes["options"] = dict(options)
-        if pause_keys is not None:
-            changes["pause_keys"] = pause_keys
+        if pause_key is not None:
+            changes["pause_keys"] = PauseKeys(pause_key)
         plan = self._plan
         if changes:
             clone._settings = attrs.evolve(self._settings, **changes)
@@ -323,6 +328,12 @@ class Kernel:
     @property
     def _pause_keys(self) -> PauseKeys:
         return self._settings.pause_keys
+
+    @property
+    def has_pause_key(self) -> bool:
+        """Whether pauses are signed with a configured ``pause_key`` (else a per-process
+        secret: a pause can then be resumed only in the process that made it)."""
+        return self._settings.pause_keys.configured
 
     def with_filters(self, filters: Iterable[Any]) -> Kernel:
         """A new kernel with the same model, tools and settings and other filters."""

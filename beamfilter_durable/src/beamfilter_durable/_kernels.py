@@ -77,18 +77,12 @@ def kernel_from_reference(reference: str, folder: str | None = None) -> Kernel:
     return kernel
 
 
-_MEMORY_MODULE = "beamfilter_memory._filter"
-
-
 def _with_durable_store(flt: Filter, backend: DurableBackend) -> Filter:
-    store = flt.extras.get("store")
-    if store is None or "window" not in flt.extras or getattr(flt.around_turn, "__module__", "") != _MEMORY_MODULE:
-        return flt  # not the memory filter
-    from beamfilter_memory import memory_filter
-
+    if flt.memory is None:
+        return flt  # keeps no conversations
     from ._store import DurableStore
 
-    return memory_filter(DurableStore(store, backend), window=flt.extras["window"], name=flt.name)
+    return flt.memory.rebuild(DurableStore(flt.memory.store, backend))
 
 
 def durable_kernel(kernel: Kernel, backend: DurableBackend) -> Kernel:
@@ -101,10 +95,8 @@ def durable_kernel(kernel: Kernel, backend: DurableBackend) -> Kernel:
     else:
         filters.append(steps)
     durable = kernel.with_filters(filters)
-    if not kernel._pause_keys.configured:
+    if not kernel.has_pause_key:
         # Pauses of a durable turn are resumed by whichever worker runs the turn then: sign
         # them with the engine's shared secret rather than this process's random one.
-        from beamfilter_core._pause import PauseKeys
-
-        durable = durable._derived(pause_keys=PauseKeys(backend.pause_secret))
+        durable = durable.derive(pause_key=backend.pause_secret)
     return durable

@@ -117,9 +117,8 @@ class Runtime:
             await backend.append(STATE_KEY, {"end": True})  # its result is committed next
         finally:
             for flt in kernel.filters:
-                store = flt.extras.get("store")
-                if isinstance(store, DurableStore):
-                    store.forget(turn)
+                if flt.memory is not None and isinstance(flt.memory.store, DurableStore):
+                    flt.memory.store.forget(turn)
         return converter.unstructure(result)  # type: ignore[no-any-return]
 
     async def _recorded(self, backend: DbosBackend, paused: TurnResult) -> TurnResult:

@@ -27,6 +27,7 @@ from beamfilter_core import (
     ChatRequest,
     ChatResponse,
     Filter,
+    MemoryRole,
     Message,
     PauseState,
     TurnRequest,
@@ -214,6 +215,7 @@ def memory_filter(
         around_chat=around_chat,
         load_pause=load_pause,
         resources=(chat_store,),
+        memory=MemoryRole(chat_store, rebuild=lambda other: memory_filter(other, window=window, name=name)),
         extras={"store": chat_store, "window": window, "journal": journal},
     )
 

@@ -142,4 +142,4 @@ def with_client_tools(kernel: Kernel, tools: tuple[Tool, ...], options: dict[str
     if clash:
         msg = f"tools declares {', '.join(map(repr, clash))}, which the server already provides; rename it."
         raise GatewayError(msg, status=400, param="tools")
-    return kernel._derived(tools=declared(tools), options={**kernel.options, **options} if options else None)
+    return kernel.derive(tools=declared(tools), options={**kernel.options, **options} if options else None)

@@ -29,11 +29,8 @@ LIST_LIMIT = 500
 def shared_store(kernel: Kernel) -> Any | None:
     """The store of the kernel's memory filter when it shares pauses (``shares_pauses``)."""
     for item in kernel.filters:
-        if item.load_pause is None:
-            continue
-        for store in (*item.resources, item.extras.get("store")):  # the filter's resources hold its store
-            if store is not None and getattr(store, "shares_pauses", False) is True:
-                return store
+        if item.memory is not None and getattr(item.memory.store, "shares_pauses", False) is True:
+            return item.memory.store
     return None
 
 
