@@ -22,7 +22,7 @@ def test_all_names_resolve_and_are_sorted() -> None:
 def test_no_public_name_is_missing_from_all() -> None:
     # "@py_*" names come from pytest rewriting the package that ships its pytest plugin
     public = {n for n in vars(beamfilter_core) if not n.startswith(("_", "@"))}
-    modules = {"errors", "secrets", "testing", "text", "annotations"}  # annotations: the __future__ import
+    modules = {"errors", "secrets", "testing", "text", "wire", "annotations"}  # annotations: the __future__ import
     assert public - set(beamfilter_core.__all__) - modules == set()
 
 
@@ -54,3 +54,20 @@ def test_lazy_exports_imports_a_name_on_first_use(tmp_path: Path, monkeypatch: p
     assert str(caught.value) == "module 'lazypkg' has no attribute 'light'"
     for name in ("lazypkg", "lazypkg._heavy"):
         monkeypatch.delitem(sys.modules, name)
+
+
+def test_the_wire_module_gives_the_chat_completions_shape() -> None:
+    from beamfilter_core import ChatResponse, Message, ToolCall
+    from beamfilter_core.wire import message_to_json, parse_completion
+
+    call = ToolCall("add", {"a": 1}, "c1")
+    assert message_to_json(Message("assistant", None, tool_calls=(call,))) == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}],
+    }
+    answer = parse_completion(
+        {"choices": [{"message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]}
+    )
+    assert isinstance(answer, ChatResponse)
+    assert answer.message.text == "hi"

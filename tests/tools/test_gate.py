@@ -86,3 +86,25 @@ def test_the_coverage_summary_names_totals_floor_and_the_least_covered() -> None
         "   50.0 %  b.py",
         "   75.5 %  c.py",
     ]
+
+
+def _private_modules(package: str) -> set[str]:
+    folder = ROOT / package / "src" / package
+    names = {p.stem if p.is_file() else p.name for p in folder.iterdir() if p.name.startswith("_")}
+    return {f"{package}.{name}" for name in names if not name.startswith("__")}
+
+
+def _banned(config: Path) -> set[str]:
+    import tomllib
+
+    data = tomllib.loads(config.read_text(encoding="utf-8"))
+    return set(data["tool"]["ruff"]["lint"]["flake8-tidy-imports"]["banned-api"])
+
+
+def test_every_private_module_of_core_and_memory_is_banned_outside_its_package() -> None:
+    core, memory = _private_modules("beamfilter_core"), _private_modules("beamfilter_memory")
+    assert "beamfilter_core._kernel" in core
+    assert "beamfilter_memory._stores" in memory
+    assert _banned(ROOT / "pyproject.toml") == core | memory  # builtins, durable, server
+    assert _banned(ROOT / "beamfilter_core" / "pyproject.toml") == memory  # the core may import its own
+    assert _banned(ROOT / "beamfilter_memory" / "pyproject.toml") == core

@@ -15,8 +15,8 @@ from typing import Any
 import attrs
 
 from beamfilter_core import ContentPart, Message, Tool, ToolCall, Usage
-from beamfilter_core._models._wire import message_to_json
 from beamfilter_core.errors import GatewayError
+from beamfilter_core.wire import message_to_json
 
 __all__ = [
     "PASSED_OPTIONS",
