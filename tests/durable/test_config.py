@@ -329,3 +329,26 @@ def test_beamfilter_run_needs_no_model_when_the_kernel_is_named(local: Local) ->
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "Answered from folder_agent_f.\n"
+
+
+def test_the_default_database_lies_beside_the_config_not_in_the_current_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from beamfilter_durable._config import durable_options
+
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "beamfilter.toml").write_text(
+        '[model]\nuse = "scripted"\nscript = ["hi"]\n\n[durable]\nuse = "dbos"\n', encoding="utf-8"
+    )
+    (folder / "named.toml").write_text(
+        '[model]\nuse = "scripted"\nscript = ["hi"]\n\n[durable]\nuse = "dbos"\ndatabase = "sqlite:///data/turns.db"\n',
+        encoding="utf-8",
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    built = build_durable_config(folder / "beamfilter.toml")
+    assert durable_options(built).database == f"sqlite:///{folder}/beamfilter-durable.db"
+    named = build_durable_config(folder / "named.toml")
+    assert durable_options(named).database == f"sqlite:///{folder}/data/turns.db"

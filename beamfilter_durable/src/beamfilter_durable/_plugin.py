@@ -3,19 +3,27 @@ command and the ``durable_steps`` filter."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from beamfilter_core import CommandSpec, FilterSpec, SectionSpec, hookimpl
+import attrs
 
-from ._options import DURABLE_OPTIONS, DurableOptions
+from beamfilter_core import BuildContext, CommandSpec, FilterSpec, SectionSpec, hookimpl
+
+from ._options import DEFAULT_DATABASE, DURABLE_OPTIONS, DurableOptions
 from ._steps import STEPS_FILTER, durable_steps
 
 _NO_OPTIONS: dict[str, Any] = {"type": "object", "additionalProperties": False}
 
 
-def _section(options: DurableOptions) -> Any:
+def _section(options: DurableOptions, *, build: BuildContext | None = None) -> Any:
     from ._section import DurableSection
 
+    if options.database == DEFAULT_DATABASE and build is not None and build.config_dir is not None:
+        # the default database lies beside the config, like every relative path of a config
+        # (a database the file names was taken from its folder already)
+        path = os.path.join(build.config_dir, DEFAULT_DATABASE.removeprefix("sqlite:///"))
+        options = attrs.evolve(options, database=f"sqlite:///{path}")
     return DurableSection(options)
 
 
