@@ -179,7 +179,7 @@ def alone(session: nox.Session, distribution: str) -> None:
     tests/server drives the gateway with built-in filters, memory and real clients: `cross`)."""
     _install_alone(session, distribution)
     if distribution == "beamfilter_server":
-        session.install(*TEST_TOOLS)
+        session.install(*TEST_TOOLS, "httpx2")  # Starlette's TestClient drives the app through httpx2
         session.run("python", "-m", "pytest", *SERVER_ALONE_TESTS, "-q", *session.posargs)
 
 
