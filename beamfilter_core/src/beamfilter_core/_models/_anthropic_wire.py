@@ -335,9 +335,9 @@ class StreamAccumulator(StreamState):
             started.parts.append(str(block.get("thinking") or ""))
 
     def _emit(self, text: str) -> None:
-        self._size += len(text)
-        if self._size > self._max_answer:
-            raise too_large(self._max_answer)
+        self.size += len(text)
+        if self.size > self.max_answer:
+            raise too_large(self.max_answer)
         self._text.append(text)
         on_token = self._on_token
         if on_token is not None:
@@ -365,9 +365,9 @@ class StreamAccumulator(StreamState):
                 msg = f"The stream sent an input_json_delta without partial_json: {preview(event)}."
                 raise ProviderResponseError(msg)
             block.size += len(piece)
-            if block.size > self._max_arguments:
-                raise too_large(self._max_arguments, str(block.data.get("name") or index))
-            self._grow(len(piece))
+            if block.size > self.max_arguments:
+                raise too_large(self.max_arguments, str(block.data.get("name") or index))
+            self.grow(len(piece))
             block.parts.append(piece)
         elif kind == "thinking_delta":
             block.parts.append(str(delta.get("thinking") or ""))

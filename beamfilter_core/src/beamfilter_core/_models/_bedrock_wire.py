@@ -410,7 +410,7 @@ class ConverseStreamAccumulator(StreamState):
                 field = "contentBlockDelta.delta.text"
                 raise _malformed(field, text, "a string")
             if text:
-                self._grow(len(text))
+                self.grow(len(text))
                 self._text.append(text)
                 if self._on_token is not None:
                     self.delivered = True
@@ -425,9 +425,9 @@ class ConverseStreamAccumulator(StreamState):
                 field = "contentBlockDelta.delta.toolUse"
                 raise _malformed(field, use, "input text for a started toolUse block")
             block.size += len(piece)
-            if block.size > self._max_arguments:
-                raise too_large(self._max_arguments, block.name or str(index))
-            self._grow(len(piece))
+            if block.size > self.max_arguments:
+                raise too_large(self.max_arguments, block.name or str(index))
+            self.grow(len(piece))
             block.pieces.append(piece)
         elif "reasoningContent" in delta:
             part = delta["reasoningContent"]
@@ -436,7 +436,7 @@ class ConverseStreamAccumulator(StreamState):
                 for key in ("text", "signature", "redactedContent"):
                     value = part.get(key)
                     if isinstance(value, str):
-                        self._grow(len(value))  # reasoning counts toward the answer's bound too
+                        self.grow(len(value))  # reasoning counts toward the answer's bound too
                         if key == "text":
                             block.pieces.append(value)
                         elif key == "signature":

@@ -19,7 +19,7 @@ from ..errors import ContentBlockedError, IncompleteStreamError, ProviderRespons
 from ._anthropic_wire import data_url, tool_parts
 from ._base import TokenSink
 from ._wire import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, loads, preview
-from ._wire_common import count, decode_json, merge_turns, object_call, text_block, too_large
+from ._wire_common import AnswerBudget, count, decode_json, merge_turns, object_call, text_block
 
 __all__ = ["BLOCKED", "PROVIDER", "StreamAccumulator", "finish_reason", "parse_response", "parse_usage", "request_body"]
 
@@ -198,26 +198,19 @@ def finish_reason(value: Any, text: str, calls: bool, details: Any = None) -> st
     return _FINISH.get(value, value.lower())
 
 
-class _Candidate:
+class _Candidate(AnswerBudget):
     """What the chunks of one answer said so far (a whole response is one chunk)."""
 
     def __init__(self, on_token: TokenSink | None, max_answer: int, max_arguments: int) -> None:
+        super().__init__(max_answer, max_arguments)
         self.on_token = on_token
-        self.max_answer = max_answer
-        self.max_arguments = max_arguments
         self.text: list[str] = []
         self.calls: list[ToolCall] = []
         self.reasoning: list[Reasoning] = []
-        self.size = 0
         self.finish: Any = None
         self.ratings: Any = None
         self.usage: Any = None  # the last usageMetadata, read once at the end
         self.delivered = False
-
-    def _grow(self, size: int) -> None:
-        self.size += size
-        if self.size > self.max_answer:
-            raise too_large(self.max_answer)
 
     def feed(self, data: Any) -> None:
         if not isinstance(data, dict):
@@ -263,7 +256,7 @@ class _Candidate:
                 msg = f"The server sent a functionCall without a name or object args: {preview(call)}."
                 raise ProviderResponseError(msg)
             made, size = called
-            self._grow(size)
+            self.grow(size)
             self.calls.append(made)
             if isinstance(signature, str):
                 self.reasoning.append(Reasoning(PROVIDER, "", {"thoughtSignature": signature, "call": made.id}))
@@ -271,7 +264,7 @@ class _Candidate:
             if part.get("thought") is True:
                 self.reasoning.append(Reasoning(PROVIDER, text, {}))
             elif text:
-                self._grow(len(text))
+                self.grow(len(text))
                 self.text.append(text)
                 if self.on_token is not None:
                     self.delivered = True

@@ -19,7 +19,7 @@ from .._records import ChatRequest, ChatResponse
 from ..errors import IncompleteStreamError, ProviderResponseError
 from ._base import TokenSink
 from ._wire import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, _malformed, loads, preview
-from ._wire_common import count, too_large, with_options
+from ._wire_common import AnswerBudget, count, too_large, with_options
 
 __all__ = [
     "PROVIDER",
@@ -152,23 +152,16 @@ def _finish(response: Mapping[str, Any], has_calls: bool) -> str:
     return "tool_calls" if has_calls else "stop"
 
 
-class _Output:
+class _Output(AnswerBudget):
     """The output items of one response, folded into text, calls and reasoning parts."""
 
-    __slots__ = ("calls", "max_answer", "max_arguments", "reasoning", "size", "text")
+    __slots__ = ("calls", "reasoning", "text")
 
     def __init__(self, max_answer: int, max_arguments: int) -> None:
+        super().__init__(max_answer, max_arguments)
         self.text: list[str] = []
         self.calls: list[ToolCall] = []
         self.reasoning: list[Reasoning] = []
-        self.size = 0
-        self.max_answer = max_answer
-        self.max_arguments = max_arguments
-
-    def grow(self, size: int) -> None:
-        self.size += size
-        if self.size > self.max_answer:
-            raise too_large(self.max_answer)
 
     def call(self, item: Mapping[str, Any], where: str) -> None:
         name, call_id, arguments = item.get("name"), item.get("call_id"), item.get("arguments")

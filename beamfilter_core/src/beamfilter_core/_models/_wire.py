@@ -284,7 +284,7 @@ class StreamAccumulator(StreamState):
                 if text is None:
                     text = _text_or_none(delta.get("refusal"), "choices[0].delta.refusal")
                 if text:
-                    self._grow(len(text))
+                    self.grow(len(text))
                     self._text.append(text)
                     on_token = self._on_token
                     if on_token is not None:
@@ -329,9 +329,9 @@ class StreamAccumulator(StreamState):
                 if pieces:
                     piece = _arguments_text(pieces)
                     parts.size += len(piece)
-                    if parts.size > self._max_arguments:
-                        raise too_large(self._max_arguments, parts.name or str(index))
-                    self._grow(len(piece))
+                    if parts.size > self.max_arguments:
+                        raise too_large(self.max_arguments, parts.name or str(index))
+                    self.grow(len(piece))
                     parts.arguments.append(piece)
 
     def result(self, *, chunks: int) -> ChatResponse:

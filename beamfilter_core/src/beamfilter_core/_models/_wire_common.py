@@ -19,6 +19,7 @@ __all__ = [
     "MAX_ANSWER_CHARS",
     "MAX_ARGUMENT_CHARS",
     "STOP_REASONS",
+    "AnswerBudget",
     "StreamState",
     "count",
     "decode_json",
@@ -125,15 +126,33 @@ def object_call(name: Any, arguments: Any, call_id: Any, max_argument_chars: int
     return call, size
 
 
-class StreamState:
-    """The state of a stream accumulator: the sink, the text so far, and the size budget.
+class AnswerBudget:
+    """The size bound of one answer, in characters: its text, reasoning and tool arguments
+    together (``max_answer``), and the arguments of each call (``max_arguments``)."""
+
+    __slots__ = ("max_answer", "max_arguments", "size")
+
+    def __init__(self, max_answer_chars: int = MAX_ANSWER_CHARS, max_argument_chars: int = MAX_ARGUMENT_CHARS) -> None:
+        self.max_answer = max_answer_chars
+        self.max_arguments = max_argument_chars
+        self.size = 0
+
+    def grow(self, size: int) -> None:
+        """Counts ``size`` more characters of the answer against ``max_answer``."""
+        self.size += size
+        if self.size > self.max_answer:
+            raise too_large(self.max_answer)
+
+
+class StreamState(AnswerBudget):
+    """The state of a stream accumulator: the sink, the text so far, and the answer's budget.
 
     ``delivered`` turns true when text first reaches ``on_token`` (such a stream is never
     retried); ``done`` at the event that ends the stream. A subclass adds its protocol's
     own state and its ``feed`` and ``result``.
     """
 
-    __slots__ = ("_max_answer", "_max_arguments", "_on_token", "_size", "_text", "delivered", "done")
+    __slots__ = ("_on_token", "_text", "delivered", "done")
 
     def __init__(
         self,
@@ -142,11 +161,9 @@ class StreamState:
         max_answer_chars: int = MAX_ANSWER_CHARS,
         max_argument_chars: int = MAX_ARGUMENT_CHARS,
     ) -> None:
+        super().__init__(max_answer_chars, max_argument_chars)
         self._on_token = on_token
         self._text: list[str] = []
-        self._max_answer = max_answer_chars
-        self._max_arguments = max_argument_chars
-        self._size = 0
         self.done = False
         self.delivered = False
 
@@ -154,9 +171,3 @@ class StreamState:
     def text(self) -> str:
         """The text received so far."""
         return "".join(self._text)
-
-    def _grow(self, size: int) -> None:
-        """Counts ``size`` more characters of the answer against ``max_answer_chars``."""
-        self._size += size
-        if self._size > self._max_answer:
-            raise too_large(self._max_answer)
