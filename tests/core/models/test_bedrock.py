@@ -393,15 +393,22 @@ def test_answer_bounds() -> None:
 # -- streams ------------------------------------------------------------------------------
 
 
+TEXT_STREAM_ANSWER = (
+    "Hello! As an AI language model, I don't have feelings, but I'm functioning well and ready to assist you."
+    " How can I help you today?"
+)
+
+
 @pytest.mark.parametrize("chunk", SPLITS)
 async def test_text_stream_capture(chunk: int | None) -> None:
     server = Server([stream_of(converse_stream("bedrock_converse_stream_text.events.json"), chunk)])
     tokens: list[str] = []
     async with model(server) as m:
         result = await m.stream(REQUEST, tokens.append)
-    assert tokens == ["Hello", "! How can I", " help you today?"]
-    assert result.text == "".join(tokens)
-    assert (result.finish_reason, result.usage) == ("stop", Usage(9, 12, 21))
+    assert tokens[:3] == ["Hello", "! As", " an AI"]
+    assert len(tokens) == 12
+    assert result.text == "".join(tokens) == TEXT_STREAM_ANSWER
+    assert (result.finish_reason, result.usage) == ("stop", Usage(13, 35, 48))
     (sent,) = server.requests
     assert sent.url.raw_path == b"/model/anthropic.claude-3-5-haiku-20241022-v1%3A0/converse-stream"
     assert sent.headers["accept"] == "application/vnd.amazon.eventstream"
@@ -412,9 +419,13 @@ async def test_tool_use_stream_capture(chunk: int | None) -> None:
     server = Server([stream_of(converse_stream("bedrock_converse_stream_tool_use.events.json"), chunk)])
     async with model(server) as m:
         result = await m.stream(REQUEST, lambda _: None)
-    assert result.text == "I'll look up the most popular song on WZPZ."
-    assert result.message.tool_calls == (ToolCall("top_song", {"sign": "WZPZ"}, "tooluse_kZJMlvQmRJ6eAyJE5GIl7Q"),)
-    assert (result.finish_reason, result.usage) == ("tool_calls", Usage(375, 51, 426))
+    assert result.text == (
+        "I can certainly help you with the weather in San Francisco, but I'm afraid I don't have a specific tool"
+        " to check the current time there. Let me get the weather information for you."
+    )
+    arguments = {"location": "San Francisco, CA", "unit": "fahrenheit"}
+    assert result.message.tool_calls == (ToolCall("get_weather", arguments, "tooluse_wnjikhCUTruJciycmmm5Kg"),)
+    assert (result.finish_reason, result.usage) == ("tool_calls", Usage(414, 114, 528))
 
 
 async def test_reasoning_stream_keeps_text_and_signature() -> None:
@@ -437,7 +448,7 @@ async def test_kernel_stream_joins_to_the_turn_text() -> None:
     server = Server([stream_of(converse_stream("bedrock_converse_stream_text.events.json"), 3)])
     async with model(server) as m:
         result, streamed = await run_turn(Kernel(m), "hi", stream=True)
-    assert streamed == result.text == "Hello! How can I help you today?"
+    assert streamed == result.text == TEXT_STREAM_ANSWER
 
 
 START = event_frame("messageStart", {"role": "assistant"})
@@ -691,7 +702,7 @@ def test_frames_split_anywhere_decode_the_same() -> None:
     for size in (1, 2, 13, len(body)):
         decoder = wire.EventStreamDecoder()
         kinds = [headers[":event-type"] for part in pieces(body, size) for headers, _ in decoder.feed(part)]
-        assert (kinds[0], kinds[-1], len(kinds)) == ("messageStart", "metadata", 11)
+        assert (kinds[0], kinds[-1], len(kinds)) == ("messageStart", "metadata", 27)
         assert decoder.pending == 0
 
 

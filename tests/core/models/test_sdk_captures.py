@@ -13,7 +13,7 @@ import httpx
 import pytest
 from core.models._mock import Server, captured, response
 from core.models._mock import replay as capture
-from core.models._provider_captures import PROVIDER_CAPTURES, load
+from core.models._provider_captures import PROVIDER_CAPTURES, converse_stream, load
 
 from beamfilter_core import (
     AnthropicChatModel,
@@ -238,6 +238,17 @@ async def test_bedrock_recorded_tool_use_stream(chunk: int | None) -> None:
     )
     assert result.message.tool_calls == (call,)
     assert (result.finish_reason, result.usage) == ("tool_calls", Usage(414, 114, 528, 0, 0))
+
+
+@pytest.mark.parametrize("kind", ["text", "tool_use"])
+def test_bedrock_event_captures_frame_to_the_recorded_bytes(kind: str) -> None:
+    """The ``.events.json`` captures are the recorded streams decoded: framed again by the
+    captures' encoder (prelude, CRCs, string headers in the service's order), they are the
+    recorded bytes exactly."""
+    recorded = bytes.fromhex(
+        (PROVIDER_CAPTURES / f"bedrock_recorded_converse_stream_{kind}.eventstream.hex").read_text()
+    )
+    assert converse_stream(f"bedrock_converse_stream_{kind}.events.json") == recorded
 
 
 @pytest.mark.usefixtures("aws")
