@@ -287,11 +287,8 @@ async def test_capture_text() -> None:
     server = Server([capture("gemini_text.http")])
     async with model(server) as m:
         result = await m.complete(REQUEST)
-    assert result == ChatResponse(
-        Message("assistant", "AI learns patterns from data to make predictions or decisions.\n"),
-        "stop",
-        Usage(8, 46, 54),
-    )
+    text = "Google's headquarters, also known as the Googleplex, is located in **Mountain View, California**.\n"
+    assert result == ChatResponse(Message("assistant", text), "stop", Usage(7, 22, 29))
     (sent,) = server.requests
     assert str(sent.url) == "http://mock.test/v1beta/models/gemini-2.5-flash:generateContent"
     assert sent.headers["x-goog-api-key"] == KEY

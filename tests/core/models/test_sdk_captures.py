@@ -137,13 +137,6 @@ async def test_responses_spec_stream_without_sequence_numbers(chunk: int | None)
 # -- Gemini: the Firebase AI SDKs' shared recordings of the Developer API -----------------
 
 
-async def test_gemini_recorded_text_answer() -> None:
-    async with gemini(Server([capture("gemini_google_text.http")])) as m:
-        result = await m.complete(REQUEST)
-    text = "Google's headquarters, also known as the Googleplex, is located in **Mountain View, California**.\n"
-    assert result == ChatResponse(Message("assistant", text), "stop", Usage(7, 22, 29, 0, 0))
-
-
 @pytest.mark.parametrize("chunk", SPLITS)
 async def test_gemini_recorded_text_stream_with_crlf_events(chunk: int | None) -> None:
     """Every chunk repeats usageMetadata; the last one counts."""
