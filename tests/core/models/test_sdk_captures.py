@@ -112,10 +112,10 @@ async def test_anthropic_recorded_tool_use_stream(chunk: int | None) -> None:
 
 
 async def test_responses_recorded_text_answer() -> None:
-    server = Server([capture("openai_responses_text_live.http")])
+    server = Server([capture("openai_responses_text.http")])
     async with responses(server) as m:
         result = await m.complete(REQUEST)
-    _, _, body = load("openai_responses_text_live.http")
+    _, _, body = load("openai_responses_text.http")
     (item,) = json.loads(body)["output"]
     assert result.text == item["content"][0]["text"]
     assert result.text.startswith("I can't provide real-time updates, but you can easily check")
