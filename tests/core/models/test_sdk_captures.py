@@ -8,6 +8,7 @@ these tests prove the wire shape against the service itself, not against a test 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import httpx
 import pytest
@@ -132,6 +133,44 @@ async def test_responses_spec_stream_without_sequence_numbers(chunk: int | None)
         result = await m.stream(REQUEST, tokens.append)
     assert tokens == ["Hi"]
     assert result == ChatResponse(Message("assistant", "Hi"), "stop", Usage(37, 11, 48, 0, 0))
+
+
+def _events(name: str) -> list[dict[str, Any]]:
+    _, _, body = load(name)
+    return [json.loads(block.split("data: ", 1)[1]) for block in body.decode().split("\n\n") if "data: " in block]
+
+
+@pytest.mark.parametrize("chunk", SPLITS)
+async def test_responses_recorded_reasoning_item_and_call_stream(chunk: int | None) -> None:
+    """A live gpt-5 stream: deltas carry ``obfuscation``; the reasoning item's
+    ``encrypted_content`` differs in ``output_item.added``, ``output_item.done`` and
+    ``response.completed``, and the one carried is the ``output_item.done`` one, as the
+    reference says (the one in ``added`` may be incomplete)."""
+    name = "openai_responses_recorded_reasoning_tool_stream.http"
+    tokens: list[str] = []
+    async with responses(Server([capture(name, chunk)])) as m:
+        result = await m.stream(REQUEST, tokens.append)
+    call = ToolCall("get_weather", {"location": "New York City, USA"}, "call_5dp5Uj0Loqn1YcyIpqSq6sLX")
+    assert (tokens, result.message.content, result.message.tool_calls) == ([], None, (call,))
+    assert (result.finish_reason, result.usage) == ("tool_calls", Usage(75, 155, 230, 0, 0))
+    events = _events(name)
+    added, done = (
+        e["item"] for e in events if e["type"].startswith("response.output_item.") and e["output_index"] == 0
+    )
+    final = events[-1]["response"]["output"][0]
+    assert len({added["encrypted_content"], done["encrypted_content"], final["encrypted_content"]}) == 3
+    (reasoning,) = result.message.reasoning
+    assert (reasoning.provider, reasoning.text, reasoning.data) == ("openai.responses", "", done)
+
+
+@pytest.mark.parametrize("chunk", SPLITS)
+async def test_responses_recorded_text_stream(chunk: int | None) -> None:
+    tokens: list[str] = []
+    async with responses(Server([capture("openai_responses_recorded_text_stream.http", chunk)])) as m:
+        result = await m.stream(REQUEST, tokens.append)
+    assert tokens == ["Current", " weather", " in", " New", " York", " City", ",", " USA", ":", " Sunny", "."]
+    text = "Current weather in New York City, USA: Sunny."
+    assert result == ChatResponse(Message("assistant", text), "stop", Usage(114, 15, 129, 0, 0))
 
 
 # -- Gemini: the Firebase AI SDKs' shared recordings of the Developer API -----------------
