@@ -201,8 +201,8 @@ def finish_reason(value: Any, text: str, calls: bool, details: Any = None) -> st
 class _Candidate(AnswerBudget):
     """What the chunks of one answer said so far (a whole response is one chunk)."""
 
-    def __init__(self, on_token: TokenSink | None, max_answer: int, max_arguments: int) -> None:
-        super().__init__(max_answer, max_arguments)
+    def __init__(self, on_token: TokenSink | None, **caps: int) -> None:
+        super().__init__(**caps)
         self.on_token = on_token
         self.text: list[str] = []
         self.calls: list[ToolCall] = []
@@ -289,7 +289,7 @@ def parse_response(
         ProviderResponseError: a shape that breaks the protocol, no candidate, no finishReason.
         ContentBlockedError: the prompt or the answer was blocked.
     """
-    candidate = _Candidate(None, max_answer_chars, max_argument_chars)
+    candidate = _Candidate(None, max_answer_chars=max_answer_chars, max_argument_chars=max_argument_chars)
     candidate.feed(data)
     if candidate.finish is None:
         msg = f"The response has no candidate with a finishReason: {preview(data, 300)}."
@@ -308,14 +308,8 @@ class StreamAccumulator:
 
     __slots__ = ("_candidate", "done")
 
-    def __init__(
-        self,
-        on_token: TokenSink | None,
-        *,
-        max_answer_chars: int = MAX_ANSWER_CHARS,
-        max_argument_chars: int = MAX_ARGUMENT_CHARS,
-    ) -> None:
-        self._candidate = _Candidate(on_token, max_answer_chars, max_argument_chars)
+    def __init__(self, on_token: TokenSink | None, **caps: int) -> None:
+        self._candidate = _Candidate(on_token, **caps)
         self.done = False
 
     @property

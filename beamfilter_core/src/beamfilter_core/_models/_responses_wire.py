@@ -157,8 +157,8 @@ class _Output(AnswerBudget):
 
     __slots__ = ("calls", "reasoning", "text")
 
-    def __init__(self, max_answer: int, max_arguments: int) -> None:
-        super().__init__(max_answer, max_arguments)
+    def __init__(self, **caps: int) -> None:
+        super().__init__(**caps)
         self.text: list[str] = []
         self.calls: list[ToolCall] = []
         self.reasoning: list[Reasoning] = []
@@ -222,7 +222,7 @@ def parse_response(
             raise ProviderResponseError(msg)
         msg = f"The response has no output list: {preview(data, 300)}."
         raise ProviderResponseError(msg)
-    folded = _Output(max_answer_chars, max_argument_chars)
+    folded = _Output(max_answer_chars=max_answer_chars, max_argument_chars=max_argument_chars)
     for position, item in enumerate(output):
         folded.item(item, f"output[{position}]")
     finish = _finish(data, bool(folded.calls))
@@ -242,15 +242,9 @@ class ResponsesAccumulator:
 
     __slots__ = ("_calls", "_folded", "_on_token", "delivered", "done", "finish_reason", "usage")
 
-    def __init__(
-        self,
-        on_token: TokenSink | None,
-        *,
-        max_answer_chars: int = MAX_ANSWER_CHARS,
-        max_argument_chars: int = MAX_ARGUMENT_CHARS,
-    ) -> None:
+    def __init__(self, on_token: TokenSink | None, **caps: int) -> None:
         self._on_token = on_token
-        self._folded = _Output(max_answer_chars, max_argument_chars)
+        self._folded = _Output(**caps)
         # output_index -> [name, call_id, argument pieces, size]; settled at output_item.done
         self._calls: dict[int, list[Any]] = {}
         self.finish_reason: str | None = None
