@@ -27,7 +27,7 @@ from beamfilter_core import (
     ToolCall,
     Usage,
 )
-from beamfilter_core._models import _gemini_wire
+from beamfilter_core._models import _anthropic_wire, _gemini_wire
 from beamfilter_core.errors import BadRequestError, ContentBlockedError, ProviderResponseError
 
 pytestmark = pytest.mark.anyio
@@ -107,6 +107,26 @@ async def test_anthropic_recorded_tool_use_stream(chunk: int | None) -> None:
     call = ToolCall("get_weather", {"location": "Paris"}, "toolu_01NRLabsLyVHZPKxbKvkfSMn")
     text = "I'll check the current weather in Paris for you."
     assert result == ChatResponse(Message("assistant", text, (call,)), "tool_calls", Usage(377, 65, 442, 0, 0))
+
+
+async def test_anthropic_docs_thinking_with_tool_use_goes_back_verbatim() -> None:
+    """The extended-thinking guide's tool-use answer (content only: the guide leaves out the
+    rest, so no finish reason or usage is reported): the next request carries its blocks,
+    the signature untouched, then the tool result."""
+    name = "anthropic_thinking_tool_use_docs.http"
+    async with anthropic(Server([capture(name)])) as m:
+        result = await m.complete(REQUEST)
+    call = ToolCall("get_weather", {"location": "Paris"}, "toolu_01CswdEQBMshySk6Y9DFKrfq")
+    assert (result.message.tool_calls, result.finish_reason, result.usage) == ((call,), None, None)
+    _, _, body = load(name)
+    content = json.loads(body)["content"]
+    again = ChatRequest((Message.user("What's the weather in Paris?"), result.message, Message.tool(call.id, "88°F")))
+    sent = _anthropic_wire.request_body(again, "m", {}, max_tokens=1, stream=False)["messages"]
+    assert sent[1] == {"role": "assistant", "content": content}
+    assert sent[2] == {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "toolu_01CswdEQBMshySk6Y9DFKrfq", "content": "88°F"}],
+    }
 
 
 # -- OpenAI Responses: the live recording in openai-python, the OpenAPI spec's examples ---
