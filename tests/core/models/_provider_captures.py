@@ -1,9 +1,8 @@
 """The recorded wire captures of the native providers (``provider_captures/``).
 
-They follow the official API references' examples: OpenAI Responses (plain answers, SSE
-event streams with ``sequence_number``, a reasoning item with ``encrypted_content``, a 429)
-and Bedrock Converse (JSON answers, ConverseStream events with the ``p`` padding field, a
-throttling error). ``.http`` files are a status line, headers, a blank line and the body;
+Most are copied from published recordings of the live APIs or from the official docs'
+examples; ``provider_captures/README.md`` names the source of each file, and which ones
+are hand-written and why. ``.http`` files are a status line, headers, a blank line and the body;
 ``.events.json`` files hold the events of a binary AWS event stream, framed by
 :func:`eventstream_frame` exactly as the service frames them.
 """
