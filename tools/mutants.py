@@ -321,18 +321,43 @@ def confirm(
                 db.set_result(item.job_id, caught)
 
 
-def load_equivalents(path: Path = EQUIVALENTS) -> dict[tuple[str, str, str], str]:
+def load_equivalents(path: Path = EQUIVALENTS) -> dict[tuple[str, ...], str]:
+    """(module, original, mutant) -> reason; with the entry's ``function`` last when it
+    names one (the entry then covers only the mutants inside that def)."""
     if not path.exists():
         return {}
     entries = tomllib.loads(path.read_text()).get("equivalent", [])
-    return {(e["module"], e["original"].strip(), e["mutant"].strip()): e["reason"] for e in entries}
+    listed: dict[tuple[str, ...], str] = {}
+    for e in entries:
+        key = (e["module"], e["original"].strip(), e["mutant"].strip())
+        listed[(*key, e["function"]) if "function" in e else key] = e["reason"]
+    return listed
 
 
-def score(module: Module, mutants: list[Mutant], equivalents: dict[tuple[str, str, str], str]) -> str:
+def enclosing_function(tree: ast.AST, line: int) -> str:
+    """The name of the innermost def of ``tree`` holding ``line`` ("" outside every def)."""
+    name, start = "", 0
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        if start <= node.lineno <= line <= (node.end_lineno or 0):
+            name, start = node.name, node.lineno
+    return name
+
+
+def score(module: Module, mutants: list[Mutant], equivalents: dict[tuple[str, ...], str]) -> str:
     """The report of one module: its score line, then each survivor."""
     stale = []
+    tree = None
+    if any(len(key) == 4 and key[0] == module.name for key in equivalents):
+        # entries naming a function: read the source the mutants were made from (the run's copy)
+        copy = WORK / module.name / "original.py"
+        tree = ast.parse((copy if copy.exists() else REPO / module.path).read_text())
     for mutant in mutants:
-        reason = equivalents.get((module.name, mutant.original, mutant.mutated))
+        key = (module.name, mutant.original, mutant.mutated)
+        reason = equivalents.get(key)
+        if tree is not None:
+            reason = equivalents.get((*key, enclosing_function(tree, mutant.line)), reason)
         if reason is not None and mutant.outcome in LOST:
             mutant.reason = reason
         elif reason is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import sys
 from pathlib import Path
@@ -102,13 +103,71 @@ def test_the_score_leaves_out_listed_equivalents_and_reports_stale_ones() -> Non
 
 def test_the_equivalents_file_parses_and_names_known_modules(tmp_path: Path) -> None:
     listed = mutants.load_equivalents()
-    for module, original, mutant in listed:
+    for module, original, mutant, *function in listed:
         assert mutants.find_module(module).name == module
         assert original
         assert mutant
+        if function:  # a def of that module (a misspelt name would never match)
+            tree = ast.parse((ROOT / mutants.find_module(module).path).read_text())
+            defs = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+            assert function == [function[0]]
+            assert function[0] in defs
     path = tmp_path / "eq.toml"
     path.write_text('[[equivalent]]\nmodule = "m"\noriginal = " a "\nmutant = "b"\nreason = "r"\n')
     assert mutants.load_equivalents(path) == {("m", "a", "b"): "r"}
+    path.write_text('[[equivalent]]\nmodule = "m"\noriginal = "a"\nmutant = "b"\nfunction = "f"\nreason = "r"\n')
+    assert mutants.load_equivalents(path) == {("m", "a", "b", "f"): "r"}
+
+
+SCOPED_SOURCE = """\
+def listed(x, limit):
+    if x < limit:
+        return 1
+    return 0
+
+
+class Holder:
+    async def caught(self, x, limit):
+        if x < limit:
+            return 1
+        return 0
+"""
+
+
+def test_an_entry_naming_a_function_covers_only_the_mutants_inside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the same line text twice in a module: equivalent in one def, caught in the other
+    monkeypatch.setattr(mutants, "WORK", tmp_path)
+    (tmp_path / "pkg.m").mkdir()
+    (tmp_path / "pkg.m" / "original.py").write_text(SCOPED_SOURCE)
+    module = mutants.Module("pkg.m", Path("pkg/src/pkg/m.py"), "pkg")
+    tree = ast.parse(SCOPED_SOURCE)
+    assert [mutants.enclosing_function(tree, line) for line in (1, 2, 5, 7, 9, 10)] == [
+        "listed",
+        "listed",
+        "",
+        "",
+        "caught",
+        "caught",
+    ]
+    found = [
+        mutants.Mutant(2, "op", "if x < limit:", "if x <= limit:", "survived"),
+        mutants.Mutant(9, "op", "if x < limit:", "if x <= limit:", "killed"),
+        mutants.Mutant(3, "op", "return 1", "return 2", "survived"),
+        mutants.Mutant(10, "op", "return 1", "return 2", "survived"),
+    ]
+    equivalents = {
+        ("pkg.m", "if x < limit:", "if x <= limit:", "listed"): "x never equals limit in listed",
+        ("pkg.m", "return 1", "return 2", "caught"): "1 and 2 read alike in caught",
+        ("pkg.m", "if x < limit:", "if x <= limit:", "caught"): "wrongly listed",
+    }
+    # line 2 and line 10 are equivalent; line 3 (another def) is not; line 9 was caught after all
+    assert mutants.score(module, found, equivalents).splitlines() == [
+        "pkg.m: 50.0 % caught (1 of 2 non-equivalent mutants; 2 equivalent, 1 survived, 0 errors)",
+        "  survived  m.py:3  return 1  ->  return 2  [survived]",
+        "  listed as equivalent but caught: m.py:9  if x <= limit:",
+    ]
 
 
 def test_confirm_reruns_a_survivor_against_the_whole_tests_and_records_it_caught(tmp_path: Path) -> None:
