@@ -17,7 +17,7 @@ from typing import Any
 from beamfilter_core import ContentPart, Message, ToolCall
 from beamfilter_core.errors import GatewayError
 
-from ._wire import ChatCall, parse_tool
+from ._wire import ChatCall, bad_request, json_kind, parse_tool, string_field
 
 __all__ = ["AnthropicEvents", "error_body", "message_object", "parse_messages_request"]
 
@@ -43,55 +43,39 @@ ERROR_TYPES = {
 _BLOCKS = "text, image, tool_use (assistant), tool_result (user), thinking (assistant, dropped)"
 
 
-def _bad(message: str, param: str | None) -> GatewayError:
-    return GatewayError(message, status=400, param=param)
-
-
-def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-def _string(value: Any, where: str, *, empty: bool = True) -> str:
-    if not isinstance(value, str) or (not empty and not value):
-        shown = "an empty string" if value == "" else _kind(value)
-        msg = f"{where} is {shown}; send a {'' if empty else 'non-empty '}string."
-        raise _bad(msg, where)
-    return value
-
-
 def _object(value: Any, where: str, what: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        msg = f"{where} is {_kind(value)}; send {what}."
-        raise _bad(msg, where)
+        msg = f"{where} is {json_kind(value)}; send {what}."
+        raise bad_request(msg, where)
     return value
 
 
 def _image(block: Mapping[str, Any], where: str) -> ContentPart:
     source = _object(block.get("source"), f"{where}.source", "an object with type 'base64' or 'url'")
     if source.get("type") == "base64":
-        media = _string(source.get("media_type"), f"{where}.source.media_type", empty=False)
-        data = _string(source.get("data"), f"{where}.source.data", empty=False)
+        media = string_field(source.get("media_type"), f"{where}.source.media_type", empty=False)
+        data = string_field(source.get("data"), f"{where}.source.data", empty=False)
         return ContentPart("image_url", url=f"data:{media};base64,{data}")
     if source.get("type") == "url":
-        return ContentPart("image_url", url=_string(source.get("url"), f"{where}.source.url", empty=False))
+        return ContentPart("image_url", url=string_field(source.get("url"), f"{where}.source.url", empty=False))
     msg = f"{where}.source.type is {source.get('type')!r}; send 'base64' or 'url'."
-    raise _bad(msg, f"{where}.source.type")
+    raise bad_request(msg, f"{where}.source.type")
 
 
 def _result_text(value: Any, where: str) -> str:
     if value is None or isinstance(value, str):
         return value or ""
     if not isinstance(value, list):
-        msg = f"{where} is {_kind(value)}; send a string or a list of text blocks."
-        raise _bad(msg, where)
+        msg = f"{where} is {json_kind(value)}; send a string or a list of text blocks."
+        raise bad_request(msg, where)
     texts = []
     for position, block in enumerate(value):
         at = f"{where}[{position}]"
         block = _object(block, at, "a text block")
         if block.get("type") != "text":
             msg = f"{at} has type {block.get('type')!r}; a tool_result here takes text blocks."
-            raise _bad(msg, f"{at}.type")
-        texts.append(_string(block.get("text"), f"{at}.text"))
+            raise bad_request(msg, f"{at}.type")
+        texts.append(string_field(block.get("text"), f"{at}.text"))
     return "\n".join(texts)
 
 
@@ -108,14 +92,14 @@ def _message(raw: Any, where: str) -> list[Message]:
     role = raw.get("role")
     if role not in ("user", "assistant"):
         msg = f"{where}.role is {role!r}; send 'user' or 'assistant' (the system prompt goes in 'system')."
-        raise _bad(msg, f"{where}.role")
+        raise bad_request(msg, f"{where}.role")
     content = raw.get("content")
     if isinstance(content, str):
         return [Message(role, content)]
     if not isinstance(content, list) or not content:
-        shown = "an empty list" if content == [] else _kind(content)
+        shown = "an empty list" if content == [] else json_kind(content)
         msg = f"{where}.content is {shown}; send a string or a non-empty list of content blocks."
-        raise _bad(msg, f"{where}.content")
+        raise bad_request(msg, f"{where}.content")
     parts: list[ContentPart] = []
     calls: list[ToolCall] = []
     results: list[Message] = []
@@ -123,22 +107,22 @@ def _message(raw: Any, where: str) -> list[Message]:
         at = f"{where}.content[{position}]"
         kind = _object(block, at, "a content block with a type").get("type")
         if kind == "text":
-            parts.append(ContentPart("text", text=_string(block.get("text"), f"{at}.text")))
+            parts.append(ContentPart("text", text=string_field(block.get("text"), f"{at}.text")))
         elif kind == "image" and role == "user":
             parts.append(_image(block, at))
         elif kind == "tool_use" and role == "assistant":
-            call_id = _string(block.get("id"), f"{at}.id", empty=False)
-            name = _string(block.get("name"), f"{at}.name", empty=False)
+            call_id = string_field(block.get("id"), f"{at}.id", empty=False)
+            name = string_field(block.get("name"), f"{at}.name", empty=False)
             arguments = _object(block.get("input"), f"{at}.input", "the call's arguments as an object")
             calls.append(ToolCall(name, dict(arguments), call_id))
         elif kind == "tool_result" and role == "user":
-            call_id = _string(block.get("tool_use_id"), f"{at}.tool_use_id", empty=False)
+            call_id = string_field(block.get("tool_use_id"), f"{at}.tool_use_id", empty=False)
             results.append(Message("tool", _result_text(block.get("content"), f"{at}.content"), (), call_id))
         elif kind in ("thinking", "redacted_thinking") and role == "assistant":
             continue  # this gateway never sends thinking blocks; a client's copies are not the upstream's to check
         else:
             msg = f"{at} has type {str(kind)[:40]!r}; a {role} message takes {_BLOCKS} blocks."
-            raise _bad(msg, f"{at}.type")
+            raise bad_request(msg, f"{at}.type")
     if role == "assistant":
         return [Message("assistant", _content(parts) if parts else None, tuple(calls))]
     return [*results, Message("user", _content(parts))] if parts else results
@@ -150,8 +134,8 @@ def _system(value: Any) -> list[Message]:
     if isinstance(value, str):
         return [Message("system", value)] if value else []
     if not isinstance(value, list):
-        msg = f"system is {_kind(value)}; send a string or a list of text blocks."
-        raise _bad(msg, "system")
+        msg = f"system is {json_kind(value)}; send a string or a list of text blocks."
+        raise bad_request(msg, "system")
     text = _result_text(value, "system")
     return [Message("system", text)] if text else []
 
@@ -160,18 +144,18 @@ def _tools(value: Any) -> tuple[Any, ...]:
     if value is None:
         return ()
     if not isinstance(value, list):
-        msg = f"tools is {_kind(value)}; send a list of tools with name and input_schema."
-        raise _bad(msg, "tools")
+        msg = f"tools is {json_kind(value)}; send a list of tools with name and input_schema."
+        raise bad_request(msg, "tools")
     tools = []
     for position, raw in enumerate(value):
         at = f"tools[{position}]"
         raw = _object(raw, at, "a tool with name and input_schema")
         if raw.get("type") not in (None, "custom"):
             msg = f"{at} has type {str(raw.get('type'))[:40]!r}; the gateway takes client tools (name, input_schema)."
-            raise _bad(msg, f"{at}.type")
+            raise bad_request(msg, f"{at}.type")
         if "input_schema" not in raw:
             msg = f"{at} has no input_schema; send the JSON schema of the tool's input."
-            raise _bad(msg, f"{at}.input_schema")
+            raise bad_request(msg, f"{at}.input_schema")
         function = {
             "name": raw.get("name"),
             "description": raw.get("description", ""),
@@ -181,7 +165,7 @@ def _tools(value: Any) -> tuple[Any, ...]:
         tools.append(tool)
     if len({t.name for t in tools}) != len(tools):
         msg = "tools names one tool twice; tool names must be unique."
-        raise _bad(msg, "tools")
+        raise bad_request(msg, "tools")
     return tuple(tools)
 
 
@@ -190,20 +174,20 @@ def _options(body: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         shown = json.dumps(max_tokens)[:40]
         msg = f"max_tokens is {shown}; send the most tokens the answer may have (an integer from 1)."
-        raise _bad(msg, "max_tokens")
+        raise bad_request(msg, "max_tokens")
     options: dict[str, Any] = {"max_tokens": max_tokens}
     for name in ("temperature", "top_p"):
         value = body.get(name)
         if value is not None:
             if isinstance(value, bool) or not isinstance(value, int | float):
-                msg = f"{name} is {_kind(value)}; send a number."
-                raise _bad(msg, name)
+                msg = f"{name} is {json_kind(value)}; send a number."
+                raise bad_request(msg, name)
             options[name] = value
     stops = body.get("stop_sequences")
     if stops is not None:
         if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
             msg = "stop_sequences is not a list of strings; send a list of strings."
-            raise _bad(msg, "stop_sequences")
+            raise bad_request(msg, "stop_sequences")
         if stops:
             options["stop"] = list(stops)
     return options
@@ -221,17 +205,17 @@ def parse_messages_request(body: Any, *, max_messages: int) -> ChatCall:
             supported.
     """
     if not isinstance(body, Mapping):
-        msg = f"The request body is a JSON {_kind(body)}; send a JSON object."
-        raise _bad(msg, None)
+        msg = f"The request body is a JSON {json_kind(body)}; send a JSON object."
+        raise bad_request(msg, None)
     model = body.get("model")
     if not isinstance(model, str) or not model:
         msg = "The request has no model; send the model name this gateway serves (its [server] model_name)."
-        raise _bad(msg, "model")
+        raise bad_request(msg, "model")
     options = _options(body)
     raw_messages = body.get("messages")
     if not isinstance(raw_messages, list) or not raw_messages:
         msg = "The request has no messages; send a non-empty list of messages."
-        raise _bad(msg, "messages")
+        raise bad_request(msg, "messages")
     if len(raw_messages) > max_messages:
         msg = f"The request has {len(raw_messages)} messages; this gateway takes at most {max_messages} (max_messages)."
         raise GatewayError(msg, status=400, param="messages", code="too_many_messages")
@@ -240,8 +224,8 @@ def parse_messages_request(body: Any, *, max_messages: int) -> ChatCall:
         messages.extend(_message(raw, f"messages[{position}]"))
     stream = body.get("stream", False)
     if not isinstance(stream, bool | None):
-        msg = f"stream is {_kind(stream)}; send true or false."
-        raise _bad(msg, "stream")
+        msg = f"stream is {json_kind(stream)}; send true or false."
+        raise bad_request(msg, "stream")
     return ChatCall(model, tuple(messages), bool(stream), True, _tools(body.get("tools")), options)
 
 

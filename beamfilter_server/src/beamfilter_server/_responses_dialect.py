@@ -20,7 +20,7 @@ from typing import Any
 from beamfilter_core import ContentPart, Message, ToolCall
 from beamfilter_core.errors import GatewayError
 
-from ._wire import ChatCall, parse_tool
+from ._wire import ChatCall, bad_request, json_kind, parse_tool, string_field
 
 __all__ = ["ResponsesEvents", "parse_responses_request", "response_object"]
 
@@ -31,41 +31,27 @@ _PARTS = "input_text, output_text, refusal and input_image (by URL)"
 _ITEMS = "message, function_call, function_call_output and reasoning (dropped) items"
 
 
-def _bad(message: str, param: str | None) -> GatewayError:
-    return GatewayError(message, status=400, param=param)
-
-
-def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-def _string(value: Any, where: str, *, empty: bool = True) -> str:
-    if not isinstance(value, str) or (not empty and not value):
-        shown = "an empty string" if value == "" else _kind(value)
-        msg = f"{where} is {shown}; send a {'' if empty else 'non-empty '}string."
-        raise _bad(msg, where)
-    return value
-
-
 def _parts(value: Any, where: str, role: str) -> str | tuple[ContentPart, ...]:
     if isinstance(value, str):
         return value
     if not isinstance(value, list):
-        msg = f"{where} is {_kind(value)}; send a string or a list of content parts."
-        raise _bad(msg, where)
+        msg = f"{where} is {json_kind(value)}; send a string or a list of content parts."
+        raise bad_request(msg, where)
     parts: list[ContentPart] = []
     for position, part in enumerate(value):
         at = f"{where}[{position}]"
         kind = part.get("type") if isinstance(part, Mapping) else None
         if kind in ("input_text", "output_text"):
-            parts.append(ContentPart("text", text=_string(part.get("text"), f"{at}.text")))
+            parts.append(ContentPart("text", text=string_field(part.get("text"), f"{at}.text")))
         elif kind == "refusal":
-            parts.append(ContentPart("text", text=_string(part.get("refusal"), f"{at}.refusal")))
+            parts.append(ContentPart("text", text=string_field(part.get("refusal"), f"{at}.refusal")))
         elif kind == "input_image" and role == "user":
-            parts.append(ContentPart("image_url", url=_string(part.get("image_url"), f"{at}.image_url", empty=False)))
+            parts.append(
+                ContentPart("image_url", url=string_field(part.get("image_url"), f"{at}.image_url", empty=False))
+            )
         else:
             msg = f"{at} has type {str(kind)[:40]!r}; the gateway takes {_PARTS} parts."
-            raise _bad(msg, f"{at}.type")
+            raise bad_request(msg, f"{at}.type")
     if len(parts) == 1 and parts[0].type == "text":
         return parts[0].text or ""
     return tuple(parts)
@@ -80,10 +66,9 @@ def _items(value: Any, max_messages: int) -> list[Message]:
     if isinstance(value, str):
         return [Message("user", value)]
     if not isinstance(value, list) or not value:
-        msg = (
-            f"input is {_kind(value) if value != [] else 'an empty list'}; send a string or a non-empty list of items."
-        )
-        raise _bad(msg, "input")
+        shown = json_kind(value) if value != [] else "an empty list"
+        msg = f"input is {shown}; send a string or a non-empty list of items."
+        raise bad_request(msg, "input")
     if len(value) > max_messages:
         msg = f"The request has {len(value)} input items; this gateway takes at most {max_messages} (max_messages)."
         raise GatewayError(msg, status=400, param="input", code="too_many_messages")
@@ -91,20 +76,20 @@ def _items(value: Any, max_messages: int) -> list[Message]:
     for position, item in enumerate(value):
         at = f"input[{position}]"
         if not isinstance(item, Mapping):
-            msg = f"{at} is {_kind(item)}; each item is an object (a message, a function_call or its output)."
-            raise _bad(msg, at)
+            msg = f"{at} is {json_kind(item)}; each item is an object (a message, a function_call or its output)."
+            raise bad_request(msg, at)
         kind = item.get("type", "message")
         if kind == "message":
             role = _ROLES.get(item.get("role"))  # type: ignore[arg-type]
             if role is None:
                 msg = f"{at}.role is {item.get('role')!r}; send one of user, system, developer, assistant."
-                raise _bad(msg, f"{at}.role")
+                raise bad_request(msg, f"{at}.role")
             messages.append(Message(role, _parts(item.get("content"), f"{at}.content", role)))  # type: ignore[arg-type]
         elif kind == "function_call":
             call = ToolCall.from_json(
-                _string(item.get("name"), f"{at}.name", empty=False),
-                _string(item.get("arguments"), f"{at}.arguments"),
-                _string(item.get("call_id"), f"{at}.call_id", empty=False),
+                string_field(item.get("name"), f"{at}.name", empty=False),
+                string_field(item.get("arguments"), f"{at}.arguments"),
+                string_field(item.get("call_id"), f"{at}.call_id", empty=False),
             )
             last = messages[-1] if messages else None
             if last is not None and last.role == "assistant":  # one assistant turn: its text and calls
@@ -112,11 +97,11 @@ def _items(value: Any, max_messages: int) -> list[Message]:
             else:
                 messages.append(Message("assistant", None, (call,)))
         elif kind == "function_call_output":
-            call_id = _string(item.get("call_id"), f"{at}.call_id", empty=False)
+            call_id = string_field(item.get("call_id"), f"{at}.call_id", empty=False)
             messages.append(Message("tool", _output_text(item.get("output"), f"{at}.output"), (), call_id))
         elif kind != "reasoning":  # reasoning items: this gateway never sends them
             msg = f"{at} has type {str(kind)[:40]!r}; the gateway takes {_ITEMS}."
-            raise _bad(msg, f"{at}.type")
+            raise bad_request(msg, f"{at}.type")
     return messages
 
 
@@ -124,21 +109,21 @@ def _tools(value: Any) -> tuple[Any, ...]:
     if value is None:
         return ()
     if not isinstance(value, list):
-        msg = f"tools is {_kind(value)}; send a list of function tools."
-        raise _bad(msg, "tools")
+        msg = f"tools is {json_kind(value)}; send a list of function tools."
+        raise bad_request(msg, "tools")
     tools = []
     for position, raw in enumerate(value):
         at = f"tools[{position}]"
         if not isinstance(raw, Mapping) or raw.get("type") != "function":
-            shown = raw.get("type") if isinstance(raw, Mapping) else _kind(raw)
+            shown = raw.get("type") if isinstance(raw, Mapping) else json_kind(raw)
             msg = f"{at} has type {str(shown)[:40]!r}; the gateway takes function tools (type, name, parameters)."
-            raise _bad(msg, f"{at}.type")
+            raise bad_request(msg, f"{at}.type")
         function = {k: raw[k] for k in ("name", "description", "parameters") if k in raw and raw[k] is not None}
         tool = parse_tool({"type": "function", "function": function}, at)
         tools.append(tool)
     if len({t.name for t in tools}) != len(tools):
         msg = "tools names one function twice; tool names must be unique."
-        raise _bad(msg, "tools")
+        raise bad_request(msg, "tools")
     return tuple(tools)
 
 
@@ -149,8 +134,8 @@ def _options(body: Mapping[str, Any]) -> dict[str, Any]:
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int | float):
-            msg = f"{name} is {_kind(value)}; send a number."
-            raise _bad(msg, name)
+            msg = f"{name} is {json_kind(value)}; send a number."
+            raise bad_request(msg, name)
         options[sent_as] = value
     return options
 
@@ -168,35 +153,35 @@ def parse_responses_request(body: Any, *, max_messages: int) -> ChatCall:
             supported (``previous_response_id``, ``conversation``, ``background``).
     """
     if not isinstance(body, Mapping):
-        msg = f"The request body is a JSON {_kind(body)}; send a JSON object."
-        raise _bad(msg, None)
+        msg = f"The request body is a JSON {json_kind(body)}; send a JSON object."
+        raise bad_request(msg, None)
     model = body.get("model")
     if not isinstance(model, str) or not model:
         msg = "The request has no model; send the model id that GET /v1/models lists."
-        raise _bad(msg, "model")
+        raise bad_request(msg, "model")
     for name in _STATEFUL:
         if body.get(name):
             msg = (
                 f"{name} is not supported: this gateway keeps no responses. Send the whole input, "
                 "or name the conversation with the Beamfilter-Conversation header (the memory filter keeps it)."
             )
-            raise _bad(msg, name)
+            raise bad_request(msg, name)
     instructions = body.get("instructions")
     if instructions is not None:
-        _string(instructions, "instructions")
+        string_field(instructions, "instructions")
     if "input" not in body:
         msg = "The request has no input; send a string or a list of items."
-        raise _bad(msg, "input")
+        raise bad_request(msg, "input")
     messages = _items(body["input"], max_messages)
     if instructions:
         messages.insert(0, Message("system", instructions))
     stream = body.get("stream", False)
     if not isinstance(stream, bool | None):
-        msg = f"stream is {_kind(stream)}; send true or false."
-        raise _bad(msg, "stream")
+        msg = f"stream is {json_kind(stream)}; send true or false."
+        raise bad_request(msg, "stream")
     user = body.get("user")
     if user is not None:
-        _string(user, "user")
+        string_field(user, "user")
     tools = _tools(body.get("tools"))
     return ChatCall(model, tuple(messages), bool(stream), True, tools, _options(body), user or None)
 

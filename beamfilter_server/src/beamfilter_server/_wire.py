@@ -21,12 +21,15 @@ from beamfilter_core.wire import message_to_json
 __all__ = [
     "PASSED_OPTIONS",
     "ChatCall",
+    "bad_request",
     "chunk",
     "completion",
     "completion_chunks",
     "error_body",
+    "json_kind",
     "parse_chat_request",
     "parse_tool",
+    "string_field",
     "tool_call_deltas",
 ]
 
@@ -49,8 +52,23 @@ _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant"
 _TOOL_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
 
-def _bad(message: str, param: str | None, code: str | None = None) -> GatewayError:
+def bad_request(message: str, param: str | None, code: str | None = None) -> GatewayError:
+    """A 400 naming the field (``param``) of a request body that is wrong, in every dialect."""
     return GatewayError(message, status=400, param=param, code=code)
+
+
+def json_kind(value: Any) -> str:
+    """The JSON kind of ``value`` as a refusal names it (``null``, ``int``, ``list``...)."""
+    return "null" if value is None else type(value).__name__
+
+
+def string_field(value: Any, where: str, *, empty: bool = True) -> str:
+    """``value`` when it is a string (non-empty unless ``empty``), else a 400 naming ``where``."""
+    if not isinstance(value, str) or (not empty and not value):
+        shown = "an empty string" if value == "" else json_kind(value)
+        msg = f"{where} is {shown}; send a {'' if empty else 'non-empty '}string."
+        raise bad_request(msg, where)
+    return value
 
 
 @attrs.frozen(slots=True)
@@ -69,7 +87,7 @@ class ChatCall:
 def _text(value: Any, where: str) -> str:
     if not isinstance(value, str):
         msg = f"{where} is {type(value).__name__}; send a string."
-        raise _bad(msg, where)
+        raise bad_request(msg, where)
     return value
 
 
@@ -78,7 +96,7 @@ def _content(value: Any, where: str) -> str | tuple[ContentPart, ...] | None:
         return value
     if not isinstance(value, list):
         msg = f"{where} is {type(value).__name__}; send a string, null or a list of content parts."
-        raise _bad(msg, where)
+        raise bad_request(msg, where)
     parts: list[ContentPart] = []
     for position, part in enumerate(value):
         at = f"{where}[{position}]"
@@ -91,7 +109,7 @@ def _content(value: Any, where: str) -> str | tuple[ContentPart, ...] | None:
             parts.append(ContentPart("image_url", url=_text(url, f"{at}.image_url.url")))
         else:
             msg = f"{at} has type {kind!r}; the gateway takes 'text' and 'image_url' parts."
-            raise _bad(msg, at)
+            raise bad_request(msg, at)
     return tuple(parts)
 
 
@@ -100,7 +118,7 @@ def _tool_calls(value: Any, where: str) -> tuple[ToolCall, ...]:
         return ()
     if not isinstance(value, list):
         msg = f"{where} is {type(value).__name__}; send a list of tool calls."
-        raise _bad(msg, where)
+        raise bad_request(msg, where)
     calls = []
     for position, raw in enumerate(value):
         at = f"{where}[{position}]"
@@ -109,7 +127,7 @@ def _tool_calls(value: Any, where: str) -> tuple[ToolCall, ...]:
             msg = (
                 f"{at} has no function object; send {{'id', 'type': 'function', 'function': {{'name', 'arguments'}}}}."
             )
-            raise _bad(msg, at)
+            raise bad_request(msg, at)
         arguments = function.get("arguments", "")
         if not isinstance(arguments, str):
             arguments = json.dumps(arguments)
@@ -127,18 +145,18 @@ def _tool_calls(value: Any, where: str) -> tuple[ToolCall, ...]:
 def _message(raw: Any, where: str) -> Message:
     if not isinstance(raw, Mapping):
         msg = f"{where} is {type(raw).__name__}; each message is an object with a role."
-        raise _bad(msg, where)
+        raise bad_request(msg, where)
     role = _ROLES.get(raw.get("role"))  # type: ignore[arg-type]
     if role is None:
         msg = f"{where}.role is {raw.get('role')!r}; send one of system, developer, user, assistant, tool."
-        raise _bad(msg, f"{where}.role")
+        raise bad_request(msg, f"{where}.role")
     content = _content(raw.get("content"), f"{where}.content")
     name = raw.get("name") if isinstance(raw.get("name"), str) else None
     if role == "tool":
         call_id = raw.get("tool_call_id")
         if not isinstance(call_id, str) or not call_id:
             msg = f"{where} is a tool message without tool_call_id; send the id of the call it answers."
-            raise _bad(msg, f"{where}.tool_call_id")
+            raise bad_request(msg, f"{where}.tool_call_id")
         text = content if isinstance(content, str) or content is None else "".join(p.text or "" for p in content)
         return Message("tool", text or "", (), call_id, name)
     calls = _tool_calls(raw.get("tool_calls"), f"{where}.tool_calls") if role == "assistant" else ()
@@ -149,15 +167,15 @@ def parse_tool(raw: Any, where: str) -> Tool:
     function = raw.get("function") if isinstance(raw, Mapping) and raw.get("type") == "function" else None
     if not isinstance(function, Mapping):
         msg = f"{where} is not a function tool; send {{'type': 'function', 'function': {{'name', 'parameters'}}}}."
-        raise _bad(msg, where)
+        raise bad_request(msg, where)
     name = _text(function.get("name"), f"{where}.function.name")
     if not name or len(name) > 64 or not set(name) <= _TOOL_NAME_CHARS:
         msg = f"{where}.function.name is {name[:80]!r}; tool names are 1 to 64 letters, digits, '_' or '-'."
-        raise _bad(msg, f"{where}.function.name")
+        raise bad_request(msg, f"{where}.function.name")
     parameters = function.get("parameters", {"type": "object", "properties": {}})
     if not isinstance(parameters, Mapping):
         msg = f"{where}.function.parameters is {type(parameters).__name__}; send a JSON schema object."
-        raise _bad(msg, f"{where}.function.parameters")
+        raise bad_request(msg, f"{where}.function.parameters")
     description = function.get("description", "")
     return Tool(name, description if isinstance(description, str) else "", dict(parameters))
 
@@ -171,37 +189,37 @@ def parse_chat_request(body: Any, *, max_messages: int) -> ChatCall:
     """
     if not isinstance(body, Mapping):
         msg = f"The request body is a JSON {type(body).__name__}; send a JSON object."
-        raise _bad(msg, None)
+        raise bad_request(msg, None)
     model = body.get("model")
     if not isinstance(model, str) or not model:
         msg = "The request has no model; send the model id that GET /v1/models lists."
-        raise _bad(msg, "model")
+        raise bad_request(msg, "model")
     raw_messages = body.get("messages")
     if not isinstance(raw_messages, list) or not raw_messages:
         msg = "The request has no messages; send a non-empty list of messages."
-        raise _bad(msg, "messages")
+        raise bad_request(msg, "messages")
     if len(raw_messages) > max_messages:
         msg = f"The request has {len(raw_messages)} messages; this gateway takes at most {max_messages} (max_messages)."
-        raise _bad(msg, "messages", "too_many_messages")
+        raise bad_request(msg, "messages", "too_many_messages")
     messages = tuple(_message(raw, f"messages[{i}]") for i, raw in enumerate(raw_messages))
     n = body.get("n", 1)
     if n not in (1, None):
         msg = f"n is {n!r}; the gateway answers with one choice (n = 1)."
-        raise _bad(msg, "n")
+        raise bad_request(msg, "n")
     stream = body.get("stream", False)
     if not isinstance(stream, bool | None):
         msg = f"stream is {stream!r}; send true or false."
-        raise _bad(msg, "stream")
+        raise bad_request(msg, "stream")
     stream_options = body.get("stream_options")
     include_usage = isinstance(stream_options, Mapping) and stream_options.get("include_usage") is True
     raw_tools = body.get("tools") or []
     if not isinstance(raw_tools, list):
         msg = f"tools is {type(raw_tools).__name__}; send a list of function tools."
-        raise _bad(msg, "tools")
+        raise bad_request(msg, "tools")
     tools = tuple(parse_tool(raw, f"tools[{i}]") for i, raw in enumerate(raw_tools))
     if len({t.name for t in tools}) != len(tools):
         msg = "tools names one function twice; tool names must be unique."
-        raise _bad(msg, "tools")
+        raise bad_request(msg, "tools")
     user = body.get("user")
     options = {key: value for key, value in body.items() if key in PASSED_OPTIONS and value is not None}
     return ChatCall(
