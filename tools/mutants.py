@@ -3,6 +3,7 @@
     python tools/mutants.py                          # modules changed vs main
     python tools/mutants.py beamfilter_core._chain _retry --confirm
     nox -s mutants -- beamfilter_core._chain         # the same in a fresh venv
+    python tools/mutants.py _partial --lines 160 167-181 --tests tests/builtins/test_redact_partial.py
 
 For each module: copy the working tree to ``.mutants/<module>/tree`` (the real files
 are never touched, so an interrupted run leaves nothing mutated), record which tests
@@ -248,6 +249,9 @@ def mutate(module: Module, args: argparse.Namespace) -> list[Mutant]:
         [str(bin_dir / "cr-filter-operators"), str(session), str(config)],
         [str(bin_dir / "cosmic-ray"), "exec", str(config), str(session)],
     ):
+        if step[1] == "exec" and args.lines:
+            kept = skip_other_lines(session, line_numbers(args.lines))
+            print(f"  {kept} mutants on lines {' '.join(args.lines)}", flush=True)
         started = time.monotonic()
         subprocess.run(step, cwd=tree, env=env, check=True, stdout=subprocess.DEVNULL)
         if step[1] == "exec":
@@ -259,6 +263,34 @@ def mutate(module: Module, args: argparse.Namespace) -> list[Mutant]:
     if not args.keep:
         shutil.rmtree(tree, ignore_errors=True)
     return mutants
+
+
+def line_numbers(specs: Sequence[str]) -> set[int]:
+    """``--lines 12 30-34`` -> {12, 30, 31, 32, 33, 34}."""
+    numbers: set[int] = set()
+    for spec in specs:
+        first, _, last = spec.partition("-")
+        if not first.isdigit() or not (last or first).isdigit():
+            msg = f"--lines {spec!r}: give line numbers or ranges like 30-34"
+            raise SystemExit(msg)
+        numbers.update(range(int(first), int(last or first) + 1))
+    return numbers
+
+
+def skip_other_lines(session: Path, lines: set[int]) -> int:
+    """Mark every pending mutant outside ``lines`` skipped (left out of the report);
+    returns how many are kept."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    kept = 0
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        for item in list(db.pending_work_items):
+            if item.mutations[0].start_pos[0] in lines:
+                kept += 1
+            else:
+                db.set_result(item.job_id, WorkResult(WorkerOutcome.SKIPPED, output="outside --lines"))
+    return kept
 
 
 def _changed_line(diff: str, sign: str) -> str:
@@ -386,6 +418,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per mutant before it counts as caught")
     parser.add_argument("--confirm", action="store_true", help="re-run survivors against the whole test folders")
     parser.add_argument("--keep", action="store_true", help="keep the mutated copy in .mutants/<module>/tree")
+    parser.add_argument("--lines", nargs="+", metavar="N[-M]", help="only the mutants on these lines (one module)")
     parser.add_argument("--run-covering-tests", metavar="WORKDIR", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.run_covering_tests:
@@ -394,6 +427,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not modules:
         print(f"no source module changed since {args.base}; name modules to mutate them")
         return 0
+    if args.lines and len(modules) != 1:
+        msg = f"--lines numbers the lines of one module; {len(modules)} were given"
+        raise SystemExit(msg)
     equivalents = load_equivalents()
     reports = []
     for module in modules:  # one at a time: the machine is shared

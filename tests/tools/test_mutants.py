@@ -194,3 +194,30 @@ def test_confirm_reruns_a_survivor_against_the_whole_tests_and_records_it_caught
     assert result.output == "killed by the whole test folders"
     assert result.worker_outcome == WorkerOutcome.NORMAL
     assert module.read_text() == "def below_two(x):\n    return x < 2\n"  # the mutation is undone
+
+
+def test_lines_keeps_only_the_mutants_on_those_lines(tmp_path: Path) -> None:
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import MutationSpec, WorkerOutcome, WorkItem
+
+    assert mutants.line_numbers(["12", "30-32", "31"]) == {12, 30, 31, 32}
+    with pytest.raises(SystemExit, match=r"^--lines 'x-3': give line numbers or ranges like 30-34$"):
+        mutants.line_numbers(["x-3"])
+    session = tmp_path / "session.sqlite"
+    operator = "core/ReplaceComparisonOperator_Lt_LtE"
+    with use_db(str(session), WorkDB.Mode.create) as db:
+        for job, line in (("a", 2), ("b", 5), ("c", 9)):
+            db.add_work_item(WorkItem(job, [MutationSpec(tmp_path / "m.py", operator, 0, (line, 1), (line, 2))]))
+    assert mutants.skip_other_lines(session, {5, 9, 40}) == 2
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        done = {item.job_id: result for item, result in db.completed_work_items}
+        pending = sorted(item.job_id for item in db.pending_work_items)
+    assert pending == ["b", "c"]
+    assert [(job, r.worker_outcome, r.output) for job, r in done.items()] == [
+        ("a", WorkerOutcome.SKIPPED, "outside --lines")
+    ]
+
+
+def test_lines_need_exactly_one_module() -> None:
+    with pytest.raises(SystemExit, match=r"^--lines numbers the lines of one module; 2 were given$"):
+        mutants.main(["_chain", "_streaming", "--lines", "3"])
