@@ -18,14 +18,13 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from importlib import metadata
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Literal
 
-import attrs
-import fastjsonschema
 import pluggy
 
 from . import _hookspecs
 from ._entry_points import EntryPointLike, StaticEntryPoint, dist_of
+from ._registered import PluginInfo, Registered, compile_schema
 from ._specs import CommandSpec, FilterSpec, ModelSpec, PresetSpec, SectionSpec, StoreSpec, ToolsetSpec
 from .errors import AmbiguousFilterError, ConfigError, PluginLoadError, UnknownNameError
 
@@ -61,8 +60,6 @@ _CORE_MODULE = "beamfilter_core._core_plugin"
 _CORE_DIST = "beamfilter-core"
 
 Kind = Literal["filter", "store", "model", "preset", "section", "command", "toolset"]
-Status = Literal["loaded", "failed", "blocked"]
-SpecT = TypeVar("SpecT", FilterSpec, StoreSpec, ModelSpec, PresetSpec, SectionSpec, CommandSpec, ToolsetSpec)
 
 # hook name -> (kind, record type it must return)
 _HOOKS: dict[str, tuple[Kind, type[Any]]] = {
@@ -95,63 +92,6 @@ def core_version() -> str:
         return __version__
 
 
-@attrs.frozen(slots=True)
-class Registered(Generic[SpecT]):
-    """A spec with its provenance and its compiled options validator."""
-
-    spec: SpecT
-    plugin: str
-    distribution: str | None
-    version: str | None
-    validator: Callable[[Any], Any] = attrs.field(repr=False)
-
-    @property
-    def name(self) -> str:
-        """The unqualified name (``retry``)."""
-        return self.spec.name
-
-    @property
-    def qualified(self) -> str:
-        """The always-unambiguous ``plugin:name``."""
-        return f"{self.plugin}:{self.spec.name}"
-
-    @property
-    def summary(self) -> str:
-        """The spec's one-line summary."""
-        return self.spec.summary
-
-
-@attrs.frozen(slots=True)
-class PluginInfo:
-    """One plugin as listed by ``beamfilter plugins``: provenance, status and what it provides."""
-
-    name: str
-    distribution: str | None
-    version: str | None
-    status: Status
-    module: str | None = None
-    hooks: tuple[str, ...] = ()
-    filters: tuple[str, ...] = ()
-    stores: tuple[str, ...] = ()
-    models: tuple[str, ...] = ()
-    presets: tuple[str, ...] = ()
-    sections: tuple[str, ...] = ()
-    commands: tuple[str, ...] = ()
-    toolsets: tuple[str, ...] = ()
-    error: str | None = None
-    hint: str | None = None
-    #: The beamfilter-core version a failure happened with.
-    core_version: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            field.name: list(value) if isinstance(value, tuple) else value
-            for field in attrs.fields(PluginInfo)
-            for value in (getattr(self, field.name),)
-        }
-
-
 def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -163,48 +103,6 @@ def _names(value: Iterable[str] | None, where: str) -> frozenset[str] | None:
         msg = f"{where} is the string {value!r}; give a list of plugin names, e.g. [{value!r}]."
         raise ConfigError(msg)
     return frozenset(value)
-
-
-def _no_options(options: Any) -> Any:
-    return options
-
-
-class _SchemaValidator:
-    """A spec's options validator, compiled on its first call.
-
-    Compiling is the dearest part of loading a plugin (about 4 ms a schema: fastjsonschema
-    writes and compiles Python), and ``beamfilter --help`` or ``beamfilter plugins`` load
-    some forty specs whose options they never check (bench/bench_cold_start.py). An invalid
-    schema is reported when a config first uses the spec, and by ``beamfilter plugins check``.
-    """
-
-    __slots__ = ("_compiled", "_schema", "_where")
-
-    def __init__(self, schema: Mapping[str, Any], where: str) -> None:
-        self._schema = schema
-        self._where = where
-        self._compiled: Callable[[Any], Any] | None = None
-
-    def __call__(self, options: Any) -> Any:
-        compiled = self._compiled
-        if compiled is None:
-            try:
-                compiled = fastjsonschema.compile(dict(self._schema))
-            except fastjsonschema.JsonSchemaDefinitionException as exc:
-                msg = f"{self._where}: options_schema is not a valid JSON schema: {exc}"
-                raise ConfigError(msg) from exc
-            self._compiled = compiled
-        return compiled(options)
-
-
-def _compile_schema(spec: Any, where: str) -> Callable[[Any], Any]:
-    if isinstance(spec, PresetSpec | CommandSpec):
-        return _no_options  # a preset's options are its filters' options, checked when expanded
-    schema = spec.options_schema
-    if not isinstance(schema, Mapping):
-        msg = f"{where}: options_schema is {schema!r}; give a JSON schema mapping."
-        raise ConfigError(msg)
-    return _SchemaValidator(schema, where)
 
 
 def suggest(name: str, known: Iterable[str]) -> str:
@@ -523,7 +421,7 @@ class Registry:
                         msg = f"{where}: the {kind} {record.name!r} is registered twice by this plugin."
                         raise ConfigError(msg)
                     seen.add((kind, record.name))
-                    validator = _compile_schema(record, f"{where} ({kind} {record.name!r})")
+                    validator = compile_schema(record, f"{where} ({kind} {record.name!r})")
                     contrib.items.append((kind, Registered(record, name, dist, ver, validator)))
 
     def _commit(self, contrib: _Loaded) -> None:
