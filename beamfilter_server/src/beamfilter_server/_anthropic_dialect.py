@@ -17,7 +17,7 @@ from typing import Any
 from beamfilter_core import ContentPart, Message, ToolCall
 from beamfilter_core.errors import GatewayError
 
-from ._wire import ChatCall, bad_request, json_kind, parse_tool, string_field
+from ._wire import ChatCall, bad_request, json_kind, number_field, parse_tools, string_field
 
 __all__ = ["AnthropicEvents", "error_body", "message_object", "parse_messages_request"]
 
@@ -140,33 +140,24 @@ def _system(value: Any) -> list[Message]:
     return [Message("system", text)] if text else []
 
 
+def _declaration(raw: Any, at: str) -> Mapping[str, Any]:
+    raw = _object(raw, at, "a tool with name and input_schema")
+    if raw.get("type") not in (None, "custom"):
+        msg = f"{at} has type {str(raw.get('type'))[:40]!r}; the gateway takes client tools (name, input_schema)."
+        raise bad_request(msg, f"{at}.type")
+    if "input_schema" not in raw:
+        msg = f"{at} has no input_schema; send the JSON schema of the tool's input."
+        raise bad_request(msg, f"{at}.input_schema")
+    return {"name": raw.get("name"), "description": raw.get("description", ""), "parameters": raw["input_schema"]}
+
+
 def _tools(value: Any) -> tuple[Any, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        msg = f"tools is {json_kind(value)}; send a list of tools with name and input_schema."
-        raise bad_request(msg, "tools")
-    tools = []
-    for position, raw in enumerate(value):
-        at = f"tools[{position}]"
-        raw = _object(raw, at, "a tool with name and input_schema")
-        if raw.get("type") not in (None, "custom"):
-            msg = f"{at} has type {str(raw.get('type'))[:40]!r}; the gateway takes client tools (name, input_schema)."
-            raise bad_request(msg, f"{at}.type")
-        if "input_schema" not in raw:
-            msg = f"{at} has no input_schema; send the JSON schema of the tool's input."
-            raise bad_request(msg, f"{at}.input_schema")
-        function = {
-            "name": raw.get("name"),
-            "description": raw.get("description", ""),
-            "parameters": raw["input_schema"],
-        }
-        tool = parse_tool({"type": "function", "function": function}, at)
-        tools.append(tool)
-    if len({t.name for t in tools}) != len(tools):
-        msg = "tools names one tool twice; tool names must be unique."
-        raise bad_request(msg, "tools")
-    return tuple(tools)
+    return parse_tools(
+        value,
+        expect="a list of tools with name and input_schema",
+        declaration=_declaration,
+        twice="tools names one tool twice; tool names must be unique.",
+    )
 
 
 def _options(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -179,10 +170,7 @@ def _options(body: Mapping[str, Any]) -> dict[str, Any]:
     for name in ("temperature", "top_p"):
         value = body.get(name)
         if value is not None:
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                msg = f"{name} is {json_kind(value)}; send a number."
-                raise bad_request(msg, name)
-            options[name] = value
+            options[name] = number_field(value, name)
     stops = body.get("stop_sequences")
     if stops is not None:
         if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):

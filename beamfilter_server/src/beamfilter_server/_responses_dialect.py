@@ -20,7 +20,7 @@ from typing import Any
 from beamfilter_core import ContentPart, Message, ToolCall
 from beamfilter_core.errors import GatewayError
 
-from ._wire import ChatCall, bad_request, json_kind, parse_tool, string_field
+from ._wire import ChatCall, bad_request, json_kind, number_field, parse_tools, string_field
 
 __all__ = ["ResponsesEvents", "parse_responses_request", "response_object"]
 
@@ -105,26 +105,21 @@ def _items(value: Any, max_messages: int) -> list[Message]:
     return messages
 
 
+def _declaration(raw: Any, at: str) -> Mapping[str, Any]:
+    if not isinstance(raw, Mapping) or raw.get("type") != "function":
+        shown = raw.get("type") if isinstance(raw, Mapping) else json_kind(raw)
+        msg = f"{at} has type {str(shown)[:40]!r}; the gateway takes function tools (type, name, parameters)."
+        raise bad_request(msg, f"{at}.type")
+    return {k: raw[k] for k in ("name", "description", "parameters") if k in raw and raw[k] is not None}
+
+
 def _tools(value: Any) -> tuple[Any, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        msg = f"tools is {json_kind(value)}; send a list of function tools."
-        raise bad_request(msg, "tools")
-    tools = []
-    for position, raw in enumerate(value):
-        at = f"tools[{position}]"
-        if not isinstance(raw, Mapping) or raw.get("type") != "function":
-            shown = raw.get("type") if isinstance(raw, Mapping) else json_kind(raw)
-            msg = f"{at} has type {str(shown)[:40]!r}; the gateway takes function tools (type, name, parameters)."
-            raise bad_request(msg, f"{at}.type")
-        function = {k: raw[k] for k in ("name", "description", "parameters") if k in raw and raw[k] is not None}
-        tool = parse_tool({"type": "function", "function": function}, at)
-        tools.append(tool)
-    if len({t.name for t in tools}) != len(tools):
-        msg = "tools names one function twice; tool names must be unique."
-        raise bad_request(msg, "tools")
-    return tuple(tools)
+    return parse_tools(
+        value,
+        expect="a list of function tools",
+        declaration=_declaration,
+        twice="tools names one function twice; tool names must be unique.",
+    )
 
 
 def _options(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -133,10 +128,7 @@ def _options(body: Mapping[str, Any]) -> dict[str, Any]:
         value = body.get(name)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            msg = f"{name} is {json_kind(value)}; send a number."
-            raise bad_request(msg, name)
-        options[sent_as] = value
+        options[sent_as] = number_field(value, name)
     return options
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -28,7 +28,9 @@ __all__ = [
     "error_body",
     "json_kind",
     "parse_chat_request",
+    "number_field",
     "parse_tool",
+    "parse_tools",
     "string_field",
     "tool_call_deltas",
 ]
@@ -178,6 +180,38 @@ def parse_tool(raw: Any, where: str) -> Tool:
         raise bad_request(msg, f"{where}.function.parameters")
     description = function.get("description", "")
     return Tool(name, description if isinstance(description, str) else "", dict(parameters))
+
+
+def parse_tools(
+    value: Any, *, expect: str, declaration: Callable[[Any, str], Mapping[str, Any]], twice: str
+) -> tuple[Tool, ...]:
+    """A dialect's ``tools`` list as tools: None is none; ``declaration(raw, where)`` turns
+    each entry into a chat function declaration (``name``, ``description``, ``parameters``),
+    checked by :func:`parse_tool`; two tools of one name are refused with ``twice``.
+
+    Raises:
+        GatewayError: 400 naming the field (``expect`` says what a list should hold).
+    """
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        msg = f"tools is {json_kind(value)}; send {expect}."
+        raise bad_request(msg, "tools")
+    tools = []
+    for position, raw in enumerate(value):
+        at = f"tools[{position}]"
+        tools.append(parse_tool({"type": "function", "function": declaration(raw, at)}, at))
+    if len({t.name for t in tools}) != len(tools):
+        raise bad_request(twice, "tools")
+    return tuple(tools)
+
+
+def number_field(value: Any, name: str) -> int | float:
+    """``value`` when it is a number (not a bool), else a 400 naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        msg = f"{name} is {json_kind(value)}; send a number."
+        raise bad_request(msg, name)
+    return value
 
 
 def parse_chat_request(body: Any, *, max_messages: int) -> ChatCall:
