@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from core._run_tools import RAN, clear_ran, echo, read_file  # noqa: F401  # clear_ran: an autouse fixture
 
 from beamfilter_core import (
     ChatRequest,
@@ -34,33 +35,12 @@ from beamfilter_core._run import unique_calls
 from beamfilter_core.errors import MaxIterationsExceeded
 from beamfilter_core.testing import collect_stream, scripted_calls
 
-RAN: list[tuple[str, Any]] = []
-
-
-@pytest.fixture(autouse=True)
-def _clear() -> None:
-    RAN.clear()
-
-
-@tool(sensitive=True)
-def read_file(path: str) -> str:
-    """Read a file (sensitive)."""
-    RAN.append(("read_file", path))
-    return f"read {path}"
-
 
 @tool(sensitive=True, return_direct=True)
 def publish(text: str) -> str:
     """Publish a text and answer with it."""
     RAN.append(("publish", text))
     return f"published {text}"
-
-
-@tool
-def echo(text: str) -> str:
-    """Echo a text."""
-    RAN.append(("echo", text))
-    return text
 
 
 def _roles(request: ChatRequest) -> list[tuple[str, str]]:

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 import pytest
+from core._run_tools import RAN, clear_ran, echo, read_file  # noqa: F401  # clear_ran: an autouse fixture
 
 from beamfilter_core import (
     ChatResponse,
@@ -33,27 +34,6 @@ from beamfilter_core import (
 )
 from beamfilter_core.errors import ConfigError, MaxIterationsExceeded
 from beamfilter_core.testing import scripted_calls
-
-RAN: list[tuple[str, Any]] = []
-
-
-@pytest.fixture(autouse=True)
-def _clear() -> None:
-    RAN.clear()
-
-
-@tool(sensitive=True)
-def read_file(path: str) -> str:
-    """Read a file (sensitive)."""
-    RAN.append(("read_file", path))
-    return f"read {path}"
-
-
-@tool
-def echo(text: str) -> str:
-    """Echo a text."""
-    RAN.append(("echo", text))
-    return text
 
 
 async def _passthrough(request: Any, state: dict[str, Any], call_next: Any) -> Any:
