@@ -12,17 +12,14 @@ import pytest
 
 pytest.importorskip("beamfilter_server")
 
+from server._app import AUTH, CHAT, app_client
 from starlette.testclient import TestClient
 
 from beamfilter_builtins import tool_policy_filter
 from beamfilter_core import ChatRequest, ChatResponse, Kernel, ScriptedModel, ToolCall, tool
-from beamfilter_server import ServerOptions, create_app
 
 pytestmark = pytest.mark.packages
 
-KEY = "sk-client-tools-key-0123456"
-CHAT = "/v1/chat/completions"
-AUTH = {"Authorization": f"Bearer {KEY}"}
 WEATHER = {
     "type": "function",
     "function": {
@@ -59,7 +56,7 @@ def model() -> ScriptedModel:
 def http(model: ScriptedModel) -> Iterator[TestClient]:
     policy = tool_policy_filter([{"tool": "delete_*", "kind": "deny", "reason": "accounts are deleted by support"}])
     kernel = Kernel(model, tools=[lookup_order], filters=[policy])
-    with TestClient(create_app(kernel, ServerOptions(api_keys=[KEY], model_name="assistant"))) as client:
+    with app_client(kernel, inbox_keys=[]) as client:
         yield client
 
 

@@ -18,19 +18,17 @@ pytest.importorskip("beamfilter_server")
 import anthropic
 import httpx
 import openai
+from server._app import REVIEW, app_client, refund_tool
+from server._serve import API_KEY, PAUSE_KEY
 from starlette.testclient import TestClient
 
 from beamfilter_builtins import approval_filter, redact_filter
-from beamfilter_core import ChatRequest, ChatResponse, Kernel, ScriptedModel, ToolCall, tool
+from beamfilter_core import ChatRequest, ChatResponse, Kernel, ScriptedModel, ToolCall
 from beamfilter_core.errors import ProviderConnectionError
-from beamfilter_server import ServerOptions, create_app
 
 pytestmark = pytest.mark.packages
 
-KEY = "sk-dialect-client-key-0123456"
-REVIEWER = "dialect-reviewer-key-0123456"
 SECRET = "sk-abcdefghijklmnopqrstuvwx"
-REVIEW = {"Authorization": f"Bearer {REVIEWER}"}
 WEATHER_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 ANTHROPIC_WEATHER = {"name": "get_weather", "description": "The weather in a city.", "input_schema": WEATHER_SCHEMA}
 RESPONSES_WEATHER = {"type": "function", "name": "get_weather", "parameters": WEATHER_SCHEMA}
@@ -66,34 +64,30 @@ def model() -> ScriptedModel:
 
 @pytest.fixture
 def http(model: ScriptedModel, refunds: list[tuple[int, int]]) -> Iterator[TestClient]:
-    @tool(sensitive=True)
-    def refund(order: int, amount: int) -> str:
-        """Refund an amount on an order."""
-        refunds.append((order, amount))
-        return f"refunded {amount} on order {order}"
-
     kernel = Kernel(
-        model, tools=[refund], filters=[redact_filter(), approval_filter()], pause_key="dialect-pause-key-0123456789"
+        model,
+        tools=[refund_tool(refunds)],
+        filters=[redact_filter(), approval_filter()],
+        pause_key=PAUSE_KEY,
     )
-    options = ServerOptions(api_keys=[KEY], inbox_keys=[REVIEWER], model_name="assistant", max_answer_chars=300)
-    with TestClient(create_app(kernel, options)) as client:
+    with app_client(kernel, max_answer_chars=300) as client:
         yield client
 
 
 def _claude(http: TestClient, **keys: str) -> anthropic.Anthropic:
     return anthropic.Anthropic(
-        base_url="http://testserver", http_client=http, max_retries=0, **({"api_key": KEY} | keys)
+        base_url="http://testserver", http_client=http, max_retries=0, **({"api_key": API_KEY} | keys)
     )
 
 
-def _openai(http: TestClient, key: str = KEY) -> openai.OpenAI:
+def _openai(http: TestClient, key: str = API_KEY) -> openai.OpenAI:
     return openai.OpenAI(base_url="http://testserver/v1", api_key=key, http_client=http, max_retries=0)
 
 
 def _raw_stream(http: TestClient, text: str) -> httpx.Response:
     """The raw HTTP answer to a streamed Anthropic request of one user message (50 tokens at most)."""
     body = {"model": "assistant", "max_tokens": 50, "stream": True, "messages": [{"role": "user", "content": text}]}
-    return http.post("/v1/messages", json=body, headers={"x-api-key": KEY})
+    return http.post("/v1/messages", json=body, headers={"x-api-key": API_KEY})
 
 
 def _events(text: str) -> list[dict[str, Any]]:
@@ -189,12 +183,12 @@ def test_a_wrong_key_is_refused_in_anthropics_error_shape(http: TestClient) -> N
             },
         }
     # the key as a bearer token works too (ANTHROPIC_AUTH_TOKEN)
-    bearer = _claude(http, api_key=None, auth_token=KEY)
+    bearer = _claude(http, api_key=None, auth_token=API_KEY)
     answer = bearer.messages.create(model="assistant", max_tokens=5, messages=[{"role": "user", "content": "hi"}])
     assert answer.content[0].text == "echo: hi"
     # x-api-key is this route's: the chat route still takes Bearer only
     chat = {"model": "assistant", "messages": [{"role": "user", "content": "hi"}]}
-    assert http.post("/v1/chat/completions", json=chat, headers={"x-api-key": KEY}).status_code == 401
+    assert http.post("/v1/chat/completions", json=chat, headers={"x-api-key": API_KEY}).status_code == 401
 
 
 def test_an_unknown_model_is_a_404_in_anthropics_shape(http: TestClient) -> None:
@@ -332,7 +326,7 @@ def test_the_openai_client_streams_a_redacted_response(http: TestClient) -> None
     raw = http.post(
         "/v1/responses",
         json={"model": "assistant", "input": "secret", "stream": True},
-        headers={"Authorization": f"Bearer {KEY}"},
+        headers={"Authorization": f"Bearer {API_KEY}"},
     )
     assert SECRET not in raw.text
 
@@ -369,7 +363,9 @@ def test_a_wrong_key_is_refused_in_openais_error_shape(http: TestClient) -> None
     }
     # Anthropic's header is not this route's
     assert (
-        http.post("/v1/responses", json={"model": "assistant", "input": "hi"}, headers={"x-api-key": KEY}).status_code
+        http.post(
+            "/v1/responses", json={"model": "assistant", "input": "hi"}, headers={"x-api-key": API_KEY}
+        ).status_code
         == 401
     )
 
@@ -430,12 +426,11 @@ def test_an_upstream_dropped_mid_stream_ends_it_with_an_error_and_a_masked_log_l
     path: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     kernel = Kernel(_Dropping(), filters=[redact_filter()])
-    options = ServerOptions(api_keys=[KEY], model_name="assistant")
     body = {"model": "assistant", "max_tokens": 50, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
     if path == "/v1/responses":
         body = {"model": "assistant", "stream": True, "input": "hi"}
-    with caplog.at_level(logging.ERROR, "beamfilter.server"), TestClient(create_app(kernel, options)) as http:
-        raw = http.post(path, json=body, headers={"x-api-key": KEY, "Authorization": f"Bearer {KEY}"})
+    with caplog.at_level(logging.ERROR, "beamfilter.server"), app_client(kernel, inbox_keys=[]) as http:
+        raw = http.post(path, json=body, headers={"x-api-key": API_KEY, "Authorization": f"Bearer {API_KEY}"})
     assert raw.status_code == 200
     events = _events(raw.text)
     assert events[-1]["type"] == "error"
@@ -453,7 +448,7 @@ def test_a_retry_with_the_same_idempotency_key_attaches_to_the_same_pause(
     http: TestClient, refunds: list[tuple[int, int]]
 ) -> None:
     body = {"model": "assistant", "max_tokens": 50, "messages": [{"role": "user", "content": "refund order 7"}]}
-    headers = {"x-api-key": KEY, "Idempotency-Key": "retry-0001"}
+    headers = {"x-api-key": API_KEY, "Idempotency-Key": "retry-0001"}
     first = http.post("/v1/messages", json=body, headers=headers)
     again = http.post("/v1/messages", json=body, headers=headers)
     assert (first.status_code, again.status_code) == (202, 202)

@@ -15,26 +15,19 @@ import pytest
 
 pytest.importorskip("beamfilter_server")
 
+from server._app import AUTH, CHAT, REVIEW, app_client, ask, refund_tool, signed_in
+from server._serve import PAUSE_KEY, REVIEWER_KEY
 from starlette.testclient import TestClient
 
 from beamfilter_builtins import approval_filter
-from beamfilter_core import ChatRequest, ChatResponse, Decision, Kernel, ScriptedModel, ToolCall, tool
-from beamfilter_server import ServerOptions, create_app
+from beamfilter_core import ChatRequest, ChatResponse, Decision, Kernel, ScriptedModel, ToolCall
 from beamfilter_server._page import form_token
 
 pytestmark = pytest.mark.packages
 
-KEY = "sk-inbox-form-client-key-0123"
-REVIEWER = "inbox-form-reviewer-key-0123"
-CHAT = "/v1/chat/completions"
-AUTH = {"Authorization": f"Bearer {KEY}"}
-#: A reviewer signing in to the inbox page: any name, the key as password.
-SIGNED_IN = {"Authorization": "Basic " + base64.b64encode(f"ana:{REVIEWER}".encode()).decode()}
+#: A reviewer signing in to the inbox page.
+SIGNED_IN = signed_in("ana")
 REFUND = ChatResponse.tool_calls(ToolCall("refund", {"order": 7, "amount": 30}, "call_1"))
-
-
-def _request(text: str) -> dict[str, Any]:
-    return {"model": "assistant", "messages": [{"role": "user", "content": text}]}
 
 
 def _after_tool(request: ChatRequest) -> str:
@@ -53,23 +46,16 @@ def refunds() -> list[tuple[int, int]]:
 
 @pytest.fixture
 def http(refunds: list[tuple[int, int]]) -> Iterator[TestClient]:
-    @tool(sensitive=True)
-    def refund(order: int, amount: int) -> str:
-        """Refund an amount on an order."""
-        refunds.append((order, amount))
-        return f"refunded {amount} on order {order}"
-
     model = ScriptedModel([REFUND, _after_tool], repeat=True)
     # refunds over 25 wait for a human: an edit to 25 or less passes the gate when it is asked again
     gate = approval_filter(approve=_over_25)
-    kernel = Kernel(model, tools=[refund], filters=[gate], pause_key="inbox-form-pause-key-0123456789")
-    options = ServerOptions(api_keys=[KEY], inbox_keys=[REVIEWER], model_name="assistant", max_body_bytes=4000)
-    with TestClient(create_app(kernel, options)) as client:
+    kernel = Kernel(model, tools=[refund_tool(refunds)], filters=[gate], pause_key=PAUSE_KEY)
+    with app_client(kernel, max_body_bytes=4000) as client:
         yield client
 
 
 def _pause(http: TestClient) -> str:
-    answer = http.post(CHAT, json=_request("refund order 7"), headers=AUTH)
+    answer = http.post(CHAT, json=ask("refund order 7"), headers=AUTH)
     assert answer.status_code == 202
     pause_id: str = answer.json()["beamfilter"]["pause_id"]
     return pause_id
@@ -77,7 +63,7 @@ def _pause(http: TestClient) -> str:
 
 def _submit(http: TestClient, pause_id: str, form: dict[str, str], origin: str | None = "http://testserver") -> Any:
     """The inbox form as the reviewer's browser posts it (with its Origin, unless None)."""
-    fields = {"token": form_token(REVIEWER, pause_id), **form}
+    fields = {"token": form_token(REVIEWER_KEY, pause_id), **form}
     headers = {**SIGNED_IN, **({"origin": origin} if origin is not None else {})}
     return http.post(f"/inbox/{pause_id}/decide", data=fields, headers=headers, follow_redirects=False)
 
@@ -95,7 +81,7 @@ def test_the_inbox_lists_the_pause_and_its_version_changes_with_it(http: TestCli
     assert page.headers["x-frame-options"] == "DENY"
     assert page.headers["cache-control"] == "no-store"
     assert f"pause-{pause_id}" in page.text
-    assert form_token(REVIEWER, pause_id) in page.text
+    assert form_token(REVIEWER_KEY, pause_id) in page.text
     listed = http.get("/inbox/version?since=-1", headers=SIGNED_IN).json()["version"]
     assert listed != empty
     assert (
@@ -158,9 +144,7 @@ def test_a_malformed_form_decision_is_400_and_the_pause_stays_pending(
     refused = _submit(http, pause_id, form)
     assert refused.status_code == 400
     assert text in refused.text
-    assert [
-        p["pause_id"] for p in http.get("/v1/pauses", headers={"Authorization": f"Bearer {REVIEWER}"}).json()["data"]
-    ] == [pause_id]
+    assert [p["pause_id"] for p in http.get("/v1/pauses", headers=REVIEW).json()["data"]] == [pause_id]
     assert refunds == []
 
 
@@ -210,7 +194,7 @@ def test_rejecting_every_call_with_a_reason_runs_nothing(http: TestClient, refun
 
 def _decide_when_listed(http: TestClient, decisions: dict[str, Any]) -> threading.Thread:
     """A reviewer who approves the first pause the listing shows, from another thread."""
-    reviewer = {"Authorization": f"Bearer {REVIEWER}"}
+    reviewer = REVIEW
 
     def decide() -> None:
         deadline = time.monotonic() + 30
@@ -230,7 +214,7 @@ def test_a_client_waiting_with_beamfilter_wait_gets_the_decided_answer(
     http: TestClient, refunds: list[tuple[int, int]]
 ) -> None:
     reviewer = _decide_when_listed(http, {"call_1": "approve"})
-    answer = http.post(CHAT, json=_request("refund order 7"), headers={**AUTH, "Beamfilter-Wait": "30"})
+    answer = http.post(CHAT, json=ask("refund order 7"), headers={**AUTH, "Beamfilter-Wait": "30"})
     reviewer.join()
     assert answer.status_code == 200
     assert answer.json()["choices"][0]["message"]["content"] == "done: refunded 30 on order 7"
@@ -242,7 +226,7 @@ def test_a_streamed_client_waiting_gets_a_comment_then_the_decided_answer(
     http: TestClient, refunds: list[tuple[int, int]]
 ) -> None:
     reviewer = _decide_when_listed(http, {"call_1": {"kind": "approve", "arguments": {"order": 7, "amount": 5}}})
-    body = {**_request("refund order 7"), "stream": True, "stream_options": {"include_usage": True}}
+    body = {**ask("refund order 7"), "stream": True, "stream_options": {"include_usage": True}}
     answer = http.post(CHAT, json=body, headers={**AUTH, "Beamfilter-Wait": "30"})
     reviewer.join()
     events = [e for e in answer.text.split("\n\n") if e]

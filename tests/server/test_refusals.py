@@ -10,10 +10,12 @@ import pytest
 
 pytest.importorskip("beamfilter_server")
 
+from server._app import AUTH, CHAT, REVIEW, app_client, refund_tool
+from server._serve import API_KEY, PAUSE_KEY, REVIEWER_KEY
 from starlette.testclient import TestClient
 
 from beamfilter_builtins import approval_filter
-from beamfilter_core import ChatResponse, Kernel, ScriptedModel, ToolCall, tool
+from beamfilter_core import ChatResponse, Kernel, ScriptedModel, ToolCall
 from beamfilter_core.errors import (
     AlreadyResumedError,
     ConfigError,
@@ -26,32 +28,22 @@ from beamfilter_core.errors import (
     RateLimitError,
     ResumeError,
 )
-from beamfilter_server import ServerOptions, create_app
 from beamfilter_server._gateway import error_for
 
 pytestmark = pytest.mark.packages
 
-KEY = "sk-refusals-client-key-0123"
-REVIEWER = "refusals-reviewer-key-0123"
-CHAT = "/v1/chat/completions"
 HELLO = {"model": "assistant", "messages": [{"role": "user", "content": "hello"}]}
-AUTH = {"Authorization": f"Bearer {KEY}"}
 JSON_AUTH = {**AUTH, "Content-Type": "application/json"}
-REVIEW = {"Authorization": f"Bearer {REVIEWER}"}
-
-
-@tool(sensitive=True)
-def refund(order: int, amount: int) -> str:
-    """Refund an amount on an order."""
-    return f"refunded {amount} on order {order}"
 
 
 def _client(script: list[Any], **options: Any) -> TestClient:
     kernel = Kernel(
-        ScriptedModel(script), tools=[refund], filters=[approval_filter()], pause_key="refusals-pause-key-0123456789"
+        ScriptedModel(script),
+        tools=[refund_tool([])],
+        filters=[approval_filter()],
+        pause_key=PAUSE_KEY,
     )
-    settings = ServerOptions(**{"api_keys": [KEY], "inbox_keys": [REVIEWER], "model_name": "assistant", **options})
-    return TestClient(create_app(kernel, settings))
+    return app_client(kernel, **options)
 
 
 @pytest.fixture
@@ -72,7 +64,7 @@ def test_a_request_without_a_valid_key_is_401_with_a_bearer_challenge(http: Test
         answer = http.post(CHAT, json=HELLO, headers=headers)
         assert (answer.status_code, answer.json()) == (401, expected)
         assert answer.headers["www-authenticate"] == "Bearer"
-        assert KEY not in answer.text
+        assert API_KEY not in answer.text
     assert http.get("/v1/models").status_code == 401
 
 
@@ -216,7 +208,7 @@ def test_the_reviewer_routes_refuse_a_client_key(http: TestClient) -> None:
     decide = http.post("/v1/pauses/p1/decide", json={"decisions": {}}, headers=AUTH)
     assert (decide.status_code, decide.json()) == (401, refused)
     # the JSON API never takes the reviewer key as Basic credentials (a browser resends those)
-    basic = ("ana", REVIEWER)
+    basic = ("ana", REVIEWER_KEY)
     assert http.get("/v1/pauses", auth=basic).status_code == 401
     assert http.post("/v1/pauses/p1/decide", json={"decisions": {}}, auth=basic).status_code == 401
     for page in ("/inbox", "/inbox/version"):

@@ -5,7 +5,6 @@ view on every path, and the log lines a decision writes."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import logging
 import threading
@@ -17,6 +16,8 @@ import pytest
 
 pytest.importorskip("beamfilter_server")
 
+from server._app import AUTH, CHAT, REVIEW, app_client, ask, signed_in
+from server._serve import API_KEY, PAUSE_KEY, REVIEWER_KEY
 from starlette.testclient import TestClient
 
 from beamfilter_builtins import approval_filter, redact_filter
@@ -30,22 +31,8 @@ from beamfilter_server._page import form_token
 
 pytestmark = pytest.mark.packages
 
-KEY = "sk-surface-client-key-0123456"
-REVIEWER = "surface-reviewer-key-0123456"
-PAUSE_KEY = "surface-pause-key-0123456789"
-CHAT = "/v1/chat/completions"
-AUTH = {"Authorization": f"Bearer {KEY}"}
-REVIEW = {"Authorization": f"Bearer {REVIEWER}"}
 SECRET = "sk-abcdefghijklmnopqrstuvwx"
 RLO_FILE = "invoice_\u202efdp.exe"
-
-
-def _basic(name: str, key: str = REVIEWER) -> dict[str, str]:
-    return {"Authorization": "Basic " + base64.b64encode(f"{name}:{key}".encode()).decode()}
-
-
-def _ask(text: str, **extra: Any) -> dict[str, Any]:
-    return {"model": "assistant", "messages": [{"role": "user", "content": text}], **extra}
 
 
 @pytest.fixture
@@ -80,13 +67,12 @@ SEND = ChatResponse(
 @pytest.fixture
 def http(sent: list[str]) -> Iterator[TestClient]:
     kernel = _kernel(sent, [SEND, _after], redact_filter(applies_to="stream"))
-    options = ServerOptions(api_keys=[KEY], inbox_keys=[REVIEWER], model_name="assistant")
-    with TestClient(create_app(kernel, options)) as client:
+    with app_client(kernel) as client:
         yield client
 
 
 def _pause(http: TestClient, **headers: str) -> dict[str, Any]:
-    answer = http.post(CHAT, json=_ask("Send the invoice to x@y.z"), headers={**AUTH, **headers})
+    answer = http.post(CHAT, json=ask("Send the invoice to x@y.z"), headers={**AUTH, **headers})
     assert answer.status_code == 202
     info: dict[str, Any] = answer.json()["beamfilter"]
     return info
@@ -102,23 +88,23 @@ def _approve_all(call: ToolCall, tool: Any, context: Any) -> str:
 def test_a_gateway_whose_filters_can_pause_needs_inbox_keys(sent: list[str]) -> None:
     kernel = _kernel(sent, ["hi"])
     with pytest.raises(ConfigError) as caught:
-        create_app(kernel, ServerOptions(api_keys=[KEY], model_name="assistant"))
+        create_app(kernel, ServerOptions(api_keys=[API_KEY], model_name="assistant"))
     assert str(caught.value) == (
         "[server] inbox_keys is missing, and approval can pause turns for a human decision. "
         'Give the reviewers\' keys as inbox_keys = [{ "$env" = "REVIEWER_KEY" }]; client keys '
         "(api_keys) never decide."
     )
     with pytest.raises(ConfigError, match=r"^\[server\] inbox_keys and api_keys share a key; give reviewers"):
-        create_app(kernel, ServerOptions(api_keys=[KEY], inbox_keys=[KEY]))
+        create_app(kernel, ServerOptions(api_keys=[API_KEY], inbox_keys=[API_KEY]))
     gated = Kernel(ScriptedModel(["hi"]), gate=_approve_all)
     with pytest.raises(ConfigError, match=r"and Kernel\(gate=\.\.\.\) can pause turns"):
         create_app(gated, ServerOptions())
     # no filter can pause: no reviewer is needed
-    plain = TestClient(create_app(Kernel(ScriptedModel(["hi"])), ServerOptions(api_keys=[KEY], model_name="m")))
+    plain = TestClient(create_app(Kernel(ScriptedModel(["hi"])), ServerOptions(api_keys=[API_KEY], model_name="m")))
     with plain:
-        assert plain.post(CHAT, json={**_ask("hi"), "model": "m"}, headers=AUTH).status_code == 200
+        assert plain.post(CHAT, json={**ask("hi"), "model": "m"}, headers=AUTH).status_code == 200
         # and with no reviewer key, the decision API takes no Basic credentials either
-        assert plain.get("/v1/pauses", auth=("eve", KEY)).status_code == 200  # open: no reviewer keys at all
+        assert plain.get("/v1/pauses", auth=("eve", API_KEY)).status_code == 200  # open: no reviewer keys at all
 
 
 @pytest.mark.parametrize(
@@ -162,7 +148,7 @@ def test_the_json_decision_api_refuses_browser_credentials_and_other_content_typ
     decide = f"/v1/pauses/{info['pause_id']}/decide"
     body = json.dumps({"decisions": {"c1": "approve"}})
     # what another site's auto-submitted text/plain form sends with the reviewer's cached Basic credentials
-    forged = http.post(decide, content=body, headers={**_basic("ana"), "Content-Type": "text/plain"})
+    forged = http.post(decide, content=body, headers={**signed_in("ana"), "Content-Type": "text/plain"})
     assert (forged.status_code, forged.json()["error"]["code"]) == (401, "invalid_api_key")
     as_form = http.post(decide, content=body, headers={**REVIEW, "Content-Type": "text/plain"})
     assert (as_form.status_code, as_form.json()["error"]["code"]) == (415, "unsupported_media_type")
@@ -207,7 +193,7 @@ def test_a_decision_answers_its_outcome_or_409_and_422_at_once(http: TestClient,
 
 def test_hidden_characters_are_shown_escaped_and_run_byte_for_byte(http: TestClient, sent: list[str]) -> None:
     info = _pause(http)
-    page = http.get("/inbox", headers=_basic("ana")).text
+    page = http.get("/inbox", headers=signed_in("ana")).text
     assert "\u202e" not in page  # never raw: it would show invoice_exe.pdf
     assert "&quot;name&quot;: &quot;invoice_\\u202efdp.exe&quot;" in page  # in the editable JSON
     assert (
@@ -216,11 +202,11 @@ def test_hidden_characters_are_shown_escaped_and_run_byte_for_byte(http: TestCli
     )
     # approving the JSON as shown runs the call with the exact name
     shown = json.dumps({"name": RLO_FILE, "to": "x@y.z"}, indent=2, ensure_ascii=False).replace("\u202e", "\\u202e")
-    form = {"token": form_token(REVIEWER, info["pause_id"]), "action:c1": "approve", "arguments:c1": shown}
+    form = {"token": form_token(REVIEWER_KEY, info["pause_id"]), "action:c1": "approve", "arguments:c1": shown}
     done = http.post(
         f"/inbox/{info['pause_id']}/decide",
         data=form,
-        headers={**_basic("ana"), "Origin": "http://testserver"},
+        headers={**signed_in("ana"), "Origin": "http://testserver"},
         follow_redirects=False,
     )
     assert (done.status_code, done.headers["location"]) == (303, f"/inbox?done={info['pause_id']}&status=completed")
@@ -230,7 +216,7 @@ def test_hidden_characters_are_shown_escaped_and_run_byte_for_byte(http: TestCli
 
 def test_the_inbox_shows_the_context_of_the_decision(http: TestClient) -> None:
     info = _pause(http)
-    page = http.get("/inbox", headers=_basic("ana")).text
+    page = http.get("/inbox", headers=signed_in("ana")).text
     assert '<div class="context">The user&#x27;s last message:<div class="said">Send the invoice to x@y.z</div>' in page
     assert (
         '<div class="context">The model, before the call:<div class="said">I will send the invoice now.</div>' in page
@@ -259,10 +245,9 @@ def test_the_inbox_shows_the_context_of_the_decision(http: TestClient) -> None:
 
 def test_a_stream_only_redaction_holds_on_every_path(sent: list[str]) -> None:
     kernel = _kernel(sent, [f"plain {SECRET}", SEND, _after], redact_filter(applies_to="stream"))
-    options = ServerOptions(api_keys=[KEY], inbox_keys=[REVIEWER], model_name="assistant")
-    with TestClient(create_app(kernel, options)) as http:
+    with app_client(kernel) as http:
         # a non-streamed answer
-        plain = http.post(CHAT, json=_ask("hi"), headers=AUTH).json()
+        plain = http.post(CHAT, json=ask("hi"), headers=AUTH).json()
         assert plain["choices"][0]["message"]["content"] == "plain [REDACTED]"
         # a poll result, once decided
         info = _pause(http)
@@ -271,7 +256,7 @@ def test_a_stream_only_redaction_holds_on_every_path(sent: list[str]) -> None:
         assert polled["completion"]["choices"][0]["message"]["content"].endswith("the key was [REDACTED]")
         # the answer after approval, sent to a waiting stream as one chunk
         kernel_2 = _kernel(sent, [SEND, _after], redact_filter(applies_to="stream"))
-    with TestClient(create_app(kernel_2, options)) as http:
+    with app_client(kernel_2) as http:
 
         def approve_when_listed() -> None:
             for _ in range(400):
@@ -287,7 +272,7 @@ def test_a_stream_only_redaction_holds_on_every_path(sent: list[str]) -> None:
 
         reviewer = threading.Thread(target=approve_when_listed)
         reviewer.start()
-        streamed = http.post(CHAT, json=_ask("send", stream=True), headers={**AUTH, "Beamfilter-Wait": "30"})
+        streamed = http.post(CHAT, json=ask("send", stream=True), headers={**AUTH, "Beamfilter-Wait": "30"})
         reviewer.join()
     assert SECRET not in streamed.text
     chunks = [json.loads(e[6:]) for e in streamed.text.split("\n\n") if e.startswith("data: {")]
@@ -301,15 +286,14 @@ def test_an_upstream_error_and_a_reviewer_name_cannot_write_secrets_or_lines_to_
     def upstream(request: ChatRequest) -> str:
         raise InternalServerError(f"invalid key Bearer {SECRET}", status_code=500)
 
-    options = ServerOptions(api_keys=[KEY], inbox_keys=[REVIEWER], model_name="assistant")
     with caplog.at_level(logging.INFO, logger="beamfilter.server"):
-        with TestClient(create_app(_kernel(sent, [upstream]), options)) as http:
-            failed = http.post(CHAT, json=_ask("hi"), headers=AUTH)
-        with TestClient(create_app(_kernel(sent, [SEND, "ok"]), options)) as http:
+        with app_client(_kernel(sent, [upstream])) as http:
+            failed = http.post(CHAT, json=ask("hi"), headers=AUTH)
+        with app_client(_kernel(sent, [SEND, "ok"])) as http:
             info = _pause(http)
-            form = {"token": form_token(REVIEWER, info["pause_id"]), "all": "approve"}
+            form = {"token": form_token(REVIEWER_KEY, info["pause_id"]), "all": "approve"}
             headers = {
-                **_basic("eve\nINFO beamfilter.server pause forged decided by admin"),
+                **signed_in("eve\nINFO beamfilter.server pause forged decided by admin"),
                 "Origin": "http://testserver",
             }
             assert http.post(f"/inbox/{info['pause_id']}/decide", data=form, headers=headers).status_code == 200
@@ -356,16 +340,16 @@ def test_the_access_log_drops_query_strings_and_every_line_is_masked() -> None:
 
 def test_a_retry_with_the_same_idempotency_key_attaches_to_the_same_turn(http: TestClient, sent: list[str]) -> None:
     keyed = {**AUTH, "Idempotency-Key": "retry-0001"}
-    first = http.post(CHAT, json=_ask("Send the invoice"), headers=keyed)
-    second = http.post(CHAT, json=_ask("Send the invoice"), headers=keyed)
+    first = http.post(CHAT, json=ask("Send the invoice"), headers=keyed)
+    second = http.post(CHAT, json=ask("Send the invoice"), headers=keyed)
     assert (first.status_code, second.status_code) == (202, 202)
     pause_id = first.json()["beamfilter"]["pause_id"]
     assert second.json()["beamfilter"]["pause_id"] == pause_id
     # a streamed retry of the same request attaches too: its last chunk names the same pause
-    streamed = http.post(CHAT, json=_ask("Send the invoice"), headers=keyed)
+    streamed = http.post(CHAT, json=ask("Send the invoice"), headers=keyed)
     assert streamed.json()["beamfilter"]["pause_id"] == pause_id
     assert [p["pause_id"] for p in http.get("/v1/pauses", headers=REVIEW).json()["data"]] == [pause_id]
-    other = http.post(CHAT, json=_ask("Send another invoice"), headers=keyed)
+    other = http.post(CHAT, json=ask("Send another invoice"), headers=keyed)
     assert (other.status_code, other.json()["error"]) == (
         422,
         {
@@ -377,18 +361,18 @@ def test_a_retry_with_the_same_idempotency_key_attaches_to_the_same_turn(http: T
     )
     http.post(f"/v1/pauses/{pause_id}/decide", json={"decisions": {"c1": "approve"}}, headers=REVIEW)
     # once decided, a retry gets the decided answer at once
-    late = http.post(CHAT, json=_ask("Send the invoice"), headers=keyed)
+    late = http.post(CHAT, json=ask("Send the invoice"), headers=keyed)
     assert late.status_code == 200
     assert late.json()["choices"][0]["message"]["content"].startswith(f"done (sent {RLO_FILE} to x@y.z)")
     assert sent == [RLO_FILE]
     for bad in ("", "a b", "x" * 256, "tab\there"):
-        refused = http.post(CHAT, json=_ask("hi"), headers={**AUTH, "Idempotency-Key": bad})
+        refused = http.post(CHAT, json=ask("hi"), headers={**AUTH, "Idempotency-Key": bad})
         assert (refused.status_code, refused.json()["error"]["param"]) == (400, "Idempotency-Key")
 
 
 def test_a_streamed_request_and_its_retry_share_one_pause(http: TestClient) -> None:
     keyed = {**AUTH, "Idempotency-Key": "stream-0001"}
-    body = _ask("Send the invoice", stream=True)
+    body = ask("Send the invoice", stream=True)
 
     def last_chunk(text: str) -> dict[str, Any]:
         chunks = [json.loads(e[6:]) for e in text.split("\n\n") if e.startswith("data: {")]
@@ -437,8 +421,7 @@ def test_a_resumed_turn_that_fails_answers_failed_with_its_error(sent: list[str]
     def upstream_down(request: ChatRequest) -> str:
         raise InternalServerError(f"down, key {SECRET}", status_code=500)
 
-    options = ServerOptions(api_keys=[KEY], inbox_keys=[REVIEWER], model_name="assistant")
-    with TestClient(create_app(_kernel(sent, [SEND, upstream_down]), options)) as http:
+    with app_client(_kernel(sent, [SEND, upstream_down])) as http:
         info = _pause(http)
         decided = http.post(
             f"/v1/pauses/{info['pause_id']}/decide", json={"decisions": {"c1": "approve"}}, headers=REVIEW
@@ -462,8 +445,7 @@ def test_a_resumed_turn_that_fails_answers_failed_with_its_error(sent: list[str]
 
 
 def test_a_waiting_client_follows_a_decision_that_pauses_again(sent: list[str]) -> None:
-    options = ServerOptions(api_keys=[KEY], inbox_keys=[REVIEWER], model_name="assistant")
-    with TestClient(create_app(_kernel(sent, [SEND, _after]), options)) as http:
+    with app_client(_kernel(sent, [SEND, _after])) as http:
         decided: list[str] = []
 
         def review() -> None:
@@ -482,7 +464,7 @@ def test_a_waiting_client_follows_a_decision_that_pauses_again(sent: list[str]) 
 
         reviewer = threading.Thread(target=review)
         reviewer.start()
-        answer = http.post(CHAT, json=_ask("send it"), headers={**AUTH, "Beamfilter-Wait": "30"})
+        answer = http.post(CHAT, json=ask("send it"), headers={**AUTH, "Beamfilter-Wait": "30"})
         reviewer.join()
     assert len(decided) == 2
     assert answer.status_code == 200
@@ -499,9 +481,9 @@ def test_a_poll_waits_then_answers_pending_and_a_closing_gateway_refuses_turns(h
         last = [json.loads(e[6:]) for e in parts if e.startswith("data: {")][-1]
         return [e for e in parts if e.startswith(": ")], last["beamfilter"]["pause_id"]
 
-    comments, pause_id = events(http.post(CHAT, json=_ask("again", stream=True), headers=keyed))
+    comments, pause_id = events(http.post(CHAT, json=ask("again", stream=True), headers=keyed))
     assert comments == [f": waiting up to 0.2 s for the decision on pause {pause_id}"]
-    assert events(http.post(CHAT, json=_ask("again", stream=True), headers=keyed)) == (comments, pause_id)
+    assert events(http.post(CHAT, json=ask("again", stream=True), headers=keyed)) == (comments, pause_id)
     polled = http.get(f"/v1/pauses/{pause_id}?wait=0.3", headers=AUTH).json()
     assert (polled["object"], polled["status"]) == ("beamfilter.pause", "pending")
     gateway = http.app.state.gateway  # type: ignore[attr-defined]
@@ -509,7 +491,7 @@ def test_a_poll_waits_then_answers_pending_and_a_closing_gateway_refuses_turns(h
     assert repr(gateway.board).startswith("LocalBoard(Inbox(")
     assert repr(gateway.answers) == "Answers(1 stream transforms)"
     gateway.closing = True
-    closed = http.post(CHAT, json=_ask("hi"), headers=AUTH)
+    closed = http.post(CHAT, json=ask("hi"), headers=AUTH)
     assert (closed.status_code, closed.json()["error"]["message"]) == (
         503,
         "The gateway is shutting down; retry on another instance.",
@@ -520,10 +502,9 @@ def test_a_poll_waits_then_answers_pending_and_a_closing_gateway_refuses_turns(h
 def test_hidden_characters_in_the_conversation_and_in_nested_arguments_are_named(sent: list[str]) -> None:
     call = ToolCall("send_file", {"name": "a.pdf", "to": "x@y.z", "cc": ["b\u2066@y.z"]}, "c1")
     said = ChatResponse(Message("assistant", "Sending\u200b now.", (call,)), finish_reason="tool_calls")
-    options = ServerOptions(api_keys=[KEY], inbox_keys=[REVIEWER], model_name="assistant")
-    with TestClient(create_app(_kernel(sent, [said, "ok"]), options)) as http:
-        http.post(CHAT, json=_ask("Send a.pdf\u202e"), headers=AUTH)
-        page = http.get("/inbox", headers=_basic("ana")).text
+    with app_client(_kernel(sent, [said, "ok"])) as http:
+        http.post(CHAT, json=ask("Send a.pdf\u202e"), headers=AUTH)
+        page = http.get("/inbox", headers=signed_in("ana")).text
     assert (
         '<div class="said">Sending<span class="ctl" title="U+200B ZERO WIDTH SPACE">\\u200b</span> now.</div>' in page
     )

@@ -4,7 +4,6 @@ through the store, and every second decision, on either app, is "already decided
 
 from __future__ import annotations
 
-import base64
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -16,22 +15,18 @@ import pytest
 pytest.importorskip("beamfilter_server")
 pytest.importorskip("beamfilter_memory")
 
+from server._app import AUTH, CHAT, REVIEW, app_client, refund_tool, signed_in
+from server._serve import API_KEY, OTHER_KEY, PAUSE_KEY, REVIEWER_KEY
 from starlette.testclient import TestClient
 
 from beamfilter_builtins import approval_filter
-from beamfilter_core import ChatRequest, ChatResponse, Kernel, ScriptedModel, ToolCall, tool
+from beamfilter_core import ChatRequest, ChatResponse, Kernel, ScriptedModel, ToolCall
 from beamfilter_memory import memory_filter
-from beamfilter_server import Gateway, ServerOptions, client_id, create_app
+from beamfilter_server import Gateway, ServerOptions, client_id
 from beamfilter_server._page import form_token
 
 pytestmark = pytest.mark.packages
 
-KEY = "sk-shared-pauses-client-0123"
-OTHER = "sk-shared-pauses-other-0123"
-REVIEWER = "shared-pauses-reviewer-0123"
-CHAT = "/v1/chat/completions"
-AUTH = {"Authorization": f"Bearer {KEY}"}
-REVIEW = {"Authorization": f"Bearer {REVIEWER}"}
 TICKET = {**AUTH, "Beamfilter-Conversation": "ticket-9"}
 ASK = {"model": "assistant", "messages": [{"role": "user", "content": "Refund 40 on order 9"}]}
 
@@ -52,25 +47,17 @@ def refunds() -> list[tuple[int, int]]:
 @pytest.fixture
 def worker(tmp_path: Path, refunds: list[tuple[int, int]]) -> Callable[[], TestClient]:
     """A factory of gateway apps on one SQLite store, as workers of one deployment."""
-
-    @tool(sensitive=True)
-    def refund(order: int, amount: int) -> str:
-        """Refund an amount on an order."""
-        refunds.append((order, amount))
-        return f"refunded {amount} on order {order}"
-
     store = f"sqlite:///{tmp_path / 'shared.db'}"
-    options = ServerOptions(api_keys=[KEY, OTHER], inbox_keys=[REVIEWER], model_name="assistant")
 
     def app() -> TestClient:
         filters = [memory_filter(store), approval_filter()]
         kernel = Kernel(
             ScriptedModel([_answer], repeat=True),
-            tools=[refund],
+            tools=[refund_tool(refunds)],
             filters=filters,
-            pause_key="shared-pause-key-0123456789",
+            pause_key=PAUSE_KEY,
         )
-        return TestClient(create_app(kernel, options))
+        return app_client(kernel, api_keys=[API_KEY, OTHER_KEY])
 
     return app
 
@@ -95,18 +82,18 @@ def test_a_pause_made_on_one_app_is_decided_once_on_the_other(
     pause_id = paused.json()["beamfilter"]["pause_id"]
     listed = _listed(b)
     assert [(p["pause_id"], p["conversation_id"], p["client"]) for p in listed] == [
-        (pause_id, "ticket-9", client_id(KEY))
+        (pause_id, "ticket-9", client_id(API_KEY))
     ]
     # which filter paused each call travels in the signed pause: every worker shows it
     assert [p["paused_by"] for p in listed] == [
         {"call_1": {"filter": "approval", "reason": "'refund' is a sensitive tool: a human decides"}}
     ]
     assert _listed(a) == listed
-    signed_in = {"Authorization": "Basic " + base64.b64encode(f"ada:{REVIEWER}".encode()).decode()}
-    assert f"client {client_id(KEY)} · conversation ticket-9" in b.get("/inbox", headers=signed_in).text
-    assert isinstance(b.get("/inbox/version?since=0", headers=signed_in).json()["version"], int)
+    ada = signed_in("ada")
+    assert f"client {client_id(API_KEY)} · conversation ticket-9" in b.get("/inbox", headers=ada).text
+    assert isinstance(b.get("/inbox/version?since=0", headers=ada).json()["version"], int)
     assert b.get(f"/v1/pauses/{pause_id}", headers=AUTH).json()["status"] == "pending"
-    other = {"Authorization": f"Bearer {OTHER}"}
+    other = {"Authorization": f"Bearer {OTHER_KEY}"}
     assert b.get(f"/v1/pauses/{pause_id}", headers=other).status_code == 404  # another client's pause
 
     decided = b.post(f"/v1/pauses/{pause_id}/decide", json={"decisions": {"call_1": "approve"}}, headers=REVIEW)
@@ -129,8 +116,8 @@ def test_a_pause_made_on_one_app_is_decided_once_on_the_other(
     for worker in (a, b):
         again = worker.post(f"/v1/pauses/{pause_id}/decide", json={"decisions": {"call_1": "approve"}}, headers=REVIEW)
         assert (again.status_code, again.json()["error"]["message"]) == (409, already)
-    form = {"token": form_token(REVIEWER, pause_id), "all": "approve"}
-    page = {**signed_in, "Origin": "http://testserver"}
+    form = {"token": form_token(REVIEWER_KEY, pause_id), "all": "approve"}
+    page = {**ada, "Origin": "http://testserver"}
     stale = a.post(f"/inbox/{pause_id}/decide", data=form, headers=page, follow_redirects=False)
     assert stale.status_code == 409
     assert already in stale.text
@@ -176,9 +163,9 @@ async def test_a_shared_board_stops_waiting_for_changes_once_the_gateway_closes(
     kernel = Kernel(
         ScriptedModel(["hi"]),
         filters=[memory_filter(f"sqlite:///{tmp_path / 'closing.db'}"), approval_filter()],
-        pause_key="shared-pause-key-0123456789",
+        pause_key=PAUSE_KEY,
     )
-    gateway = Gateway(kernel, ServerOptions(inbox_keys=[REVIEWER]))
+    gateway = Gateway(kernel, ServerOptions(inbox_keys=[REVIEWER_KEY]))
     board = gateway.board
     assert type(board).__name__ == "SharedBoard"
     assert repr(board).startswith("SharedBoard(SharedPauses(")
