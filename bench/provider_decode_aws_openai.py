@@ -14,10 +14,12 @@ decodes the same bytes, cut in the same 16 KiB reads, in one run:
   ``openai`` client's ``responses.create(stream=True)`` (its SSE decoder and typed event
   models), both reading the body from one ``httpx.MockTransport``, so the HTTP layer is the
   same and the difference is the decoding;
-- **Bedrock ConverseStream**: beamfilter's decoder (botocore's frame parser,
-  ``EventStreamDecoder``, and ``ConverseStreamAccumulator``) against boto3's own
-  streaming parser (``botocore.eventstream.EventStream`` over the ConverseStream output
-  shape, what ``client.converse_stream()["stream"]`` iterates), both fed the bytes directly.
+- **Bedrock ConverseStream**: ``BedrockChatModel.stream`` (SigV4-signed by botocore, the
+  frames read by beamfilter's ``_eventstream`` decoder) over one ``httpx.MockTransport``,
+  against a boto3 ``bedrock-runtime`` client's ``converse_stream()`` (signed, its answer's
+  ``stream`` iterated: botocore's ``EventStream`` and ``EventStreamJSONParser``), the
+  recorded bytes handed over by a ``before-send`` hook in the same 16 KiB reads. Both sides
+  make the call and collect the text, the stop reason and the usage.
 
 Each returns ``(seconds for beamfilter, seconds for the SDK)``, the best of ``rounds``.
 """
@@ -31,9 +33,23 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
-from provider_decode_common import CAPTURES, TOKENS, best, capture_body, expected, model_stream, reads, transport, word
+from provider_decode_common import (
+    CAPTURES,
+    REQUEST,
+    TOKENS,
+    best,
+    capture_body,
+    expected,
+    model_stream,
+    reads,
+    transport,
+    word,
+)
 
 from beamfilter_core import OpenAIChatModel
+
+MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0"
+EVENTSTREAM = "application/vnd.amazon.eventstream"
 
 
 def responses_stream(tokens: int = TOKENS) -> bytes:
@@ -132,45 +148,58 @@ def converse_stream(tokens: int = TOKENS) -> bytes:
 
 
 def bedrock_row(rounds: int = 5, tokens: int = TOKENS) -> tuple[float, float]:
-    """Bedrock ConverseStream: beamfilter's decoder against boto3's streaming parser."""
+    """Bedrock ConverseStream: ``BedrockChatModel.stream`` against boto3's ``converse_stream``."""
     import boto3
-    from botocore.eventstream import EventStream
-    from botocore.parsers import EventStreamJSONParser
+    import botocore.session
+    from botocore.awsrequest import AWSResponse
 
-    from beamfilter_core._models._bedrock_wire import ConverseStreamAccumulator, EventStreamDecoder
+    from beamfilter_core import BedrockChatModel
 
     body = converse_stream(tokens)
     text = expected(tokens)
+    events = dict(json.loads((CAPTURES / "bedrock_converse_stream_text.events.json").read_text()))
+    usage, stop = events["metadata"]["usage"], events["messageStop"]["stopReason"]
+    session = botocore.session.Session()
+    session.set_credentials("AKIDEXAMPLE", "secret")
+    mock = transport(body, content_type=EVENTSTREAM)
+
+    async def ours() -> None:
+        pieces: list[str] = []
+        async with BedrockChatModel(MODEL, region="us-east-1", session=session, transport=mock) as model:
+            result = await model.stream(REQUEST, pieces.append)
+        assert result.text == "".join(pieces) == text
+        assert (result.finish_reason, result.usage and result.usage.total_tokens) == ("stop", usage["totalTokens"])
+
     client = boto3.client(
         "bedrock-runtime", region_name="us-east-1", aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret"
     )
-    shape = client.meta.service_model.operation_model("ConverseStream").output_shape.members["stream"]
 
-    def ours() -> None:
-        pieces: list[str] = []
-        decoder = EventStreamDecoder()
-        accumulator = ConverseStreamAccumulator(pieces.append)
-        for part in reads(body):
-            for headers, payload in decoder.feed(part):
-                accumulator.feed(headers[":event-type"], payload)
-        assert accumulator.result(chunks=1).text == "".join(pieces) == text
-
-    class Raw:  # what botocore reads a streamed body through
-        def stream(self) -> Iterator[bytes]:
+    class Raw:  # the body of the HTTP response, as botocore reads a streamed one
+        def stream(self, **_: Any) -> Iterator[bytes]:
             return reads(body)
 
         def close(self) -> None:
             pass
 
+    def send(request: Any, **_: Any) -> AWSResponse:  # the recorded answer instead of the network
+        return AWSResponse(request.url, 200, {"content-type": EVENTSTREAM}, Raw())
+
+    client.meta.events.register("before-send.bedrock-runtime.ConverseStream", send)
+
     def sdk() -> None:
         pieces: list[str] = []
-        for event in EventStream(Raw(), shape, EventStreamJSONParser(), "ConverseStream"):
-            delta = event.get("contentBlockDelta")
-            if delta is not None:
-                pieces.append(delta["delta"]["text"])
-        assert "".join(pieces) == text
+        answer = client.converse_stream(modelId=MODEL, messages=[{"role": "user", "content": [{"text": "hi"}]}])
+        finish = total = None
+        for event in answer["stream"]:
+            if "contentBlockDelta" in event:
+                pieces.append(event["contentBlockDelta"]["delta"]["text"])
+            elif "messageStop" in event:
+                finish = event["messageStop"]["stopReason"]
+            elif "metadata" in event:
+                total = event["metadata"]["usage"]["totalTokens"]
+        assert ("".join(pieces), finish, total) == (text, stop, usage["totalTokens"])
 
-    return best(rounds, ours), best(rounds, sdk)
+    return best(rounds, lambda: asyncio.run(ours())), best(rounds, sdk)
 
 
 def main() -> None:

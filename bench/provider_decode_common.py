@@ -43,16 +43,16 @@ def reads(data: bytes) -> Iterator[bytes]:
         yield data[start : start + READ]
 
 
-def transport(body: bytes, http: Any = httpx) -> Any:
+def transport(body: bytes, http: Any = httpx, content_type: str = "text/event-stream") -> Any:
     """A mock transport of ``http`` (httpx, or the httpx2 fork the anthropic SDK uses)
-    answering every request with the SSE ``body`` in :func:`reads`."""
+    answering every request with the stream ``body`` in :func:`reads`."""
 
     async def content() -> Any:
         for part in reads(body):
             yield part
 
     def handle(_: Any) -> Any:
-        return http.Response(200, headers={"content-type": "text/event-stream"}, content=content())
+        return http.Response(200, headers={"content-type": content_type}, content=content())
 
     return http.MockTransport(handle)
 

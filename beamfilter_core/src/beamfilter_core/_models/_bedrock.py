@@ -1,9 +1,10 @@
 """BedrockChatModel: Amazon Bedrock's Converse and ConverseStream over httpx.
 
-botocore (extra ``beamfilter-core[bedrock]``) does what AWS defines: the credential chain
-(environment, shared config and credentials files with profiles, SSO, container and
-instance roles), SigV4 signing and the parser of ConverseStream's binary event-stream
-frames. The wire rules are in :mod:`._bedrock_wire`; the HTTP half is every provider's
+botocore (extra ``beamfilter-core[bedrock]``) does what is security-sensitive and AWS's
+to define: the credential chain (environment, shared config and credentials files with
+profiles, SSO, container and instance roles) and SigV4 signing. ConverseStream's binary
+frames are read by :mod:`._eventstream`, checked like botocore's parser but about five
+times faster (bench/RESULTS.md). The wire rules are in :mod:`._bedrock_wire`; the HTTP half is every provider's
 (:class:`._http.HTTPChatModel`), with the retry policy of :mod:`._retry`: throttling (429),
 5xx and a stream that broke before any text are retried, honouring ``Retry-After``.
 """
@@ -191,7 +192,7 @@ class BedrockChatModel(HTTPChatModel):
         return not content_type.startswith(("application/json", "text/html", "text/plain"))
 
     async def _events(self, response: httpx.Response) -> AsyncGenerator[list[Any], None]:
-        """ConverseStream's binary frames, decoded by botocore, as ``(headers, payload)``."""
+        """ConverseStream's binary frames as ``(headers, payload)``."""
         decoder = EventStreamDecoder()
         async for data in response.aiter_bytes():
             yield decoder.feed(data)

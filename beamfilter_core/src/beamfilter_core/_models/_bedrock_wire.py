@@ -4,8 +4,7 @@ Pure functions, one accumulator and one frame decoder, no I/O. System messages g
 top-level ``system`` field; ``tool`` messages become ``toolResult`` blocks of a user
 message; consecutive messages of one role are merged (Converse wants the roles to
 alternate). The binary AWS event-stream framing of ConverseStream is decoded by
-botocore's own parser (:class:`botocore.eventstream.EventStreamBuffer`), imported when a
-decoder is made, so that only the ``bedrock`` extra needs botocore.
+:mod:`._eventstream` (beamfilter's own frame decoder: why, in its docstring).
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ from ..errors import (
     RateLimitError,
 )
 from ._base import TokenSink
+from ._eventstream import EventStreamDecoder
 from ._wire import _malformed, loads, preview
 from ._wire_common import (
     MAX_ANSWER_CHARS,
@@ -265,76 +265,11 @@ def exception_error(kind: str, payload: bytes) -> tuple[ProviderError, bool]:
     return error, status in (429, 500, 503)
 
 
-class _RepeatedHeaders:
-    """botocore's header parser, remembering the few header blocks a stream repeats.
-
-    Every ConverseStream frame carries one of a handful of identical header blocks
-    (``:event-type``, ``:content-type``, ``:message-type``); parsing each once makes the
-    frame parser about twice as fast. Checksums are still verified for every frame.
-    """
-
-    __slots__ = ("_known", "_parser")
-
-    def __init__(self, parser: Any) -> None:
-        self._parser = parser
-        self._known: dict[bytes, Any] = {}
-
-    def parse(self, data: bytes) -> Any:
-        headers = self._known.get(data)
-        if headers is None:
-            headers = self._parser.parse(data)
-            if len(self._known) < 32:
-                self._known[data] = headers
-        return headers
-
-
-class EventStreamDecoder:
-    """AWS event-stream frames in, ``(headers, payload)`` messages out, with botocore's parser.
-
-    Raises:
-        ConfigError: botocore is not installed (the ``bedrock`` extra).
-    """
-
-    __slots__ = ("_buffer", "_errors", "fed", "used")
-
-    def __init__(self) -> None:
-        try:
-            from botocore.eventstream import EventStreamBuffer, ParserError
-        except ImportError:
-            raise missing_botocore() from None
-        self._buffer = EventStreamBuffer()
-        parser = getattr(self._buffer, "_header_parser", None)
-        if parser is not None:  # botocore parses each frame's headers; a stream repeats a few of them
-            self._buffer._header_parser = _RepeatedHeaders(parser)
-        self._errors: type[Exception] = ParserError
-        self.fed = 0
-        self.used = 0
-
-    def feed(self, data: bytes) -> list[tuple[Mapping[str, Any], bytes]]:
-        """The messages completed by ``data``; a broken frame is a ProviderResponseError."""
-        self.fed += len(data)
-        self._buffer.add_data(data)
-        out: list[tuple[Mapping[str, Any], bytes]] = []
-        try:
-            for message in self._buffer:
-                self.used += message.prelude.total_length
-                out.append((message.headers, message.payload))
-        except self._errors as exc:
-            msg = f"The event stream sent a broken frame ({type(exc).__name__}: {exc})."
-            raise ProviderResponseError(msg) from None
-        return out
-
-    @property
-    def pending(self) -> int:
-        """Bytes received that do not yet make a whole frame."""
-        return self.fed - self.used
-
-
 def missing_botocore() -> ConfigError:
     """The error for a Bedrock model without botocore."""
     msg = (
-        "BedrockChatModel needs botocore (SigV4 signing, the AWS credential chain and the "
-        "event-stream parser): pip install 'beamfilter-core[bedrock]'."
+        "BedrockChatModel needs botocore (SigV4 signing and the AWS credential chain): "
+        "pip install 'beamfilter-core[bedrock]'."
     )
     return ConfigError(msg)
 
@@ -376,9 +311,19 @@ class ConverseStreamAccumulator(StreamState):
             event = decode_json(payload.decode())
         except (ValueError, RecursionError):  # the message (and the problem's text) only on failure
             event = loads(payload, f"The stream sent a {kind} event that is not valid JSON")
-        if not isinstance(event, dict):
+        if type(event) is not dict:
             raise _malformed(kind, event, "a JSON object")
         if kind == "contentBlockDelta":
+            delta = event.get("delta")
+            text = delta.get("text") if type(delta) is dict else None
+            if type(text) is str:  # the hot path: a text delta, checked as in _delta
+                if text:
+                    self.grow(len(text))
+                    self._text.append(text)
+                    if self._on_token is not None:
+                        self.delivered = True
+                        self._on_token(text)
+                return
             self._delta(event)
         elif kind == "contentBlockStart":
             start = event.get("start")
