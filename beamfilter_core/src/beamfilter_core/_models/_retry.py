@@ -124,7 +124,7 @@ def retry_delay(
 def error_from_response(status: int, headers: Mapping[str, str], body: bytes) -> ProviderHTTPError:
     """The typed error for an error response, with the server's own message.
 
-    Accepts OpenAI's ``{"error": {...}}``, a bare error object, llama.cpp's integer
+    Accepts OpenAI's ``{"error": {...}}``, a bare error object (AWS's ``__type`` too), llama.cpp's integer
     ``code``, and non-JSON bodies (the text is the message). The message is masked with
     the secret rule set (:func:`beamfilter_core.secrets.mask_secrets`): servers echo the
     key they refused (``Incorrect API key provided: sk-...``), and the message is written
@@ -144,6 +144,11 @@ def error_from_response(status: int, headers: Mapping[str, str], body: bytes) ->
         raw_message = error.get("message")
         message = raw_message if isinstance(raw_message, str) and raw_message else None
         error_type = error.get("type") if isinstance(error.get("type"), str) else None
+        aws_type = error.get("__type")
+        if error_type is None and isinstance(aws_type, str):
+            # AWS JSON protocols may name the fault in the body instead of x-amzn-ErrorType:
+            # "ThrottlingException", or "namespace#ThrottlingException"
+            error_type = aws_type.rsplit("#", 1)[-1].split(":")[0] or None
         raw_code = error.get("code")
         code = None if raw_code is None else str(raw_code)
     elif isinstance(error, str) and error:
