@@ -10,7 +10,7 @@ import sys
 import venv
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -90,6 +90,18 @@ def fresh_venv(root: Path, packages: Sequence[Path]) -> Path:
     )  # fmt: skip
     require(installed.returncode == 0, f"pip install into the fresh venv failed: {installed.stderr[-500:]}")
     return env_dir
+
+
+def stop_process(process: subprocess.Popen[Any], grace: float) -> None:
+    """Stop a server a test started: SIGTERM, then SIGKILL if it has not exited within
+    ``grace`` seconds (nothing when it has exited already)."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
 
 
 def slow_tool() -> tuple[Tool, asyncio.Event]:

@@ -18,9 +18,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
-from _support import free_port, require
+from _support import free_port, require, stop_process
 
 
 def postgres_bindir() -> Path | None:
@@ -45,6 +46,9 @@ _START_SECONDS = 120
 #: Starts on a port another process took between its choice and the bind (test sessions run
 #: side by side): retried on a new port this many times.
 _PORT_ATTEMPTS = 3
+
+
+_Found = TypeVar("_Found")
 
 
 class _PortTaken(RuntimeError):
@@ -88,26 +92,42 @@ def _started(
     raise AssertionError("unreachable")
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+@contextmanager
+def _running(
+    start: Callable[[int], subprocess.Popen[bytes]], ready: Callable[[int], bool], what: str, log: Path
+) -> Iterator[int]:
+    """A server :func:`_started` on a free port, for the block; yields the port, then stops it."""
+    proc, port = _started(start, ready, what, log)
+    try:
+        yield port
+    finally:
+        stop_process(proc, grace=15)
+
+
+def _installed(found: _Found | None, missing: str) -> _Found:
+    """What a lookup of a server's program ``found``; a RuntimeError saying ``missing`` when none."""
+    if found is None:
+        raise RuntimeError(missing)
+    return found
+
+
+@contextmanager
+def _scratch(prefix: str) -> Iterator[Path]:
+    """A new temp folder for one server's data, log and socket, removed after the block."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @contextmanager
 def postgres_server(*, fsync: bool = False) -> Iterator[str]:
     """A fresh cluster on a free port; yields ``postgresql://beamfilter@127.0.0.1:PORT/postgres``."""
-    bindir = postgres_bindir()
-    if bindir is None:
-        raise RuntimeError("PostgreSQL is not installed (/usr/lib/postgresql/*/bin/postgres)")
-    root = Path(tempfile.mkdtemp(prefix="beamfilter-pg-"))
-    data = root / "data"
-    log = root / "postgres.log"
-    try:
+    bindir = _installed(postgres_bindir(), "PostgreSQL is not installed (/usr/lib/postgresql/*/bin/postgres)")
+    with _scratch("beamfilter-pg-") as root:
+        data = root / "data"
+        log = root / "postgres.log"
         if os.geteuid() == 0:
             shutil.chown(root, "nobody")
             os.chmod(root, 0o700)
@@ -125,25 +145,17 @@ def postgres_server(*, fsync: bool = False) -> Iterator[str]:
             probe = [str(bindir / "pg_isready"), "-h", str(root), "-p", str(port)]
             return subprocess.run(probe, capture_output=True).returncode == 0
 
-        proc, port = _started(start, ready, "postgres", log)
-        try:
+        with _running(start, ready, "postgres", log) as port:
             yield f"postgresql://beamfilter@127.0.0.1:{port}/postgres"
-        finally:
-            _stop(proc)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @contextmanager
 def redis_server() -> Iterator[str]:
     """A fresh redis-server on a free port without persistence; yields ``redis://127.0.0.1:PORT/0``."""
-    binary = redis_binary()
-    if binary is None:
-        raise RuntimeError("redis-server is not installed")
-    root = Path(tempfile.mkdtemp(prefix="beamfilter-redis-"))
-    log = root / "redis.log"
-    unix = root / "redis.sock"
-    try:
+    binary = _installed(redis_binary(), "redis-server is not installed")
+    with _scratch("beamfilter-redis-") as root:
+        log = root / "redis.log"
+        unix = root / "redis.sock"
 
         def start(port: int) -> subprocess.Popen[bytes]:
             argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
@@ -161,13 +173,8 @@ def redis_server() -> Iterator[str]:
             except OSError:
                 return False
 
-        proc, port = _started(start, ready, "redis-server", log)
-        try:
+        with _running(start, ready, "redis-server", log) as port:
             yield f"redis://127.0.0.1:{port}/0"
-        finally:
-            _stop(proc)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,7 +17,7 @@ from typing import Any
 import httpx
 import llmock_upstream
 import pytest
-from _support import free_port
+from _support import free_port, require, stop_process
 
 HERE = Path(__file__).parent
 AIMOCK_CLI = HERE / "node_modules" / "@copilotkit" / "aimock" / "dist" / "cli.js"
@@ -66,15 +69,39 @@ def _start(name: str, argv: list[str], env: dict[str, str]) -> tuple[subprocess.
 
 
 def _stop(process: subprocess.Popen[str]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
+    stop_process(process, grace=10)
     if process.stdout is not None:
         process.stdout.close()
+
+
+@contextmanager
+def aimock_running(name: str, fixtures: Path, *, key: str | None) -> Iterator[Peer]:
+    """aimock (npm) on an ephemeral port serving ``fixtures``; with ``key`` it answers only
+    requests carrying it (as the Peer's control calls do), without one it takes any request.
+    Stopped when the block ends."""
+    node = shutil.which("node")
+    require(
+        node is not None, "node is not installed; the aimock peer tests need Node >= 20 (apt-get install nodejs npm)"
+    )
+    require(AIMOCK_CLI.exists(), f"aimock is not installed at {AIMOCK_CLI}; run ./run setup (npm ci in tests/peers)")
+    assert node is not None
+    argv = [node, str(AIMOCK_CLI), "-p", "0", "-h", "127.0.0.1", "-f", str(fixtures), "--log-level", "info"]
+    env = {k: v for k, v in os.environ.items() if k != "AIMOCK_API_KEYS"}
+    process, output = _start(name, argv, env if key is None else {**env, "AIMOCK_API_KEYS": key})
+    try:
+        deadline = time.monotonic() + 120  # generous: a loaded machine starts node slowly
+        url = None
+        while url is None:
+            found = [m for line in list(output) if (m := _LISTENING.search(line))]
+            if found:
+                url = found[0].group(1)
+            elif process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail("aimock did not start:\n" + "\n".join(output))
+            else:
+                time.sleep(0.05)
+        yield Peer(name, process, url, output, {} if key is None else {"Authorization": f"Bearer {key}"})
+    finally:
+        _stop(process)
 
 
 @contextmanager

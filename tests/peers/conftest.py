@@ -11,41 +11,17 @@ Both run as child processes for the whole session and are stopped at the end. In
 
 from __future__ import annotations
 
-import os
-import shutil
-import time
 from collections.abc import Iterator
 
 import pytest
-from _support import require
-from peers._peer import _LISTENING, AIMOCK_CLI, AIMOCK_FIXTURES, AIMOCK_KEY, Peer, _start, _stop, llmock_running
+from peers._peer import AIMOCK_FIXTURES, AIMOCK_KEY, Peer, aimock_running, llmock_running
 
 
 @pytest.fixture(scope="session")
 def aimock() -> Iterator[Peer]:
     """aimock on an ephemeral port, with the fixtures of ``aimock_fixtures.json``."""
-    node = shutil.which("node")
-    require(
-        node is not None, "node is not installed; the aimock peer tests need Node >= 20 (apt-get install nodejs npm)"
-    )
-    require(AIMOCK_CLI.exists(), f"aimock is not installed at {AIMOCK_CLI}; run ./run setup (npm ci in tests/peers)")
-    assert node is not None
-    argv = [node, str(AIMOCK_CLI), "-p", "0", "-h", "127.0.0.1", "-f", str(AIMOCK_FIXTURES), "--log-level", "info"]
-    process, output = _start("aimock", argv, {**os.environ, "AIMOCK_API_KEYS": AIMOCK_KEY})
-    try:
-        deadline = time.monotonic() + 120  # generous: a loaded machine starts node slowly
-        url = None
-        while url is None:
-            found = [m for line in list(output) if (m := _LISTENING.search(line))]
-            if found:
-                url = found[0].group(1)
-            elif process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail("aimock did not start:\n" + "\n".join(output))
-            else:
-                time.sleep(0.05)
-        yield Peer("aimock", process, url, output, {"Authorization": f"Bearer {AIMOCK_KEY}"})
-    finally:
-        _stop(process)
+    with aimock_running("aimock", AIMOCK_FIXTURES, key=AIMOCK_KEY) as peer:
+        yield peer
 
 
 @pytest.fixture(scope="session")

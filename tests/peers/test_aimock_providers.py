@@ -22,8 +22,6 @@ Where aimock differs from the real services (each pinned by a test below; the ca
 from __future__ import annotations
 
 import json
-import os
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,7 +29,7 @@ import httpx
 import pytest
 from _support import record_retry_waits
 from peers._aimock_common import get_time, get_weather
-from peers._peer import _LISTENING, AIMOCK_CLI, AIMOCK_KEY, HERE, Peer, _start, _stop
+from peers._peer import AIMOCK_KEY, HERE, Peer, aimock_running
 
 from beamfilter_builtins import redact_filter
 from beamfilter_core import (
@@ -58,23 +56,8 @@ MODEL_ID = "anthropic.claude-3-5-haiku-20241022-v1:0"
 @pytest.fixture(scope="session")
 def open_aimock() -> Iterator[Peer]:
     """aimock without API keys, on the provider fixtures."""
-    argv = ["node", str(AIMOCK_CLI), "-p", "0", "-h", "127.0.0.1", "-f", str(FIXTURES), "--log-level", "info"]
-    env = {k: v for k, v in os.environ.items() if k != "AIMOCK_API_KEYS"}
-    process, output = _start("aimock-open", argv, env)
-    try:
-        deadline = time.monotonic() + 120
-        url = None
-        while url is None:
-            found = [m for line in list(output) if (m := _LISTENING.search(line))]
-            if found:
-                url = found[0].group(1)
-            elif process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail("aimock did not start:\n" + "\n".join(output))
-            else:
-                time.sleep(0.05)
-        yield Peer("aimock-open", process, url, output, {})
-    finally:
-        _stop(process)
+    with aimock_running("aimock-open", FIXTURES, key=None) as peer:
+        yield peer
 
 
 @pytest.fixture
