@@ -827,3 +827,14 @@ def test_streamed_redacted_reasoning_is_kept_and_reasoning_counts_toward_the_bou
     thinking = {"contentBlockIndex": 0, "delta": {"reasoningContent": {"text": "x" * 11}}}
     with pytest.raises(ResponseTooLargeError, match="max_answer_chars=10"):
         bounded.feed("contentBlockDelta", json.dumps(thinking).encode())
+
+
+def test_text_deltas_without_a_sink_and_empty_ones_keep_their_order() -> None:
+    accumulator = wire.ConverseStreamAccumulator(None)
+    for text in ("a", "", "b"):
+        accumulator.feed("contentBlockDelta", json.dumps({"contentBlockIndex": 0, "delta": {"text": text}}).encode())
+    accumulator.feed("messageStop", b'{"stopReason":"end_turn"}')
+    assert (accumulator.text, accumulator.delivered, accumulator.result(chunks=4).text) == ("ab", False, "ab")
+    with pytest.raises(ProviderResponseError) as caught:
+        accumulator.feed("contentBlockDelta", b'{"delta":{"text":null}}')
+    assert str(caught.value) == "The server sent contentBlockDelta.delta.text as NoneType null; expected a string."

@@ -316,7 +316,7 @@ class ConverseStreamAccumulator(StreamState):
         if kind == "contentBlockDelta":
             delta = event.get("delta")
             text = delta.get("text") if type(delta) is dict else None
-            if type(text) is str:  # the hot path: a text delta, checked as in _delta
+            if type(text) is str:  # the hot path: one text delta in most events
                 if text:
                     self.grow(len(text))
                     self._text.append(text)
@@ -349,18 +349,9 @@ class ConverseStreamAccumulator(StreamState):
         if not isinstance(delta, Mapping):
             field = "contentBlockDelta.delta"
             raise _malformed(field, delta, "a JSON object")
-        if "text" in delta:
-            text = delta["text"]
-            if not isinstance(text, str):
-                field = "contentBlockDelta.delta.text"
-                raise _malformed(field, text, "a string")
-            if text:
-                self.grow(len(text))
-                self._text.append(text)
-                if self._on_token is not None:
-                    self.delivered = True
-                    self._on_token(text)
-            return
+        if "text" in delta:  # text that is a string took the hot path in feed
+            field = "contentBlockDelta.delta.text"
+            raise _malformed(field, delta["text"], "a string")
         index = self._index(event, "contentBlockDelta")
         if "toolUse" in delta:
             block = self._blocks.get(index)
