@@ -127,6 +127,21 @@ async def test_anthropic_recorded_redacted_thinking_goes_back_verbatim() -> None
     assert sent[2] == {"role": "user", "content": [{"type": "text", "text": "What was that?"}]}
 
 
+async def test_anthropic_recorded_answer_with_cache_reads_and_writes() -> None:
+    """A live plain answer that both read (1111) and wrote (418) the prompt cache: the prompt
+    counts the cached input too (3 + 1111 + 418), as the ``usage`` of ``anthropic_text.http`` does."""
+    name = "anthropic_recorded_text_cache.http"
+    data = json.loads(load(name)[2])
+    async with anthropic(Server([capture(name)])) as m:
+        result = await m.complete(REQUEST)
+    text = (
+        "Python is a beginner-friendly, versatile programming language widely used for web development, "
+        "data science, machine learning, automation, and scientific computing."
+    )
+    assert data["usage"]["cache_creation"] == {"ephemeral_1h_input_tokens": 0, "ephemeral_5m_input_tokens": 418}
+    assert result == ChatResponse(Message("assistant", text), "stop", Usage(1532, 33, 1565, 1111, 418))
+
+
 @pytest.mark.parametrize("chunk", SPLITS)
 async def test_anthropic_recorded_redacted_thinking_stream(chunk: int | None) -> None:
     """Two redacted blocks open and close with no delta; the events carry the live padding."""
@@ -388,6 +403,19 @@ async def test_bedrock_recorded_plain_answer_and_validation_error() -> None:
     assert (error.status_code, error.error_type) == (400, "ValidationException")
     assert str(error) == "HTTP 400: The provided model identifier is invalid."
     assert len(server.requests) == 2
+
+
+@pytest.mark.usefixtures("aws")
+async def test_bedrock_recorded_cache_write_then_read() -> None:
+    """A live pair: the first call writes 1322 prompt tokens to the cache, the second reads
+    them. Converse's ``inputTokens`` leaves the cached prefix out (``totalTokens`` = 2 + 5 + 1322),
+    and so does ``prompt_tokens`` here, unlike Anthropic's, where the prompt counts it."""
+    server = Server([capture("bedrock_recorded_cache_write.http"), capture("bedrock_recorded_cache_read.http")])
+    async with bedrock(server) as m:
+        written = await m.complete(REQUEST)
+        read = await m.complete(REQUEST)
+    assert written == ChatResponse(Message("assistant", "21"), "stop", Usage(2, 5, 1329, 0, 1322))
+    assert read == ChatResponse(Message("assistant", "21"), "stop", Usage(2, 5, 1329, 1322, 0))
 
 
 # -- Azure OpenAI ---------------------------------------------------------------------------
