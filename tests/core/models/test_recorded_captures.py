@@ -362,6 +362,40 @@ async def test_bedrock_recorded_reasoning_stream(chunk: int | None) -> None:
 
 
 @pytest.mark.usefixtures("aws")
+@pytest.mark.parametrize("chunk", [None, 7])
+async def test_bedrock_recorded_redacted_reasoning_stream(chunk: int | None) -> None:
+    """A live ConverseStream answering the redacted-thinking trigger: two blocks that are one
+    ``redactedContent`` delta each, then text. Both are kept, opaque, in order."""
+    name = "bedrock_recorded_converse_stream_redacted_reasoning.eventstream.hex"
+    tokens: list[str] = []
+    async with bedrock(Server([eventstream(name, chunk)])) as m:
+        result = await m.stream(REQUEST, tokens.append)
+    assert len(tokens) == 10
+    assert result.text == "".join(tokens)
+    assert result.text.startswith("I notice you've sent what appears to be some kind of command or trigger string")
+    assert result.text.endswith("What would you like to talk about today?")
+    redacted = [r.data["reasoningContent"]["redactedContent"] for r in result.message.reasoning]
+    assert [(r.provider, r.text) for r in result.message.reasoning] == [("bedrock.converse", "")] * 2
+    assert [value[:12] for value in redacted] == ["RXRrRUNrZ0lC", "RXFBRENrZ0lC"]
+    assert (result.finish_reason, result.usage) == ("stop", Usage(92, 253, 345, 0, 0))
+
+
+@pytest.mark.usefixtures("aws")
+async def test_bedrock_recorded_redacted_reasoning_goes_back_verbatim() -> None:
+    """The same case answered whole: the ``redactedContent`` block goes back as it came, as the
+    recording's next request sent it."""
+    name = "bedrock_recorded_converse_redacted_reasoning.http"
+    content = json.loads(load(name)[2])["output"]["message"]["content"]
+    async with bedrock(Server([capture(name)])) as m:
+        result = await m.complete(REQUEST)
+    assert [next(iter(block)) for block in content] == ["reasoningContent", "text"]
+    assert result.message.reasoning == (Reasoning("bedrock.converse", "", content[0]),)
+    assert result.text == content[1]["text"]
+    again = ChatRequest((Message.user("hi"), result.message, Message.user("What was that?")))
+    assert _bedrock_wire.request_body(again, {})["messages"][1] == {"role": "assistant", "content": content}
+
+
+@pytest.mark.usefixtures("aws")
 async def test_bedrock_recorded_throttling_names_the_fault_in_the_body(waits: list[float]) -> None:
     """A recorded 429 whose body says ``__type`` and whose headers name no error type (the
     recording kept none): still a ThrottlingException, retried until the retries run out."""
