@@ -1,29 +1,29 @@
-"""One run of a kernel: the terminals of the five scopes and the tool loop.
+"""One run of a kernel: the tool loop, and the terminals of the chat, tool, iteration and
+turn scopes.
 
 A ``_Run`` takes the kernel's :class:`~._plan.Plan` as its only input, binds the plan's
 compiled chains to its terminals (the tool and gate chains on their first use), then
 drives rounds: each round is one pass of the iteration chain, whose terminal makes one
 LLM call through the chat chain, asks the gate chain about the calls and runs the batch
 through the tool chain. Whatever leaves a terminal is marked as raised by no filter
-(:func:`._chain.passed_through`), so a layer only blames its own hook.
+(:func:`._chain.passed_through`), so a layer only blames its own hook. The gate scope
+and its terminal, pausing and resuming live in :mod:`._approvals`.
 """
 
 from __future__ import annotations
 
-import inspect
 import json
-import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NoReturn
 
+from ._approvals import ask_gate, make_pause, resume_turn
 from ._chain import passed_through
 from ._filter import SCOPE_SPECS, Scope
 from ._heal import heal_tool_calls
 from ._lazy import lazy_module
 from ._messages import Message, ToolCall, Usage
-from ._pause import as_decision as _as_decision
-from ._pause import check_context, restore_filter_state, save_filter_state, seal, sign
+from ._pause import restore_filter_state
 from ._records import (
     ChatRequest,
     ChatResponse,
@@ -48,31 +48,13 @@ else:
     asyncio = lazy_module("asyncio", globals())
 
 if TYPE_CHECKING:
+    from ._approvals import Journal
     from ._kernel import CancelToken
     from ._plan import Plan
     from ._streaming import Sink
     from ._tools import Tool
 
 _CANCELLED_TOOL_TEXT = "cancelled: the run was cancelled before this tool call finished"
-
-
-@runtime_checkable
-class Journal(Protocol):
-    """Where a resume records each call's outcome, keyed by pause id and call id (the
-    memory filter's store: ``Filter.extras["journal"]``). A resume that failed after a
-    tool ran, and is resumed again, continues from the recorded result."""
-
-    async def recorded(self, pause: PauseState) -> dict[str, ToolResult]:
-        """The outcomes recorded for ``pause``'s calls, by call id (the batch starts after)."""
-        ...
-
-    def starting(self, pause: PauseState, call_id: str) -> None:
-        """One call of the resumed batch starts (its outcome is unknown until recorded)."""
-        ...
-
-    async def record(self, pause: PauseState, call_id: str, result: ToolResult) -> None:
-        """Record one call's outcome (the first record of a call wins)."""
-        ...
 
 
 def _classify(exc: BaseException) -> str:
@@ -136,11 +118,6 @@ def unique_calls(calls: Sequence[ToolCall], *sent: Sequence[Message]) -> tuple[T
     return tuple(fixed)
 
 
-async def _approve(request: GateRequest) -> Decision:
-    """The gate terminal: approve, with the arguments an outer gate layer may have set."""
-    return Decision(kind="approve", arguments=request.call.arguments)
-
-
 class _Loop:
     """The state of one pass through the tool loop (a turn-terminal call)."""
 
@@ -192,8 +169,6 @@ class _Run:
         self.cancel = cancel
         self.pending_resume = resume
         self.journal = journal
-        # (journal, pause) while a resumed batch runs: each call's outcome is recorded
-        self.recording: tuple[Journal, PauseState] | None = None
         # True when the current round's model call streamed text to the consumer
         self.streamed = False
         # the tool calls the model boundary last made unique (skips a second check)
@@ -210,7 +185,7 @@ class _Run:
         )
         self.iteration = chains["iteration"].bind(states, self._iteration_terminal, check)
         self.turn = chains["turn"].bind(states, self._turn_terminal, check)
-        # bound on first use (many turns call no tool): _tool_chain() and _gate_chain()
+        # bound on first use (many turns call no tool): _tool_chain() and _approvals.gate_chain()
         self.tool: Callable[[ToolRequest], Awaitable[ToolResult]] | None = None
         self.gate: Callable[[GateRequest], Awaitable[Decision]] | None = None
 
@@ -218,12 +193,6 @@ class _Run:
         plan = self.plan
         self.tool = tool = plan.chains["tool"].bind(self.states, self._tool_terminal, plan.settings.check_returns)
         return tool
-
-    def _gate_chain(self) -> Callable[[GateRequest], Awaitable[Decision]]:
-        plan = self.plan
-        terminal = self._kernel_gate if plan.settings.gate is not None else _approve
-        self.gate = gate = plan.chains["gate"].bind(self.states, terminal, plan.settings.check_returns)
-        return gate
 
     # -- chat ---------------------------------------------------------------------------
 
@@ -388,20 +357,6 @@ class _Run:
             emit(ToolCallFinished(call, result))
         return result
 
-    async def _run_recorded(
-        self, call: ToolCall, snapshot: Mapping[str, Any], decision: Decision | None, approved: bool = False
-    ) -> ToolResult:
-        """:meth:`_run_one` for a resumed batch: the outcome is recorded in the journal
-        (keyed by pause id and call id) before anything else happens."""
-        recording = self.recording
-        if recording is None or call.name not in self.tools:
-            return await self._run_one(call, snapshot, decision, approved)
-        journal, pause = recording
-        journal.starting(pause, call.id)
-        result = await self._run_one(call, snapshot, decision, approved)
-        await journal.record(pause, call.id, result)
-        return result
-
     async def _run_batch(
         self,
         calls: Sequence[ToolCall],
@@ -451,57 +406,6 @@ class _Run:
             return IterationResult(status="completed", messages=(final,), return_direct=True)
         return IterationResult(status="continue", messages=tuple(messages))
 
-    async def _kernel_gate(self, request: GateRequest) -> Decision:
-        """``Kernel(gate=...)``: the innermost gate layer, asked for sensitive tools only."""
-        try:
-            call = request.call
-            if not request.tool.sensitive:
-                return Decision(kind="approve", arguments=call.arguments)
-            value = self.plan.settings.gate(call, request.tool, request.context)  # type: ignore[misc]  # set when bound
-            if inspect.isawaitable(value):
-                value = await value
-            decision = _as_decision(value, f"The gate's decision for call {call.id!r} ({call.name})")
-            if decision.arguments is None and decision.kind in ("approve", "pause"):
-                # keep what an outer layer set: it runs, or the reviewer is shown it
-                return Decision(kind=decision.kind, arguments=call.arguments, message=decision.message)
-            return decision
-        except Exception as exc:
-            passed_through(exc)  # the model's, a tool's or the loop's own error
-            raise
-
-    async def _gate(
-        self, calls: Sequence[ToolCall]
-    ) -> tuple[dict[str, Decision], list[str], str | None, Sequence[ToolCall]]:
-        """Ask the gate chain about ``calls``: the decided calls, the awaited ones, the first
-        pause reason, and ``calls`` with each awaited call as the pausing layer saw it (an
-        outer layer may have rewritten it: the reviewer approves what the gate was shown)."""
-        decided: dict[str, Decision] = {}
-        awaiting: list[str] = []
-        reason: str | None = None
-        if not self.plan.gated:
-            return decided, awaiting, reason, calls
-        gate = self.gate or self._gate_chain()
-        tools = self.tools
-        view = self.view
-        shown: list[ToolCall] | None = None
-        for index, call in enumerate(calls):
-            tool = tools.get(call.name)
-            if tool is None:
-                continue  # answered as an unknown tool; nothing to decide
-            value = await gate(GateRequest(call=call, tool=tool, context=view))
-            decision = _as_decision(value, f"The gate chain's decision for call {call.id!r} ({call.name})")
-            kind = decision.kind
-            if kind == "pause":
-                awaiting.append(call.id)
-                reason = reason or decision.message
-                seen = decision.arguments
-                if seen is not None and seen is not call.arguments and seen != call.arguments:
-                    shown = shown or list(calls)
-                    shown[index] = ToolCall(call.name, dict(seen), call.id)
-            elif kind != "approve" or (decision.arguments is not None and decision.arguments is not call.arguments):
-                decided[call.id] = decision
-        return decided, awaiting, reason, calls if shown is None else tuple(shown)
-
     # -- iteration ----------------------------------------------------------------------
 
     async def _iteration_terminal(self, request: IterationRequest) -> IterationResult:
@@ -549,40 +453,16 @@ class _Run:
                 calls = fixed
                 message = message.replace(tool_calls=fixed)
             transcript.append(message)
-            decided, awaiting, reason, shown = await self._gate(calls)
+            decided, awaiting, reason, shown = await ask_gate(self, calls)
             if awaiting:
                 if shown is not calls:  # the pause holds the calls as the gate was shown them
                     transcript[-1] = message.replace(tool_calls=tuple(shown))
-                return IterationResult(status="paused", pause=self._pause(shown, decided, awaiting, reason))
+                return IterationResult(status="paused", pause=make_pause(self, shown, decided, awaiting, reason))
             results = await self._run_batch(calls, decided)
             return self._after_batch(calls, results)
         except Exception as exc:
             passed_through(exc)  # the model's, a tool's or the loop's own error
             raise
-
-    def _pause(
-        self, calls: Sequence[ToolCall], decided: dict[str, Decision], awaiting: list[str], reason: str | None
-    ) -> PauseState:
-        loop = self.loop
-        plan = self.plan
-        keys = plan.settings.pause_keys
-        pause_id = uuid.uuid4().hex
-        kept = save_filter_state(plan.filters, self.states)
-        pause = PauseState(
-            messages=tuple(loop.transcript),
-            calls=tuple(calls),
-            awaiting=tuple(awaiting),
-            decided=decided,
-            context=check_context(self.context, plan.settings.transient_context),
-            remaining=loop.remaining,
-            tool_calls_made=loop.tool_calls_made,
-            iterations=loop.llm_calls,
-            usage=loop.usage,
-            reason=reason,
-            pause_id=pause_id,
-            filter_state=seal(keys, pause_id, kept) if kept else None,
-        )
-        return sign(pause, keys)
 
     def _wrong_type(self, scope: Scope, value: Any) -> NoReturn:
         names = self.plan.chains[scope].names
@@ -648,49 +528,13 @@ class _Run:
                 )
             return self._cancelled()
 
-    async def _judge_edits(
-        self, pause: PauseState, edited: Sequence[ToolCall], merged: dict[str, Decision]
-    ) -> TurnResult | None:
-        """Ask the gate chain again about calls whose arguments the reviewer edited: the
-        edit is judged like a model's call. Updates ``merged``; a layer that pauses again
-        makes a new pause (returned), and nothing runs."""
-        gate = self.gate or self._gate_chain()
-        shown = list(pause.calls)
-        where = {call.id: index for index, call in enumerate(shown)}
-        awaiting: list[str] = []
-        reason: str | None = None
-        for call in edited:
-            tool = self.tools.get(call.name)
-            if tool is None:
-                continue  # answered as an unknown tool
-            changed = ToolCall(call.name, dict(merged[call.id].arguments or {}), call.id)
-            value = await gate(GateRequest(call=changed, tool=tool, context=self.view))
-            decision = _as_decision(value, f"The gate chain's decision for call {call.id!r} ({call.name})")
-            seen = decision.arguments if decision.arguments is not None else changed.arguments
-            if decision.kind == "pause":
-                awaiting.append(call.id)
-                reason = reason or decision.message
-                shown[where[call.id]] = ToolCall(call.name, dict(seen), call.id)
-                del merged[call.id]
-            elif decision.kind == "approve":
-                merged[call.id] = Decision("approve", seen)
-            else:
-                merged[call.id] = decision
-        if not awaiting:
-            return None
-        transcript = self.loop.transcript
-        transcript[-1] = transcript[-1].replace(tool_calls=tuple(shown))
-        decided = {call_id: d for call_id, d in merged.items() if call_id not in awaiting}
-        pause = self._pause(shown, decided, awaiting, reason)
-        loop = self.loop
-        return TurnResult(
-            status="paused",
-            messages=pause.messages,
-            tool_calls_made=loop.tool_calls_made,
-            iterations=loop.llm_calls,
-            usage=loop.usage,
-            pause=pause,
-        )
+    def _resumed_loop(self, pause: PauseState) -> _Loop:
+        """The loop state ``pause`` saved (:func:`._approvals.make_pause`), as the run's loop."""
+        loop = self.loop = _Loop(list(pause.messages), pause.remaining)
+        loop.tool_calls_made = pause.tool_calls_made
+        loop.llm_calls = pause.iterations
+        loop.usage = pause.usage
+        return loop
 
     def _cancelled(self) -> TurnResult:
         loop = self.loop
@@ -703,55 +547,6 @@ class _Run:
             usage=loop.usage,
         )
 
-    async def _continue(self, pause: PauseState, decisions: dict[str, Decision]) -> TurnResult:
-        loop = self.loop = _Loop(list(pause.messages), pause.remaining)
-        loop.tool_calls_made = pause.tool_calls_made
-        loop.llm_calls = pause.iterations
-        loop.usage = pause.usage
-        # disjoint by check_decisions: what the gate decided before the pause is final
-        merged = {**pause.decided, **decisions}
-        # approved as paused (an approval without arguments in `decided` is a human's,
-        # carried over from a resume whose edit paused again)
-        approved = {call_id for call_id, d in merged.items() if d.kind == "approve" and d.arguments is None}
-        journal = self.journal
-        # what an earlier attempt of this resume recorded is what happened: never run again
-        recorded = await journal.recorded(pause) if journal is not None else {}
-        calls = pause.calls
-        if self.plan.gated:
-            edited = [
-                call
-                for call in calls
-                if call.id not in recorded
-                and (d := decisions.get(call.id)) is not None
-                and d.kind == "approve"
-                and d.arguments is not None
-            ]
-            if edited:
-                repaused = await self._judge_edits(pause, edited, merged)
-                if repaused is not None:
-                    return repaused
-        todo = [call for call in calls if call.id not in recorded]
-        self.recording = (journal, pause) if journal is not None else None
-        try:
-            done = await self._run_batch(todo, merged, frozenset(approved), self._run_recorded)
-        finally:
-            self.recording = None
-        fresh = {call.id: result for call, result in zip(todo, done, strict=True)}
-        results = [recorded[call.id] if call.id in recorded else fresh[call.id] for call in calls]
-        outcome = self._after_batch(calls, results)
-        if outcome.status == "completed":
-            loop.transcript.extend(outcome.messages)
-            return TurnResult(
-                status="completed",
-                message=outcome.messages[-1],
-                messages=tuple(loop.transcript),
-                tool_calls_made=loop.tool_calls_made,
-                iterations=loop.llm_calls,
-                usage=loop.usage,
-                return_direct=True,
-            )
-        return await self._drive(outcome.messages)
-
     async def _turn_terminal(self, request: TurnRequest) -> TurnResult:
         try:
             if request.context is not self.view:
@@ -760,7 +555,7 @@ class _Run:
             pending = self.pending_resume
             if pending is not None:
                 self.pending_resume = None  # one-shot: later entries start fresh loops
-                work = self._continue(*pending)
+                work = resume_turn(self, *pending)
             else:
                 self.loop = _Loop([*request.history], self.plan.settings.max_iterations)
                 work = self._drive(request.messages)
