@@ -18,30 +18,18 @@ import os
 import sys
 from typing import Any
 
-from beamfilter_core import ChatResponse, Decision, Kernel, Message, ScriptedModel, ToolCall, tool
+from _tools import PAUSE_KEY, pause_gate, transfer, weather  # this folder: the worker runs as a script
+
+from beamfilter_core import ChatResponse, Kernel, Message, ScriptedModel, ToolCall
 from beamfilter_memory import ChatStore, memory_filter, open_store
 
 BATCH = 10
-#: Signs the pause this worker makes; the test that resumes it uses the same key.
-PAUSE_KEY = "crash-test-pause-key-0123"
 
 
 def _open(kind: str, url: str, prefix: str) -> ChatStore:
     if kind in ("postgres", "redis"):
         return open_store(url, prefix=prefix)
     return open_store(url)
-
-
-@tool
-def lookup(city: str) -> str:
-    """Weather of a city."""
-    return f"sunny in {city}"
-
-
-@tool(sensitive=True)
-def transfer(amount: int) -> str:
-    """Move money."""
-    return f"moved {amount}"
 
 
 async def _hang(request: object) -> ChatResponse:
@@ -73,20 +61,20 @@ async def main(mode: str, kind: str, url: str, cid: str, prefix: str) -> None:
         elif mode == "turn":
             script: list[Any] = [
                 "first answer",
-                ChatResponse.tool_calls(ToolCall("lookup", {"city": "Oslo"}, "call_1")),
+                ChatResponse.tool_calls(ToolCall("weather", {"city": "Oslo"}, "call_1")),
                 _hang,
             ]
-            kernel = Kernel(ScriptedModel(script), tools=[lookup], filters=[memory_filter(store)])
+            kernel = Kernel(ScriptedModel(script), tools=[weather], filters=[memory_filter(store)])
             await kernel.run("first question", context={"conversation_id": cid})
             await kernel.run("second question", context={"conversation_id": cid})
         elif mode == "pause":
-
-            def gate(call: ToolCall, tool: object, context: object) -> Decision:
-                return Decision.pause("needs a human")
-
             script = [ChatResponse.tool_calls(ToolCall("transfer", {"amount": 5}, "call_t"))]
             kernel = Kernel(
-                ScriptedModel(script), tools=[transfer], filters=[memory_filter(store)], gate=gate, pause_key=PAUSE_KEY
+                ScriptedModel(script),
+                tools=[transfer],
+                filters=[memory_filter(store)],
+                gate=pause_gate,
+                pause_key=PAUSE_KEY,
             )
             result = await kernel.run("pay 5", context={"conversation_id": cid})
             print(result.status, flush=True)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from memory._tools import recorded_transfer
 
 from beamfilter_core import (
     ChatRequest,
@@ -56,16 +57,6 @@ class Flaky:
         return await self.complete(request)
 
 
-def _transfer(ran: list[int]) -> Any:
-    @tool(sensitive=True)
-    def transfer(amount: int) -> str:
-        """Move money."""
-        ran.append(amount)
-        return f"moved {amount}"
-
-    return transfer
-
-
 def _pay(*amounts: int) -> ChatResponse:
     return ChatResponse.tool_calls(*(ToolCall("transfer", {"amount": n}, f"pay{n}") for n in amounts))
 
@@ -73,7 +64,7 @@ def _pay(*amounts: int) -> ChatResponse:
 def _kernel(store: ChatStore, model: Any, ran: list[int]) -> Kernel:
     return Kernel(
         model,
-        tools=[_transfer(ran)],
+        tools=[recorded_transfer(ran)],
         filters=[memory_filter(store), _boom_filter()],
         gate=lambda c, t, x: "pause",
         pause_key=KEY,

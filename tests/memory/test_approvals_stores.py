@@ -12,8 +12,9 @@ from datetime import date
 from typing import Any
 
 import pytest
+from memory._tools import pause_gate, recorded_transfer
 
-from beamfilter_core import ChatResponse, Decision, Kernel, Message, PauseState, ScriptedModel, ToolCall, tool
+from beamfilter_core import ChatResponse, Kernel, Message, PauseState, ScriptedModel, ToolCall, tool
 from beamfilter_core.errors import AlreadyResumedError, ConfigError, ResumeError
 from beamfilter_memory import ChatStore, InMemoryStore, memory_filter
 
@@ -31,20 +32,6 @@ KEY = "m" * 32
 CID = {"conversation_id": "c1"}
 
 
-def _pause_gate(call: ToolCall, tool: Any, context: Any) -> Decision:
-    return Decision.pause("needs approval")
-
-
-def _transfer(ran: list[int]) -> Any:
-    @tool(sensitive=True)
-    def transfer(amount: int) -> str:
-        """Move money."""
-        ran.append(amount)
-        return f"moved {amount}"
-
-    return transfer
-
-
 def _pay(n: int) -> ChatResponse:
     return ChatResponse.tool_calls(ToolCall("transfer", {"amount": n}, f"pay{n}"))
 
@@ -52,9 +39,9 @@ def _pay(n: int) -> ChatResponse:
 def _kernel(store: ChatStore, script: list[Any], ran: list[int], **kw: Any) -> Kernel:
     return Kernel(
         ScriptedModel(script),
-        tools=[_transfer(ran)],
+        tools=[recorded_transfer(ran)],
         filters=[memory_filter(store)],
-        gate=_pause_gate,
+        gate=pause_gate,
         pause_key=KEY,
         **kw,
     )
@@ -159,7 +146,11 @@ async def test_the_pause_ledger_claims_each_id_once_even_under_contention(
 async def test_a_ledger_without_the_memory_filter_makes_resume_exactly_once(store: ChatStore) -> None:
     ran: list[int] = []
     kernel = Kernel(
-        ScriptedModel([_pay(5), "paid"]), tools=[_transfer(ran)], gate=_pause_gate, pause_key=KEY, pause_ledger=store
+        ScriptedModel([_pay(5), "paid"]),
+        tools=[recorded_transfer(ran)],
+        gate=pause_gate,
+        pause_key=KEY,
+        pause_ledger=store,
     )
     paused = await kernel.run("pay 5")
     assert paused.pause is not None
@@ -211,7 +202,7 @@ async def test_finding_5_pii_with_memory_sends_the_real_address_after_a_resume_e
             ScriptedModel(script),
             tools=[send_mail],
             filters=[memory_filter(store), pii_filter()],
-            gate=_pause_gate,
+            gate=pause_gate,
             pause_key=KEY,
         )
 

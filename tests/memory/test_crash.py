@@ -11,27 +11,15 @@ from collections.abc import Callable
 
 import pytest
 from memory._processes import spawn, wait_then_kill
-from memory._worker import PAUSE_KEY
+from memory._tools import PAUSE_KEY, transfer, weather
 
-from beamfilter_core import Decision, Kernel, Message, ScriptedModel, ToolCall, tool
+from beamfilter_core import Decision, Kernel, Message, ScriptedModel, ToolCall
 from beamfilter_memory import ChatStore, memory_filter
 
 pytestmark = [pytest.mark.anyio, pytest.mark.services, pytest.mark.slow]
 
 DURABLE = ("sqlite", "postgres", "redis")
 U, A, T = Message.user, Message.assistant, Message.tool
-
-
-@tool(sensitive=True)
-def transfer(amount: int) -> str:
-    """Move money."""
-    return f"moved {amount}"
-
-
-@tool
-def lookup(city: str) -> str:
-    """Weather of a city."""
-    return f"sunny in {city}"
 
 
 @pytest.mark.parametrize("kind", DURABLE)
@@ -48,7 +36,7 @@ async def test_a_worker_killed_mid_turn_leaves_only_whole_turns(
         assert await store.load_pause("c1") is None
         # Another worker carries on with the conversation.
         model = ScriptedModel(["second answer"])
-        kernel = Kernel(model, tools=[lookup], filters=[memory_filter(store)])
+        kernel = Kernel(model, tools=[weather], filters=[memory_filter(store)])
         result = await kernel.run("second question, again", context={"conversation_id": "c1"})
         assert result.text == "second answer"
         assert model.requests[0].messages == (*turn1, U("second question, again"))

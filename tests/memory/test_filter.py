@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from _support import slow_tool
+from memory._tools import pause_gate, transfer, weather
 
 from beamfilter_core import (
     CancelToken,
@@ -20,6 +21,7 @@ from beamfilter_core import (
     Kernel,
     Message,
     ScriptedModel,
+    Tool,
     ToolCall,
     TurnRequest,
     TurnResult,
@@ -43,26 +45,15 @@ U, A, T = Message.user, Message.assistant, Message.tool
 CID = {"conversation_id": "c1"}
 
 
-@tool
-def weather(city: str) -> str:
-    """Weather of a city."""
-    return f"sunny in {city}"
-
-
 @tool(return_direct=True)
 def lookup(key: str) -> str:
     """Look a value up; the result is the answer."""
     return f"value of {key}"
 
 
-@tool(sensitive=True)
-def transfer(amount: int) -> str:
-    """Move money."""
-    return f"moved {amount}"
-
-
-def _pause_gate(call: ToolCall, tool: Any, context: Any) -> Decision:
-    return Decision.pause("needs a human")
+def _gated(store: ChatStore, model: Any, tool: Tool = transfer) -> Kernel:
+    """A kernel keeping its turns in ``store`` whose gate pauses every call of ``tool``."""
+    return Kernel(model, tools=[tool], filters=[memory_filter(store)], gate=pause_gate)
 
 
 def _calls(*pairs: tuple[str, dict[str, Any], str]) -> ChatResponse:
@@ -214,12 +205,7 @@ async def test_pause_then_resume_by_conversation_id_from_a_fresh_kernel(
     store: ChatStore, make_store: Callable[..., ChatStore], request: pytest.FixtureRequest
 ) -> None:
     call = ToolCall("transfer", {"amount": 5}, "call_t")
-    worker1 = Kernel(
-        scripted_calls(call, answer=None),
-        tools=[transfer],
-        filters=[memory_filter(store)],
-        gate=_pause_gate,
-    )
+    worker1 = _gated(store, scripted_calls(call, answer=None))
     paused = await worker1.run("pay 5", context=CID)
     assert paused.status == "paused"
     assert await store.load("c1") == [U("pay 5"), A(None, (call,))]
@@ -236,7 +222,7 @@ async def test_pause_then_resume_by_conversation_id_from_a_fresh_kernel(
         assert getattr(other, "prefix", None) == getattr(store, "prefix", None)
     try:
         model = ScriptedModel(["Done, 5 moved."])
-        worker2 = Kernel(model, tools=[transfer], filters=[memory_filter(other)], gate=_pause_gate)
+        worker2 = _gated(other, model)
         result = await worker2.resume(conversation_id="c1", decisions={"call_t": Decision.approve()})
         assert (result.status, result.text) == ("completed", "Done, 5 moved.")
         assert model.requests[0].messages == (U("pay 5"), A(None, (call,)), T("call_t", "moved 5", "transfer"))
@@ -258,7 +244,7 @@ async def test_pause_then_resume_by_conversation_id_from_a_fresh_kernel(
 async def test_a_resumed_turn_may_pause_again_and_resume_again(store: ChatStore) -> None:
     c1, c2 = ToolCall("transfer", {"amount": 1}, "call_1"), ToolCall("transfer", {"amount": 2}, "call_2")
     model = ScriptedModel([ChatResponse.tool_calls(c1), ChatResponse.tool_calls(c2), "both moved"])
-    kernel = Kernel(model, tools=[transfer], filters=[memory_filter(store)], gate=_pause_gate)
+    kernel = _gated(store, model)
     assert (await kernel.run("pay 1 then 2", context=CID)).status == "paused"
     again = await kernel.resume(conversation_id="c1", decisions={"call_1": "approve"})
     assert again.status == "paused"
@@ -283,12 +269,7 @@ async def test_a_resume_that_fails_keeps_the_pause(store: ChatStore) -> None:
         raise RuntimeError("model down")
 
     call = ToolCall("transfer", {"amount": 5}, "call_t")
-    kernel = Kernel(
-        scripted_calls(call, answer=boom),
-        tools=[transfer],
-        filters=[memory_filter(store)],
-        gate=_pause_gate,
-    )
+    kernel = _gated(store, scripted_calls(call, answer=boom))
     paused = await kernel.run("pay", context=CID)
     with pytest.raises(RuntimeError, match="model down"):
         await kernel.resume(conversation_id="c1", decisions={"call_t": "approve"})
@@ -299,7 +280,7 @@ async def test_a_resume_that_fails_keeps_the_pause(store: ChatStore) -> None:
 async def test_a_new_turn_on_a_paused_conversation_answers_the_awaited_calls(store: ChatStore) -> None:
     call = ToolCall("transfer", {"amount": 5}, "call_t")
     model = scripted_calls(call, answer="OK, no transfer.")
-    kernel = Kernel(model, tools=[transfer], filters=[memory_filter(store)], gate=_pause_gate)
+    kernel = _gated(store, model)
     await kernel.run("pay 5", context=CID)
     await kernel.run("never mind", context=CID)
     abandoned = T("call_t", ABANDONED_CALL_TEXT, "transfer")
@@ -464,7 +445,7 @@ async def test_two_workers_resuming_one_pause_run_its_tools_once() -> None:
 
     store = _RacingStore()
     call = ToolCall("pay", {"amount": 5}, "call_p")
-    first = Kernel(scripted_calls(call, answer=None), tools=[pay], filters=[memory_filter(store)], gate=_pause_gate)
+    first = _gated(store, scripted_calls(call, answer=None), pay)
     store.paused_id = (await first.run("pay 5", context=CID)).pause.pause_id  # type: ignore[union-attr]
     workers = [Kernel(ScriptedModel(["paid."]), tools=[pay], filters=[memory_filter(store)]) for _ in range(2)]
     outcomes = await asyncio.gather(
@@ -493,12 +474,7 @@ async def test_a_cancelled_resume_gives_the_pause_back(store: ChatStore) -> None
         return "late"
 
     call = ToolCall("slow_pay", {"amount": 5}, "call_s")
-    kernel = Kernel(
-        scripted_calls(call, answer=None),
-        tools=[slow_pay],
-        filters=[memory_filter(store)],
-        gate=_pause_gate,
-    )
+    kernel = _gated(store, scripted_calls(call, answer=None), slow_pay)
     paused = await kernel.run("pay", context=CID)
     token = CancelToken()
     task = asyncio.create_task(kernel.resume(conversation_id="c1", decisions={"call_s": "approve"}, cancel=token))

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from _support import slow_tool
+from memory._tools import pause_gate, transfer
 
 from beamfilter_core import (
     BuildContext,
@@ -23,7 +24,6 @@ from beamfilter_core import (
     ScriptedModel,
     StaticEntryPoint,
     ToolCall,
-    tool,
 )
 from beamfilter_core.errors import ConfigError, ScriptExhaustedError
 from beamfilter_core.testing import run_turn
@@ -51,16 +51,6 @@ def _note(*facts: str, system: str | None = None) -> Message:
 
 def _ctx(conversation: str, user: str = "ada") -> dict[str, str]:
     return {"conversation_id": conversation, "user_id": user}
-
-
-@tool(sensitive=True)
-def transfer(amount: int) -> str:
-    """Move money."""
-    return f"moved {amount}"
-
-
-def _pause_gate(call: ToolCall, tool: Any, context: Any) -> Decision:
-    return Decision.pause("needs a human")
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["run", "stream"])
@@ -266,7 +256,7 @@ async def test_paused_cancelled_and_failed_turns_extract_nothing_and_a_resume_on
     call = ToolCall("transfer", {"amount": 5}, "call_t")
     model = ScriptedModel([ChatResponse.tool_calls(call), "Done, 5 moved."])
     filters = [memory_filter(store), long_term_memory_filter(store)]
-    kernel = Kernel(model, tools=[transfer], filters=filters, gate=_pause_gate)
+    kernel = Kernel(model, tools=[transfer], filters=filters, gate=pause_gate)
     paused = await kernel.run("My name is Ada, pay 5", context=_ctx("c1"))
     assert paused.status == "paused"
     assert await store.load_facts("ada") == [Fact("home", PARIS)]
