@@ -177,7 +177,7 @@ def test_config_errors_exit_2_with_every_problem(site: Path, tmp_path: Path) -> 
     lines = done.stderr.splitlines()
     assert lines[-4:] == [
         f"beamfilter run: {config} has 3 problems:",
-        "  - kernel.max_iterations: must be an integer >= 1, got 0",
+        "  - kernel.max_iterations: must be >= 1, got 0",
         "  - model.use: No installed plugin provides a model named 'scriptd'. Did you mean 'scripted'? "
         "Plugins that failed to load: clibroken (ModuleNotFoundError: No module named 'beamfilter_clibroken_missing'). "
         "Run `beamfilter plugins` to list the installed models.",

@@ -167,10 +167,10 @@ def test_every_problem_is_reported_at_once_with_its_path(registry: Registry) -> 
     assert list(info.value.problems) == [
         "filter: unknown section. Did you mean 'filters'? "
         "Known sections: filters, kernel, model, models, plugins, tools.",
-        "kernel.max_iterations: must be an integer >= 1, got 0",
-        "kernel.timeout: unknown key. Did you mean 'tool_timeout'? Known "
-        "keys: max_iterations, options, pause_key, system_prompt, tool_timeout, transient_context, "
+        "kernel.timeout: unknown option for the section 'core:kernel'. Did you mean 'tool_timeout'? Known "
+        "options: max_iterations, options, pause_key, system_prompt, tool_timeout, transient_context, "
         "unsafe_unsigned_pauses.",
+        "kernel.max_iterations: must be >= 1, got 0",
         "model.script: must contain at least 1 items",
         "filters[1].max_retries: must be >= 0, got -1",
         "filters[2].labl: unknown option for the filter 'testing:trace'. "

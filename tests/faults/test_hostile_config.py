@@ -42,24 +42,22 @@ FILES: list[tuple[str, bytes, str]] = [
     (
         "tool_timeout-nan",
         (SCRIPTED + "[kernel]\ntool_timeout = nan\n").encode(),
-        "{path} has 1 problem:\n  - kernel.tool_timeout: must be a number of seconds > 0, got nan",
+        "{path} has 1 problem:\n  - kernel.tool_timeout: must be a finite number > 0, got nan",
     ),
     (
         "tool_timeout-inf",
         (SCRIPTED + "[kernel]\ntool_timeout = inf\n").encode(),
-        "{path} has 1 problem:\n  - kernel.tool_timeout: must be a number of seconds > 0, got inf",
+        "{path} has 1 problem:\n  - kernel.tool_timeout: must be a finite number > 0, got inf",
     ),
     (
         "openai-timeout-nan",
         b'[model]\nuse = "openai"\nmodel = "m"\nbase_url = "http://127.0.0.1:9/v1"\ntimeout = nan\n',
-        "{path} has 1 problem:\n  - model: OpenAIChatModel(timeout=nan) must be a positive number of seconds "
-        "(not nan or inf).",
+        "{path} has 1 problem:\n  - model.timeout: must be a finite number > 0, got nan",
     ),
     (
         "openai-deadline-inf",
         b'[model]\nuse = "openai"\nmodel = "m"\nbase_url = "http://127.0.0.1:9/v1"\ndeadline = inf\n',
-        "{path} has 1 problem:\n  - model: OpenAIChatModel(deadline=inf) must be a positive number of seconds "
-        "(not nan or inf).",
+        "{path} has 1 problem:\n  - model.deadline: must be a finite number > 0, got inf",
     ),
     (
         "not-toml",

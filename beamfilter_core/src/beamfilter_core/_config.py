@@ -21,10 +21,12 @@ from ._filter import FILTER_NAME as _FILTER_NAME
 from ._filter import normalise
 from ._imports import ImportPolicy, NotImported, import_policy
 from ._kernel import Kernel
+from ._kernel_options import KERNEL_OPTIONS
 from ._options import UNRESOLVED, accepted_options, check_options, unwrap_factory, wants_build
 from ._paths import Place, resolve_paths
-from ._registry import Registered, Registry, suggest
-from ._specs import BuildContext
+from ._registered import compile_schema
+from ._registry import CORE_PLUGIN, Registered, Registry, suggest
+from ._specs import BuildContext, SectionSpec
 from ._tools import Tool
 from ._toolsets import CORE_OPTIONS, Toolset, as_toolset, check_core_options, import_reference, select_tools
 from .errors import BeamfilterError, ConfigError, PluginError
@@ -42,15 +44,9 @@ _PLACES: contextvars.ContextVar[list[Place] | None] = contextvars.ContextVar("be
 
 _TOP_KEYS = ("filters", "kernel", "model", "models", "plugins", "tools")
 _PLUGIN_KEYS = ("disable", "only", "strict")
-_KERNEL_KEYS = (
-    "max_iterations",
-    "options",
-    "pause_key",
-    "system_prompt",
-    "tool_timeout",
-    "transient_context",
-    "unsafe_unsigned_pauses",
-)
+#: The core's own ``[kernel]`` section, checked like a plugin's section against its one schema.
+_KERNEL_SPEC = SectionSpec("kernel", dict, KERNEL_OPTIONS, "the kernel's settings")
+_KERNEL = Registered(_KERNEL_SPEC, CORE_PLUGIN, "beamfilter-core", None, compile_schema(_KERNEL_SPEC, "[kernel]"))
 
 
 @attrs.frozen(slots=True)
@@ -142,6 +138,9 @@ def read_config(config: Any) -> tuple[dict[str, Any], str | None, str]:
         except tomllib.TOMLDecodeError as exc:
             msg = f"{path} is not valid TOML: {exc}."
             raise ConfigError(msg) from exc
+        except ValueError:  # Python reads no integer of more than 4300 digits
+            msg = f"{path} holds an integer of more than 4300 digits; write a smaller number."
+            raise ConfigError(msg) from None
         except RecursionError:
             msg = f"{path} is nested too deeply to read (more than {MAX_DEPTH} levels is refused)."
             raise ConfigError(msg) from None
@@ -163,10 +162,6 @@ def _check_depth(data: Mapping[str, Any], label: str) -> None:
             stack.extend((item, f"{path}.{key}" if path else str(key), depth + 1) for key, item in value.items())
         elif isinstance(value, list | tuple):
             stack.extend((item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value))
-
-
-def _not_seconds(value: Any) -> bool:
-    return isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf")
 
 
 def _resolve_env(value: Any, path: str, problems: list[str], secrets: dict[str, str] | None = None) -> Any:
@@ -276,35 +271,6 @@ def _registry_for(plugins: dict[str, Any] | None, registry: Registry | None, pro
     except ConfigError as exc:
         problems.extend(exc.problems)
     return registry if registry is not None else Registry()
-
-
-def _kernel_options(table: dict[str, Any] | None, problems: list[str]) -> dict[str, Any]:
-    table = table or {}
-    out: dict[str, Any] = {}
-    for key, value in table.items():
-        where = f"kernel.{key}"
-        if key not in _KERNEL_KEYS:
-            problems.append(f"{where}: unknown key.{suggest(key, _KERNEL_KEYS)} Known keys: {', '.join(_KERNEL_KEYS)}.")
-        elif key == "max_iterations" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            problems.append(f"{where}: must be an integer >= 1, got {value!r}")
-        elif key == "tool_timeout" and _not_seconds(value):
-            problems.append(f"{where}: must be a number of seconds > 0, got {value!r}")
-        elif key == "system_prompt" and not isinstance(value, str):
-            problems.append(f"{where}: must be a string, got {value!r}")
-        elif key == "options" and not isinstance(value, Mapping):
-            problems.append(f"{where}: must be a table, got {value!r}")
-        elif key == "pause_key" and (not isinstance(value, str) or len(value) < 16):
-            # never echo the value: it is a secret
-            problems.append(f'{where}: must be a secret string of at least 16 characters, e.g. {{ "$env" = "NAME" }}')
-        elif key == "transient_context" and (
-            not isinstance(value, list) or not all(isinstance(item, str) for item in value)
-        ):
-            problems.append(f"{where}: must be a list of context keys, got {value!r}")
-        elif key == "unsafe_unsigned_pauses" and not isinstance(value, bool):
-            problems.append(f"{where}: must be true or false, got {value!r}")
-        else:
-            out[key] = value
-    return out
 
 
 def _entries(section: str, entries: Any, problems: list[str]) -> Iterator[tuple[int, str, str, dict[str, Any]]]:
@@ -501,7 +467,7 @@ def _build_config(
     reg = _registry_for(_table(data, "plugins", problems), registry, problems)
     policy.registry = reg
     plugin_sections = _plugin_sections(reg, data, problems)
-    kernel_opts = _kernel_options(_table(data, "kernel", problems), problems)
+    kernel_opts = check_options(_KERNEL, "section", _table(data, "kernel", problems) or {}, "kernel", problems) or {}
     context = BuildContext(registry=reg, config_dir=config_dir)
 
     model = overrides.pop("model", None)

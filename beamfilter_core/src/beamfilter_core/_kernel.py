@@ -11,8 +11,10 @@ import attrs
 
 from ._chain import CompiledChain, blame, raised_by
 from ._filter import Scope, normalise_all
+from ._kernel_options import KERNEL_OPTIONS
 from ._lazy import lazy_module
 from ._messages import Message, as_messages
+from ._options import options_schema
 from ._pause import PauseKeys, check_bound, check_decisions, check_pause, restore_filter_state, unseal, verify
 from ._plan import Gate, Plan, Settings, compile_plan, index_tools
 from ._records import Decision, PauseState, TurnRequest, TurnResult
@@ -116,22 +118,6 @@ def _no_running_loop(method: str, instead: str) -> None:
     raise RunningLoopError(msg)
 
 
-def _context_keys(keys: Iterable[str]) -> tuple[str, ...]:
-    if isinstance(keys, str) or not all(isinstance(k, str) for k in keys):
-        msg = f"Kernel(transient_context={keys!r}) must be a list of context keys."
-        raise ConfigError(msg)
-    return tuple(keys)
-
-
-def _check_positive(name: str, value: Any, *, allow_none: bool) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
-        wanted = "a positive number or None" if allow_none else "a positive integer"
-        msg = f"Kernel({name}={value!r}) is invalid; give {wanted}."
-        raise ConfigError(msg)
-
-
 class Kernel:
     """A chat model, tools and filters, compiled into one onion per scope.
 
@@ -144,6 +130,8 @@ class Kernel:
         result = kernel.run_sync("Hello")
     """
 
+    # the options a config's [kernel] table also sets are checked against their one schema
+    @options_schema(KERNEL_OPTIONS, owner="Kernel")
     def __init__(
         self,
         model: ChatModel,
@@ -164,10 +152,6 @@ class Kernel:
         if not (callable(getattr(model, "complete", None)) and callable(getattr(model, "stream", None))):
             msg = f"Kernel(model={model!r}) needs a ChatModel with async complete() and stream() methods."
             raise ConfigError(msg)
-        if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 1:
-            msg = f"Kernel(max_iterations={max_iterations!r}) is invalid; give a positive integer (default 10)."
-            raise ConfigError(msg)
-        _check_positive("tool_timeout", tool_timeout, allow_none=True)
         if gate is not None and not callable(gate):
             msg = f"Kernel(gate={gate!r}) must be a callable (call, tool, context) -> Decision."
             raise ConfigError(msg)
@@ -181,15 +165,12 @@ class Kernel:
             check_returns=check_returns,
             # pauses: signed with keys derived from pause_key (see docs/approvals.md)
             pause_keys=PauseKeys(pause_key),
-            transient_context=_context_keys(transient_context),
+            transient_context=tuple(transient_context),
         )
         if pause_ledger is not None and not callable(getattr(pause_ledger, "claim_pause", None)):
             msg = f"Kernel(pause_ledger={pause_ledger!r}) needs an object with async claim_pause(pause_id) -> bool."
             raise ConfigError(msg)
         self.pause_ledger = pause_ledger
-        if not isinstance(unsafe_unsigned_pauses, bool):
-            msg = f"Kernel(unsafe_unsigned_pauses={unsafe_unsigned_pauses!r}) must be True or False."
-            raise ConfigError(msg)
         #: Accept pause states without a signature (forgeable: only for states you make yourself).
         self.unsafe_unsigned_pauses = unsafe_unsigned_pauses
         given: list[Tool] = []

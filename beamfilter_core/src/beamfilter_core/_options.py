@@ -17,6 +17,11 @@ without it the hint is derived from the schema (``an integer >= 0``, ``one of 'a
 shared with a family of filters that words its messages so. ``"x-parsed-by": "ToolPolicy"``
 marks an option that a public class parses (and checks, for its own Python callers): the
 schema checks it in config, the parser in Python.
+``"x-secret": true`` marks an option whose value is never shown in a message (a key).
+JSON has no ``nan`` or ``inf`` but TOML and Python have, and a schema's bounds let them
+through (``nan <= 0`` is false): on both roads a number must be finite (and an integer
+too large for a float is refused where the schema asks for a ``"number"``); a float is
+refused where the schema asks for an ``"integer"`` (JSON schema takes ``5.0`` as one).
 Checks a schema cannot express (a regular expression that compiles, a file that exists,
 two options that exclude each other) stay in the factory.
 """
@@ -26,6 +31,7 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
@@ -180,34 +186,73 @@ def _call_problem(
     if not hinted and len(steps) == len(path) and isinstance(failed, Mapping):
         schema = failed  # the branch of an anyOf / oneOf that failed, when there is one
     words = hint(schema)
+    if _non_finite(steps[-1][2]) and "x-hint" not in schema:
+        words = _finite(words) if "number" in _kinds(schema) else "a finite number"
     if none_ok and len(steps) == 1 and "x-hint" not in schema and not words.endswith(" or None"):
         words += " or None"  # the Python parameter takes None too
+    text = "..." if option_schema.get("x-secret") else shown_value(shown)  # a key is never shown
     if in_list:
-        return f"{owner}: {where} is {shown!r}; give {words}."
+        return f"{owner}: {where} is {text}; give {words}."
     separator = ":" if option_schema.get("x-style", style) == "colon" else " is invalid;"
-    return f"{owner}({where}={shown!r}){separator} give {words}."
+    return f"{owner}({where}={text}){separator} give {words}."
 
 
-def _loose_integers(schema: Mapping[str, Any], value: Any, path: list[Any]) -> list[Any] | None:
-    """The path to a float given where the schema wants an integer (JSON schema takes 5.0 as
-    an integer; Python callers get ints), or None."""
+def _kinds(schema: Mapping[str, Any]) -> list[Any]:
     kinds = schema.get("type")
-    kinds = kinds if isinstance(kinds, list) else [kinds]
-    if isinstance(value, float) and "integer" in kinds and "number" not in kinds:
-        return path
+    return kinds if isinstance(kinds, list) else [kinds]
+
+
+def _fits_float(value: int) -> bool:
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
+
+
+def bad_number(schema: Mapping[str, Any], value: Any, path: list[Any]) -> list[Any] | None:
+    """The path to the first number a schema's checks let through that JSON has not, or None:
+    ``nan`` or ``inf`` anywhere (``nan <= 0`` is false, so no bound refuses it), an integer
+    too large for a float where the schema asks for a ``"number"``, or a float where it
+    asks for an ``"integer"`` (JSON schema takes 5.0 as one; the factory gets ints)."""
+    if isinstance(value, float):
+        kinds = _kinds(schema)
+        return path if not math.isfinite(value) or ("integer" in kinds and "number" not in kinds) else None
+    if isinstance(value, int) and not isinstance(value, bool):
+        kinds = _kinds(schema)
+        return path if "number" in kinds and "integer" not in kinds and not _fits_float(value) else None
     if isinstance(value, Mapping):
         properties, rest = schema.get("properties", {}), schema.get("additionalProperties")
-        for key, item in value.items():
-            inner = properties.get(key, rest)
-            found = _loose_integers(inner, item, [*path, key]) if isinstance(inner, Mapping) else None
-            if found is not None:
-                return found
-    if isinstance(value, list | tuple) and isinstance(schema.get("items"), Mapping):
-        for position, item in enumerate(value):
-            found = _loose_integers(schema["items"], item, [*path, position])
-            if found is not None:
-                return found
+        pairs: list[tuple[Any, Any, Any]] = [(key, item, properties.get(key, rest)) for key, item in value.items()]
+    elif isinstance(value, list | tuple):
+        pairs = [(position, item, schema.get("items")) for position, item in enumerate(value)]
+    else:
+        return None
+    for part, item, inner in pairs:
+        found = bad_number(inner if isinstance(inner, Mapping) else {}, item, [*path, part])
+        if found is not None:
+            return found
     return None
+
+
+def _non_finite(value: Any) -> bool:
+    """Whether ``value`` is a number no float can hold as a finite value (nan, inf, 10**400)."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    return isinstance(value, int) and not isinstance(value, bool) and not _fits_float(value)
+
+
+def shown_value(value: Any) -> str:
+    """``repr(value)``, but an integer past a float's range by its size (Python refuses to
+    print one of more than 4300 digits)."""
+    if isinstance(value, int) and value.bit_length() > 1024:
+        return f"<an integer of {value.bit_length()} bits>"
+    return repr(value)
+
+
+def _finite(words: str) -> str:
+    """``a number > 0`` as ``a finite number > 0`` (the words of a non-finite value's problem)."""
+    return words.replace("a number", "a finite number", 1) if words.startswith("a number") else words
 
 
 class _CallChecker:
@@ -246,10 +291,10 @@ class _CallChecker:
                     )
                 )
                 continue
-            loose = _loose_integers(option, value, [key])
-            if loose is not None:
+            bad = bad_number(option, value, [key])
+            if bad is not None:
                 problems.append(
-                    _call_problem(self.owner, self.style, option, value, loose, None, none_ok=key in self.none_ok)
+                    _call_problem(self.owner, self.style, option, value, bad, None, none_ok=key in self.none_ok)
                 )
         if problems:
             raise ConfigError("\n".join(problems), problems)
@@ -321,12 +366,14 @@ def schema_problem(exc: fastjsonschema.JsonSchemaValueException, where: str) -> 
     path = where + name[len("data") :]
     rule, limit, value = exc.rule, exc.rule_definition, exc.value
     words = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
-    if rule in words:
-        text = f"must be {words[rule]} {limit}, got {value!r}"
+    if isinstance(exc.definition, Mapping) and exc.definition.get("x-secret"):
+        text = f"must be {hint(exc.definition)} (the value given is not shown)"
+    elif rule in words:
+        text = f"must be {words[rule]} {limit}, got {shown_value(value)}"
     elif rule == "type":
-        text = f"must be of type {limit}, got {value!r}"
+        text = f"must be of type {limit}, got {shown_value(value)}"
     elif rule == "enum":
-        text = f"must be one of {', '.join(map(repr, limit))}, got {value!r}"
+        text = f"must be one of {', '.join(map(repr, limit))}, got {shown_value(value)}"
     elif rule == "additionalProperties" and isinstance(value, Mapping) and isinstance(exc.definition, Mapping):
         return _unknown_key(path, value, exc.definition)
     elif rule == "required" and isinstance(value, Mapping) and isinstance(limit, list):
@@ -335,6 +382,19 @@ def schema_problem(exc: fastjsonschema.JsonSchemaValueException, where: str) -> 
     else:
         text = (exc.message or "")[len(name) :].strip() or str(exc)
     return f"{path}: {text}"
+
+
+def _number_problem(schema: Mapping[str, Any], value: Any, path: list[Any], where: str) -> str:
+    """A number :func:`bad_number` found, as a config problem:
+    ``kernel.tool_timeout: must be a finite number > 0, got nan``."""
+    place = where + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path)
+    inner, bad = _steps(schema, value, path)[-1][1:3]
+    if not _non_finite(bad):  # a float where the schema asks for an integer
+        return f"{place}: must be of type integer, got {bad!r}"
+    kinds = _kinds(inner)
+    derived = hint({key: item for key, item in inner.items() if key != "x-hint"})
+    words = _finite(derived).removesuffix(" or None") if "number" in kinds else "a finite number"
+    return f"{place}: must be {words}, got {shown_value(bad)}"
 
 
 def _unknown_key(path: str, value: Mapping[str, Any], schema: Mapping[str, Any]) -> str:
@@ -426,13 +486,20 @@ def check_options(item: Registered[Any], kind: str, options: dict[str, Any], whe
         problems.append(f"{where}: the {kind} {qualified!r} {alternatives}")
     per_option = option_validators(schema)
     for key, value in options.items():
+        if allowed is not None and key not in allowed:
+            continue  # reported above
         check = per_option.get(key)
-        if check is None:
-            continue
         try:
-            check({key: copy.deepcopy(value)})
+            if check is not None:
+                check({key: copy.deepcopy(value)})
         except fastjsonschema.JsonSchemaValueException as exc:
             problems.append(schema_problem(exc, where))
+            continue
+        option = known.get(key)
+        option = option if isinstance(option, Mapping) else {}
+        bad = bad_number(option, value, [key])
+        if bad is not None:
+            problems.append(_number_problem(option, value, bad, where))
     if len(problems) > start:
         return None
     try:
