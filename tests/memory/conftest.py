@@ -61,6 +61,16 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., 
     return make
 
 
+@pytest.fixture
+async def fresh_store(kind: str, make_store: Callable[..., ChatStore]) -> AsyncIterator[ChatStore]:
+    """A store of the kind the test is parametrised with (``kind``), closed after the test."""
+    made = make_store(kind)
+    try:
+        yield made
+    finally:
+        await made.aclose()
+
+
 @pytest.fixture(params=STORE_KINDS)
 async def store(request: pytest.FixtureRequest, make_store: Callable[..., ChatStore]) -> AsyncIterator[ChatStore]:
     """One store of each kind (parametrised), closed after the test."""

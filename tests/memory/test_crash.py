@@ -7,7 +7,6 @@ Integration tests with real processes and real SQLite / PostgreSQL / Redis.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
 import pytest
 from memory._processes import spawn, wait_then_kill
@@ -23,51 +22,39 @@ U, A, T = Message.user, Message.assistant, Message.tool
 
 
 @pytest.mark.parametrize("kind", DURABLE)
-async def test_a_worker_killed_mid_turn_leaves_only_whole_turns(
-    kind: str, make_store: Callable[..., ChatStore]
-) -> None:
-    store = make_store(kind)
-    try:
-        proc = spawn("turn", kind, store, "c1")
-        # The worker completed turn 1, then hangs in turn 2's second LLM call (after a tool round trip).
-        await asyncio.to_thread(wait_then_kill, proc, "mid-turn")
-        turn1 = [U("first question"), A("first answer")]
-        assert await store.load("c1") == turn1
-        assert await store.load_pause("c1") is None
-        # Another worker carries on with the conversation.
-        model = ScriptedModel(["second answer"])
-        kernel = Kernel(model, tools=[weather], filters=[memory_filter(store)])
-        result = await kernel.run("second question, again", context={"conversation_id": "c1"})
-        assert result.text == "second answer"
-        assert model.requests[0].messages == (*turn1, U("second question, again"))
-        assert await store.load("c1") == [*turn1, U("second question, again"), A("second answer")]
-    finally:
-        await store.aclose()
+async def test_a_worker_killed_mid_turn_leaves_only_whole_turns(kind: str, fresh_store: ChatStore) -> None:
+    proc = spawn("turn", kind, fresh_store, "c1")
+    # The worker completed turn 1, then hangs in turn 2's second LLM call (after a tool round trip).
+    await asyncio.to_thread(wait_then_kill, proc, "mid-turn")
+    turn1 = [U("first question"), A("first answer")]
+    assert await fresh_store.load("c1") == turn1
+    assert await fresh_store.load_pause("c1") is None
+    # Another worker carries on with the conversation.
+    model = ScriptedModel(["second answer"])
+    kernel = Kernel(model, tools=[weather], filters=[memory_filter(fresh_store)])
+    result = await kernel.run("second question, again", context={"conversation_id": "c1"})
+    assert result.text == "second answer"
+    assert model.requests[0].messages == (*turn1, U("second question, again"))
+    assert await fresh_store.load("c1") == [*turn1, U("second question, again"), A("second answer")]
 
 
 @pytest.mark.parametrize("kind", DURABLE)
-async def test_a_pause_survives_its_worker_and_resumes_elsewhere(
-    kind: str, make_store: Callable[..., ChatStore]
-) -> None:
-    store = make_store(kind)
-    try:
-        proc = spawn("pause", kind, store, "c1")
-        await asyncio.to_thread(wait_then_kill, proc, "paused")
-        call = ToolCall("transfer", {"amount": 5}, "call_t")
-        assert await store.load("c1") == [U("pay 5"), A(None, (call,))]
-        pause = await store.load_pause("c1")
-        assert pause is not None
-        assert pause.awaiting == ("call_t",)
-        model = ScriptedModel(["5 moved."])
-        kernel = Kernel(model, tools=[transfer], filters=[memory_filter(store)], pause_key=PAUSE_KEY)
-        result = await kernel.resume(conversation_id="c1", decisions={"call_t": Decision.approve()})
-        assert result.text == "5 moved."
-        assert await store.load("c1") == [
-            U("pay 5"),
-            A(None, (call,)),
-            T("call_t", "moved 5", "transfer"),
-            A("5 moved."),
-        ]
-        assert await store.load_pause("c1") is None
-    finally:
-        await store.aclose()
+async def test_a_pause_survives_its_worker_and_resumes_elsewhere(kind: str, fresh_store: ChatStore) -> None:
+    proc = spawn("pause", kind, fresh_store, "c1")
+    await asyncio.to_thread(wait_then_kill, proc, "paused")
+    call = ToolCall("transfer", {"amount": 5}, "call_t")
+    assert await fresh_store.load("c1") == [U("pay 5"), A(None, (call,))]
+    pause = await fresh_store.load_pause("c1")
+    assert pause is not None
+    assert pause.awaiting == ("call_t",)
+    model = ScriptedModel(["5 moved."])
+    kernel = Kernel(model, tools=[transfer], filters=[memory_filter(fresh_store)], pause_key=PAUSE_KEY)
+    result = await kernel.resume(conversation_id="c1", decisions={"call_t": Decision.approve()})
+    assert result.text == "5 moved."
+    assert await fresh_store.load("c1") == [
+        U("pay 5"),
+        A(None, (call,)),
+        T("call_t", "moved 5", "transfer"),
+        A("5 moved."),
+    ]
+    assert await fresh_store.load_pause("c1") is None

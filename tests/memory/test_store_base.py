@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,31 +59,25 @@ async def test_every_method_of_a_closed_store_is_a_store_error(store: ChatStore)
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres", "redis"])
-async def test_four_processes_taking_the_same_pause_at_once_one_gets_it(
-    kind: str, make_store: Callable[..., ChatStore]
-) -> None:
-    store = make_store(kind)
-    try:
-        for attempt in range(2):
-            cid = f"race-{attempt}"
-            await store.append(cid, [Message.user("pay")], pause=_pause("p-race"))
-            procs = [spawn("take", kind, store, cid) for _ in range(4)]
-            for proc in procs:
-                await asyncio.to_thread(wait_line, proc, "ready")
-            for proc in procs:  # all four connected: start the race
-                assert proc.stdin is not None
-                proc.stdin.write("go\n")
-                proc.stdin.flush()
-            outcomes = []
-            for proc in procs:
-                out, err = await asyncio.to_thread(proc.communicate, None, 120)
-                assert proc.returncode == 0, err
-                outcomes.append(out.strip())
-            assert sorted(outcomes) == ["none", "none", "none", "took"]
-            assert await store.load_pause(cid) is None
-            assert [m.text for m in await store.load(cid)] == ["pay"]
-    finally:
-        await store.aclose()
+async def test_four_processes_taking_the_same_pause_at_once_one_gets_it(kind: str, fresh_store: ChatStore) -> None:
+    for attempt in range(2):
+        cid = f"race-{attempt}"
+        await fresh_store.append(cid, [Message.user("pay")], pause=_pause("p-race"))
+        procs = [spawn("take", kind, fresh_store, cid) for _ in range(4)]
+        for proc in procs:
+            await asyncio.to_thread(wait_line, proc, "ready")
+        for proc in procs:  # all four connected: start the race
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        outcomes = []
+        for proc in procs:
+            out, err = await asyncio.to_thread(proc.communicate, None, 120)
+            assert proc.returncode == 0, err
+            outcomes.append(out.strip())
+        assert sorted(outcomes) == ["none", "none", "none", "took"]
+        assert await fresh_store.load_pause(cid) is None
+        assert [m.text for m in await fresh_store.load(cid)] == ["pay"]
 
 
 async def test_a_corrupt_pause_row_is_a_store_error_and_a_take_by_id_leaves_it(store: ChatStore) -> None:

@@ -428,68 +428,54 @@ async def test_unreachable_servers_are_store_errors() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", DURABLE)
-async def test_sigkill_during_appends_leaves_only_whole_batches(
-    kind: str, make_store: Callable[..., ChatStore]
-) -> None:
-    store = make_store(kind)
-    try:
-        for attempt in range(3):
-            cid = f"crash-{attempt}"
-            proc = spawn("append", kind, store, cid)
-            await asyncio.to_thread(wait_line, proc, "ready")
-            await asyncio.sleep(0.15 + 0.1 * attempt)
-            kill(proc)
-            texts = [m.text for m in await store.load(cid)]
-            assert len(texts) >= 10
-            assert len(texts) % 10 == 0, f"a partial batch survived: {len(texts)} messages"
-            expected = [f"{b}:{i}:" + "x" * 2000 for b in range(len(texts) // 10) for i in range(10)]
-            assert texts == expected
-            # The store still works for the next writer.
-            await store.append(cid, [Message.user("after the crash")])
-            assert (await store.load(cid, 1))[0].text == "after the crash"
-    finally:
-        await store.aclose()
+async def test_sigkill_during_appends_leaves_only_whole_batches(kind: str, fresh_store: ChatStore) -> None:
+    for attempt in range(3):
+        cid = f"crash-{attempt}"
+        proc = spawn("append", kind, fresh_store, cid)
+        await asyncio.to_thread(wait_line, proc, "ready")
+        await asyncio.sleep(0.15 + 0.1 * attempt)
+        kill(proc)
+        texts = [m.text for m in await fresh_store.load(cid)]
+        assert len(texts) >= 10
+        assert len(texts) % 10 == 0, f"a partial batch survived: {len(texts)} messages"
+        expected = [f"{b}:{i}:" + "x" * 2000 for b in range(len(texts) // 10) for i in range(10)]
+        assert texts == expected
+        # The store still works for the next writer.
+        await fresh_store.append(cid, [Message.user("after the crash")])
+        assert (await fresh_store.load(cid, 1))[0].text == "after the crash"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", DURABLE)
-async def test_several_processes_append_to_one_conversation(kind: str, make_store: Callable[..., ChatStore]) -> None:
-    store = make_store(kind)
-    try:
-        await store.append("warm", [Message.user("schema")])  # created once, before the race
-        procs = [spawn("writer", kind, store, "shared") for _ in range(3)]
-        for proc in procs:
-            _, err = await asyncio.to_thread(proc.communicate, timeout=120)
-            assert proc.returncode == 0, err
-        texts = [m.text for m in await store.load("shared")]
-        assert len(texts) == 3 * 40 * 5
-        assert len(set(texts)) == len(texts)
-        for start in range(0, len(texts), 5):
-            chunk = texts[start : start + 5]
-            assert len({t.rsplit(":", 1)[0] for t in chunk}) == 1, chunk
-            assert [t.rsplit(":", 1)[1] for t in chunk] == ["0", "1", "2", "3", "4"]
-        for writer in {t.split(":", 1)[0] for t in texts}:
-            mine = [t for t in texts if t.startswith(f"{writer}:")]
-            assert mine == [f"{writer}:{b}:{i}" for b in range(40) for i in range(5)]
-    finally:
-        await store.aclose()
+async def test_several_processes_append_to_one_conversation(kind: str, fresh_store: ChatStore) -> None:
+    await fresh_store.append("warm", [Message.user("schema")])  # created once, before the race
+    procs = [spawn("writer", kind, fresh_store, "shared") for _ in range(3)]
+    for proc in procs:
+        _, err = await asyncio.to_thread(proc.communicate, timeout=120)
+        assert proc.returncode == 0, err
+    texts = [m.text for m in await fresh_store.load("shared")]
+    assert len(texts) == 3 * 40 * 5
+    assert len(set(texts)) == len(texts)
+    for start in range(0, len(texts), 5):
+        chunk = texts[start : start + 5]
+        assert len({t.rsplit(":", 1)[0] for t in chunk}) == 1, chunk
+        assert [t.rsplit(":", 1)[1] for t in chunk] == ["0", "1", "2", "3", "4"]
+    for writer in {t.split(":", 1)[0] for t in texts}:
+        mine = [t for t in texts if t.startswith(f"{writer}:")]
+        assert mine == [f"{writer}:{b}:{i}" for b in range(40) for i in range(5)]
 
 
 @pytest.mark.parametrize("kind", ["postgres", "redis"])
-async def test_network_stores_refuse_a_second_event_loop(kind: str, make_store: Callable[..., ChatStore]) -> None:
-    store = make_store(kind)
-    try:
-        await store.append("c", [Message.user("x")])
-        with pytest.raises(StoreError) as caught:
-            await asyncio.to_thread(asyncio.run, store.load("c"))
-        assert str(caught.value) == (
-            f"{store!r} was first used in another event loop; its connections belong to that loop. "
-            "Run every turn in one event loop (one asyncio.run(main()) around the program, not "
-            "kernel.run_sync per turn), or open one store per loop."
-        )
-        assert [m.text for m in await store.load("c")] == ["x"]
-    finally:
-        await store.aclose()
+async def test_network_stores_refuse_a_second_event_loop(kind: str, fresh_store: ChatStore) -> None:
+    await fresh_store.append("c", [Message.user("x")])
+    with pytest.raises(StoreError) as caught:
+        await asyncio.to_thread(asyncio.run, fresh_store.load("c"))
+    assert str(caught.value) == (
+        f"{fresh_store!r} was first used in another event loop; its connections belong to that loop. "
+        "Run every turn in one event loop (one asyncio.run(main()) around the program, not "
+        "kernel.run_sync per turn), or open one store per loop."
+    )
+    assert [m.text for m in await fresh_store.load("c")] == ["x"]
 
 
 async def test_sqlite_options_and_in_memory_database(tmp_path: Path) -> None:
