@@ -367,3 +367,14 @@ async def test_through_the_model_a_length_promising_more_than_is_sent_is_incompl
 def test_headers_are_a_mapping() -> None:
     ((headers, _),) = EventStreamDecoder().feed(GOOD)
     assert isinstance(headers, Mapping)
+
+
+def test_a_large_frame_in_small_reads_is_joined_once_not_at_every_read() -> None:
+    big = frame(header(b":event-type", 7, "chunk"), b"z" * (4 * 1024 * 1024))
+    decoder = EventStreamDecoder()
+    reads = [big[n : n + 1024] for n in range(0, len(big), 1024)]
+    for part in reads[:-1]:
+        assert decoder.feed(part) == []
+    assert (len(decoder._parts), decoder.pending) == (len(reads) - 1, len(big) - len(reads[-1]))
+    ((headers, payload),) = decoder.feed(reads[-1])
+    assert (dict(headers), len(payload), decoder.pending, decoder._parts) == ({":event-type": "chunk"}, 4 << 20, 0, [])

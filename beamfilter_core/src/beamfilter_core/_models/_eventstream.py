@@ -105,10 +105,11 @@ class EventStreamDecoder:
     mappings are read-only and shared between the frames that repeat a header block.
     """
 
-    __slots__ = ("_data", "_known", "fed", "used")
+    __slots__ = ("_known", "_need", "_parts", "fed", "used")
 
     def __init__(self) -> None:
-        self._data = b""
+        self._parts: list[bytes] = []  # the reads not yet decoded
+        self._need = _PRELUDE  # bytes they must hold before a frame can be read
         self._known: dict[bytes, Mapping[str, Any]] = {}
         self.fed = 0
         self.used = 0
@@ -116,10 +117,14 @@ class EventStreamDecoder:
     def feed(self, data: bytes) -> list[tuple[Mapping[str, Any], bytes]]:
         """The messages completed by ``data``."""
         self.fed += len(data)
-        buffer = self._data + data if self._data else bytes(data)
+        self._parts.append(bytes(data))
+        if self.fed - self.used < self._need:
+            return []  # a frame still arriving: its reads are joined once, when it is whole
+        parts = self._parts
+        buffer = parts[0] if len(parts) == 1 else b"".join(parts)
         known = self._known
         out: list[tuple[Mapping[str, Any], bytes]] = []
-        pos, end = 0, len(buffer)
+        pos, end, need = 0, len(buffer), _PRELUDE
         while end - pos >= _PRELUDE:
             total, length, checksum = _prelude(buffer, pos)
             # the prelude first, as soon as it is here: its lengths are not trusted before
@@ -135,6 +140,7 @@ class EventStreamDecoder:
             if total > MAX_FRAME:
                 raise _broken(self.used + pos, f"it declares {total} bytes, over the {MAX_FRAME} a frame may have")
             if end - pos < total:
+                need = total
                 break
             stop = pos + total - 4
             computed = crc32(buffer[pos:stop])
@@ -149,7 +155,8 @@ class EventStreamDecoder:
                     known[block] = headers
             out.append((headers, buffer[pos + _PRELUDE + length : stop]))
             pos += total
-        self._data = buffer[pos:] if pos < end else b""
+        self._parts = [buffer[pos:]] if pos < end else []
+        self._need = need
         self.used += pos
         return out
 
