@@ -171,10 +171,9 @@ def _run_stops_before(op: Any, av: Any, rest: Any) -> bool:
     chars = _chars_of(*av[2][0])
     if chars is None or not rest:
         return False
-    try:
-        sources, _nullable = _first(rest)
-    except (_Unsupported, KeyError):
-        return False
+    # No try: _prefix has already written every item of ``rest`` with _prefix_item and
+    # _full_item, which refuse all that _first refuses; prefix_source catches the rest.
+    sources, _nullable = _first(rest)
     if not sources:
         return False
     following = re.compile("|".join(sources), re.DOTALL)  # the widest reading of "." is the safe one

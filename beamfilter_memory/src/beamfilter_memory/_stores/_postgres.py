@@ -155,6 +155,7 @@ class PostgresStore(StoreBase):
                 raise self._closed_error()
             if self._pool is None:
                 try:
+                    from psycopg import AsyncConnection
                     from psycopg_pool import AsyncConnectionPool
                 except ImportError as exc:
                     msg = "PostgresStore needs psycopg and psycopg-pool: pip install 'beamfilter-memory[postgres]'."
@@ -163,6 +164,11 @@ class PostgresStore(StoreBase):
                     self.url, min_size=self.min_size, max_size=self.max_size, timeout=self.timeout, open=False
                 )
                 try:
+                    # One connection of our own first: a refused or unknown server fails at
+                    # once with the driver's reason, where the pool would retry for
+                    # `timeout` seconds and then say only that it timed out.
+                    probe = await asyncio.wait_for(AsyncConnection.connect(self.url), self.timeout)
+                    await probe.close()
                     await new_pool.open(wait=True, timeout=self.timeout)
                 except Exception as exc:
                     await new_pool.close()
