@@ -8,8 +8,8 @@ Each header is a 1-byte name length, the UTF-8 name, a 1-byte type and the value
 
 This decoder is beamfilter's own, not botocore's ``EventStreamBuffer``: botocore's parser
 re-slices its whole buffer after every message and parses every header block in Python
-calls; it is 40 % of boto3's ConverseStream decoding, and with it a streamed call of
-beamfilter's measured 3.7x boto3, short of the 5x goal (bench/RESULTS.md). The checks
+calls; it is about 40 % of boto3's ConverseStream decoding, and with it a streamed call of
+beamfilter's measured 3.5-3.7x boto3, short of the 5x goal (bench/RESULTS.md). The checks
 are botocore's (both CRCs, the 128 KiB header bound), made in the same order, and
 botocore's parser is the oracle of a differential test
 (tests/core/models/test_bedrock_eventstream.py). Where botocore is lax it is stricter: a
