@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from core._run_tools import RAN, clear_ran, read_file  # noqa: F401  # clear_ran: an autouse fixture
 
 from beamfilter_core import (
     ChatResponse,
@@ -32,26 +33,12 @@ from beamfilter_core import (
 from beamfilter_core.errors import ConfigError, ResumeError
 from beamfilter_core.testing import scripted_calls
 
-RAN: list[tuple[str, Any]] = []
-
-
-@tool(sensitive=True)
-def read_file(path: str) -> str:
-    """Read a file (sensitive: it may hold secrets)."""
-    RAN.append(("read_file", path))
-    return f"read {path}"
-
 
 @tool
 def look(path: str) -> str:
     """Look at a file."""
     RAN.append(("look", path))
     return f"saw {path}"
-
-
-@pytest.fixture(autouse=True)
-def _clear() -> None:
-    RAN.clear()
 
 
 def _srv_pauses_etc_rejected(call: ToolCall, tool: Any, context: Any) -> Decision:

@@ -12,13 +12,9 @@ import pytest
 
 from beamfilter_core import ChatRequest, ChatResponse, Filter, Kernel, ScriptedModel, TokenTransform, ToolCall, tool
 from beamfilter_core.errors import ConfigError, FilterError, LimitExceeded, ProviderError, ScriptExhaustedError
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import collect_stream, passthrough
 
 Next = Callable[[Any], Awaitable[Any]]
-
-
-async def _passthrough(request: Any, state: dict[str, Any], call_next: Next) -> Any:
-    return await call_next(request)
 
 
 def _raising_on(word: str) -> Callable[..., Awaitable[Any]]:
@@ -52,7 +48,7 @@ def test_callable_object_hooks_are_blamed_on_their_own_filter() -> None:
     kernel = Kernel(
         ScriptedModel(["ok"], repeat=True),
         filters=[
-            Filter("outer", around_chat=_passthrough),
+            Filter("outer", around_chat=passthrough),
             Filter("first", around_chat=CallableGuard("x")),
             Filter("second", around_chat=CallableGuard("y")),
         ],
@@ -124,9 +120,9 @@ def test_a_hook_raising_after_the_inner_layers_returned_is_the_one_named() -> No
     kernel = Kernel(
         ScriptedModel(["answer"]),
         filters=[
-            Filter("outer", around_chat=_passthrough),
+            Filter("outer", around_chat=passthrough),
             Filter("middle", around_chat=checks_answer),
-            Filter("inner", around_chat=_passthrough),
+            Filter("inner", around_chat=passthrough),
         ],
     )
     error = _blamed(kernel, "go")
@@ -177,7 +173,7 @@ def test_a_model_error_re_raised_by_a_filter_stays_the_models() -> None:
         raise OSError("socket closed")
 
     for model, expected in ((ScriptedModel([]), ScriptExhaustedError), (ScriptedModel([broken]), OSError)):
-        kernel = Kernel(model, filters=[Filter("relay", around_chat=relays), Filter("b", around_turn=_passthrough)])
+        kernel = Kernel(model, filters=[Filter("relay", around_chat=relays), Filter("b", around_turn=passthrough)])
         with pytest.raises(expected) as info:
             kernel.run_sync("go")
         assert getattr(info.value, "filter_name", None) is None
@@ -214,7 +210,7 @@ def test_a_tool_filter_error_is_named_and_a_tool_error_is_not_a_filters() -> Non
     kernel = Kernel(
         ScriptedModel([ChatResponse.tool_calls(ToolCall("fails", {})), "done"]),
         tools=[fails],
-        filters=[Filter("watch", around_tool=_passthrough)],
+        filters=[Filter("watch", around_tool=passthrough)],
     )
     result = kernel.run_sync("go")  # a tool's own error becomes a failed tool result
     assert result.text == "done"
@@ -225,7 +221,7 @@ def test_a_tool_filter_error_is_named_and_a_tool_error_is_not_a_filters() -> Non
     kernel = Kernel(
         ScriptedModel([ChatResponse.tool_calls(ToolCall("fails", {})), "done"]),
         tools=[fails],
-        filters=[Filter("watch", around_tool=_passthrough), Filter("tool_guard", around_tool=tool_guard)],
+        filters=[Filter("watch", around_tool=passthrough), Filter("tool_guard", around_tool=tool_guard)],
     )
     assert str(_blamed(kernel, "go")) == "Filter 'tool_guard' raised PermissionError: fails"
 
@@ -239,7 +235,7 @@ def test_check_returns_names_the_filter_returning_the_wrong_type(scope: str) -> 
     expected = {"turn": "TurnResult", "iteration": "IterationResult", "chat": "ChatResponse"}[scope]
     kernel = Kernel(
         ScriptedModel(["x"]),
-        filters=[Filter("outer", **{f"around_{scope}": _passthrough}), Filter("wrong", **{f"around_{scope}": wrong})],
+        filters=[Filter("outer", **{f"around_{scope}": passthrough}), Filter("wrong", **{f"around_{scope}": wrong})],
         check_returns=True,
     )
     with pytest.raises(ConfigError) as info:
@@ -254,7 +250,7 @@ def test_check_returns_names_the_filter_returning_the_wrong_type(scope: str) -> 
 def test_check_returns_still_names_a_raising_filter_and_passes_right_values() -> None:
     kernel = Kernel(
         ScriptedModel(["ok"], repeat=True),
-        filters=[Filter("outer", around_chat=_passthrough), Filter("guard", around_chat=CallableGuard("x"))],
+        filters=[Filter("outer", around_chat=passthrough), Filter("guard", around_chat=CallableGuard("x"))],
         check_returns=True,
     )
     assert kernel.run_sync("fine").text == "ok"
@@ -293,7 +289,7 @@ async def test_a_partial_step_and_a_raising_flush_are_named() -> None:
     kernel = Kernel(
         ScriptedModel(["toolong"]),
         filters=[
-            Filter("ok", around_chat=_passthrough),
+            Filter("ok", around_chat=passthrough),
             Filter("short", token=TokenTransform(functools.partial(step, 3))),
         ],
     )
@@ -317,7 +313,7 @@ def test_an_answer_transform_raising_in_a_plain_run_is_named() -> None:
     kernel = Kernel(
         ScriptedModel(["hey!"]),
         filters=[
-            Filter("before", around_chat=_passthrough),
+            Filter("before", around_chat=passthrough),
             Filter("answer", token=TokenTransform(_step_refusing_bangs, applies_to="answer")),
         ],
     )

@@ -18,7 +18,7 @@ from beamfilter_core import (
     tool,
 )
 from beamfilter_core.errors import ConfigError
-from beamfilter_core.testing import trace_filter
+from beamfilter_core.testing import passthrough, trace_filter
 
 
 def test_onion_order_is_list_order() -> None:
@@ -321,10 +321,6 @@ def test_a_compiled_chains_repr_and_equality_are_its_scope_layers_and_names() ->
     from beamfilter_core import CompiledChain
     from beamfilter_core._filter import normalise_all
 
-    chain = CompiledChain.compile("chat", normalise_all([Filter("w", around_chat=_passthrough)]))
-    assert repr(chain) == f"CompiledChain(scope='chat', layers=((0, {_passthrough!r}),), names=('w',))"
-    assert chain == CompiledChain.compile("chat", normalise_all([Filter("w", around_chat=_passthrough)]))
-
-
-async def _passthrough(request: Any, state: dict[str, Any], call_next: Any) -> Any:
-    return await call_next(request)
+    chain = CompiledChain.compile("chat", normalise_all([Filter("w", around_chat=passthrough)]))
+    assert repr(chain) == f"CompiledChain(scope='chat', layers=((0, {passthrough!r}),), names=('w',))"
+    assert chain == CompiledChain.compile("chat", normalise_all([Filter("w", around_chat=passthrough)]))

@@ -17,10 +17,7 @@ from beamfilter_core.errors import (
     ProviderError,
     ScriptExhaustedError,
 )
-
-
-async def _passthrough(request: Any, state: dict[str, Any], call_next: Any) -> Any:
-    return await call_next(request)
+from beamfilter_core.testing import passthrough
 
 
 def test_a_raising_filter_is_named_and_the_cause_kept() -> None:
@@ -30,7 +27,7 @@ def test_a_raising_filter_is_named_and_the_cause_kept() -> None:
 
     kernel = Kernel(
         ScriptedModel(["x"]),
-        filters=[Filter("outer", around_chat=_passthrough), Filter("broken", around_chat=broken)],
+        filters=[Filter("outer", around_chat=passthrough), Filter("broken", around_chat=broken)],
     )
     with pytest.raises(FilterError) as info:
         kernel.run_sync("go")
@@ -51,7 +48,7 @@ def test_a_raising_tool_filter_inside_a_parallel_batch_is_named() -> None:
     kernel = Kernel(
         ScriptedModel([ChatResponse.tool_calls(ToolCall("ping", {}), ToolCall("ping", {})), "x"]),
         tools=[ping],
-        filters=[Filter("turny", around_turn=_passthrough), Filter("tooly", around_tool=tool_hook)],
+        filters=[Filter("turny", around_turn=passthrough), Filter("tooly", around_tool=tool_hook)],
     )
     with pytest.raises(FilterError, match=r"Filter 'tooly' raised RuntimeError: tool filter bug"):
         kernel.run_sync("go")
@@ -69,7 +66,7 @@ def test_typed_errors_keep_their_type_and_get_the_name() -> None:
 
 
 def test_model_errors_pass_through_filters_unattributed() -> None:
-    kernel = Kernel(ScriptedModel([]), filters=[Filter("a", around_chat=_passthrough)])
+    kernel = Kernel(ScriptedModel([]), filters=[Filter("a", around_chat=passthrough)])
     with pytest.raises(ScriptExhaustedError) as info:
         kernel.run_sync("go")
     assert info.value.filter_name is None
@@ -77,7 +74,7 @@ def test_model_errors_pass_through_filters_unattributed() -> None:
     def boom(request: Any) -> ChatResponse:
         raise ValueError("model side")
 
-    kernel = Kernel(ScriptedModel([boom]), filters=[Filter("a", around_chat=_passthrough)])
+    kernel = Kernel(ScriptedModel([boom]), filters=[Filter("a", around_chat=passthrough)])
     with pytest.raises(ValueError, match="model side"):
         kernel.run_sync("go")
 

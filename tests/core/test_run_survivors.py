@@ -33,12 +33,7 @@ from beamfilter_core import (
     tool,
 )
 from beamfilter_core.errors import ConfigError, MaxIterationsExceeded
-from beamfilter_core.testing import scripted_calls
-
-
-async def _passthrough(request: Any, state: dict[str, Any], call_next: Any) -> Any:
-    return await call_next(request)
-
+from beamfilter_core.testing import passthrough, scripted_calls
 
 # -- the sync-tool executor's busy answer ------------------------------------------------------
 
@@ -106,7 +101,7 @@ def test_the_kernel_gates_own_error_is_not_blamed_on_the_gate_filter_around_it()
         scripted_calls(ToolCall("read_file", {"path": "/srv/a"}, "c1")),
         tools=[read_file],
         gate=gate,
-        filters=[Filter("audit", around_gate=_passthrough)],
+        filters=[Filter("audit", around_gate=passthrough)],
     )
     with pytest.raises(ValueError, match=r"^the review service is down \(call c1\)$") as info:
         kernel.run_sync("read it")
@@ -122,7 +117,7 @@ def test_a_wrong_decision_of_the_kernels_gate_is_its_own_error_not_the_gate_filt
         scripted_calls(ToolCall("read_file", {"path": "/srv/a"}, "c1")),
         tools=[read_file],
         gate=gate,
-        filters=[Filter("audit", around_gate=_passthrough)],
+        filters=[Filter("audit", around_gate=passthrough)],
     )
     with pytest.raises(ConfigError) as info:
         kernel.run_sync("read it")
@@ -162,7 +157,7 @@ def test_a_wrong_iteration_result_is_the_runs_error_not_the_turn_filters_around_
 
     kernel = Kernel(
         ScriptedModel(["never asked"]),
-        filters=[Filter("outer", around_turn=_passthrough), Filter("bad", around_iteration=bad)],
+        filters=[Filter("outer", around_turn=passthrough), Filter("bad", around_iteration=bad)],
     )
     with pytest.raises(ConfigError) as info:
         kernel.run_sync("hi")

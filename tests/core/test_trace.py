@@ -12,6 +12,7 @@ import pytest
 
 from beamfilter_core import ChatResponse, Filter, Kernel, Message, ScriptedModel, ToolCall, tool
 from beamfilter_core._trace import traced_filters
+from beamfilter_core.testing import passthrough
 
 
 @tool
@@ -47,10 +48,6 @@ async def rewrap(request: Any, state: dict[str, Any], call_next: Any) -> Any:
         return fn(**arguments)
 
     return await call_next(attrs.evolve(request, tool=attrs.evolve(request.tool, fn=wrapped)))
-
-
-async def passthrough(request: Any, state: dict[str, Any], call_next: Any) -> Any:
-    return await call_next(request)
 
 
 def _run(filters: list[Filter], script: list[Any], prompt: str = "order 7?") -> tuple[str, Any]:

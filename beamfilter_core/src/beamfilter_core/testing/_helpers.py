@@ -14,6 +14,12 @@ from .._streaming import Event, RunFinished, TextDelta
 from ..errors import ConfigError
 
 
+async def passthrough(request: Any, state: dict[str, Any], call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+    """An around hook of any scope that only calls the next layer: a filter that is there
+    (to be named, counted or stood between others) but changes nothing."""
+    return await call_next(request)
+
+
 def trace_filter(name: str, log: list[str], scopes: tuple[str, ...] = SCOPES) -> Filter:
     """A pass-through filter that appends ``"<name>.before <scope>"`` and
     ``"<name>.after <scope>"`` to ``log`` around each scope it is given."""
