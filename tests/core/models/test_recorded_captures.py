@@ -31,6 +31,7 @@ from beamfilter_core import (
     Message,
     OpenAIChatModel,
     Reasoning,
+    ToolCall,
     Usage,
 )
 from beamfilter_core._models import _anthropic_wire, _bedrock_wire, _gemini_wire, _responses_wire
@@ -299,6 +300,77 @@ async def test_responses_recorded_reasoning_summary_stream(chunk: int | None) ->
     again = ChatRequest((Message.user("hi"), result.message, Message.user("and?")))
     sent = _responses_wire.request_body(again, "gpt-test", {}, stream=False)["input"]
     assert sent[1] == done
+
+
+async def test_responses_recorded_reasoning_and_call_round() -> None:
+    """A live gpt-5 round: a reasoning item with five summary parts and a function_call, then
+    the answer. The next request matches the one recorded: the reasoning item whole, the
+    function_call with its item ``id`` (which pairs it with the reasoning), the output."""
+    recorded = json.loads((PROVIDER_CAPTURES / "openai_responses_recorded_reasoning_call_next_input.json").read_text())
+    first = json.loads(load("openai_responses_recorded_reasoning_call.http")[2])["output"]
+    server = Server(
+        [
+            capture("openai_responses_recorded_reasoning_call.http"),
+            capture("openai_responses_recorded_reasoning_call_answer.http"),
+        ]
+    )
+    async with responses(server) as m:
+        result = await m.complete(REQUEST)
+        (call,) = result.message.tool_calls
+        answer = await m.complete(
+            ChatRequest((Message.user("hi"), result.message, Message.tool(call.id, "plan updated")))
+        )
+    assert (call.name, call.id, sorted(call.arguments)) == ("update_plan", "call_gL7JE6GDeGGsFubqO2XGytyO", ["plan"])
+    assert call.arguments["plan"].startswith("Plan:\n1) Determine required first-letter acrostics")
+    summaries = [part["text"] for part in first[0]["summary"]]
+    assert len(summaries) == 5
+    assert result.message.reasoning == (
+        Reasoning("openai.responses", "\n\n".join(summaries), first[0]),
+        Reasoning("openai.responses", "", {"type": "function_call", "id": first[1]["id"], "call_id": call.id}),
+    )
+    assert (result.message.content, result.finish_reason, result.usage) == (None, "tool_calls", Usage(124, 1926, 2050))
+    sent = server.bodies[1]["input"]
+    assert [item.get("type", item.get("role")) for item in sent] == [
+        "message",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+    ]
+    assert sent[1] == recorded[1]
+    assert {k: v for k, v in sent[2].items() if k != "arguments"} == {
+        k: v for k, v in recorded[2].items() if k != "arguments"
+    }
+    assert json.loads(sent[2]["arguments"]) == json.loads(recorded[2]["arguments"])
+    assert sent[3] == recorded[3]
+    assert answer.text.startswith("Softly old fountains illumine alleys\nDunes over harbor aglow")
+    assert (answer.finish_reason, answer.usage) == ("stop", Usage(2087, 124, 2211, 2048, 0))
+
+
+def test_responses_item_ids_go_only_to_their_calls() -> None:
+    """A pairing entry gives its id to the call it names and nothing else: a call without one,
+    an entry that is not whole, or one from another API leaves the call without an ``id``."""
+    calls = (ToolCall("f", {}, "c1"), ToolCall("g", {}, "c2"))
+    reasoning = (
+        Reasoning("openai.responses", "", {"type": "reasoning", "id": "rs_1", "summary": []}),
+        Reasoning("openai.responses", "", {"type": "function_call", "id": "fc_1", "call_id": "c1"}),
+        Reasoning("openai.responses", "", {"type": "function_call", "id": 7, "call_id": "c2"}),
+        Reasoning("openai.responses", "", {"type": "function_call", "id": "fc_9", "call_id": "c9"}),
+        Reasoning("other", "", {"type": "function_call", "id": "fc_2", "call_id": "c2"}),
+    )
+    _, items = _responses_wire.input_items((Message("assistant", None, calls, reasoning=reasoning),))
+    assert items == [
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}", "id": "fc_1"},
+        {"type": "function_call", "call_id": "c2", "name": "g", "arguments": "{}"},
+    ]
+
+
+async def test_responses_calls_without_reasoning_keep_no_item_id() -> None:
+    """With no reasoning item before it, a call leaves no pairing entry (nothing to pair)."""
+    async with responses(Server([capture("openai_responses_function_call.http")])) as m:
+        result = await m.complete(REQUEST)
+    assert result.message.reasoning == ()
+    assert len(result.message.tool_calls) == 1
 
 
 async def test_responses_recorded_error_body() -> None:

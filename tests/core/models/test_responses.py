@@ -260,6 +260,9 @@ async def test_text_stream_capture(chunk: int | None) -> None:
     assert server.requests[0].headers["accept"] == "text/event-stream"
 
 
+FC_ID = "fc_68af4033b49c8193a3b4b5ce1dc8e64f05438e46b5f69a3b"  # the call's item id in that capture
+
+
 @pytest.mark.parametrize("chunk", SPLITS)
 async def test_reasoning_is_carried_into_the_next_tool_round(chunk: int | None) -> None:
     final = events(delta("It is 18 C in Paris."), COMPLETED)
@@ -277,6 +280,7 @@ async def test_reasoning_is_carried_into_the_next_tool_round(chunk: int | None) 
             "call_id": "call_Q5g7l7bVd4Jf0qvXZ1sW2eR3",
             "name": "get_weather",
             "arguments": '{"city": "Paris"}',
+            "id": FC_ID,  # pairs the call with the reasoning item before it
         },
         {"type": "function_call_output", "call_id": "call_Q5g7l7bVd4Jf0qvXZ1sW2eR3", "output": "18 C"},
     ]
@@ -292,7 +296,14 @@ async def test_reasoning_stream_result_and_cache_usage() -> None:
             "assistant",
             None,
             (ToolCall("get_weather", {"city": "Paris"}, "call_Q5g7l7bVd4Jf0qvXZ1sW2eR3"),),
-            reasoning=(Reasoning("openai.responses", SUMMARY, RS_ITEM),),
+            reasoning=(
+                Reasoning("openai.responses", SUMMARY, RS_ITEM),
+                Reasoning(
+                    "openai.responses",
+                    "",
+                    {"type": "function_call", "id": FC_ID, "call_id": "call_Q5g7l7bVd4Jf0qvXZ1sW2eR3"},
+                ),
+            ),
         ),
         "tool_calls",
         Usage(1210, 84, 1294, 1152),

@@ -179,8 +179,10 @@ async def test_responses_recorded_reasoning_item_and_call_stream(chunk: int | No
     )
     final = events[-1]["response"]["output"][0]
     assert len({added["encrypted_content"], done["encrypted_content"], final["encrypted_content"]}) == 3
-    (reasoning,) = result.message.reasoning
+    reasoning, pairing = result.message.reasoning
     assert (reasoning.provider, reasoning.text, reasoning.data) == ("openai.responses", "", done)
+    call_item = next(e["item"] for e in events if e["type"] == "response.output_item.done" and e["output_index"] == 1)
+    assert pairing.data == {"type": "function_call", "id": call_item["id"], "call_id": call.id}
 
 
 @pytest.mark.parametrize("chunk", SPLITS)

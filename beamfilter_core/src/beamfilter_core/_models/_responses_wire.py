@@ -33,7 +33,10 @@ __all__ = [
 
 #: ``Reasoning.provider`` of the reasoning items this API returns; only they are sent back
 #: (whole: id, summary and ``encrypted_content``), so a reasoning model keeps its chain of
-#: thought across tool rounds.
+#: thought across tool rounds. A ``function_call`` that came after a reasoning item also
+#: leaves a ``Reasoning`` with no text and ``{"type": "function_call", "id", "call_id"}``:
+#: the service pairs the two by that item ``id`` and refuses a reasoning item sent back
+#: without it ("provided without its required following item").
 PROVIDER = "openai.responses"
 
 # Keys the provider owns; user options cannot replace them.
@@ -76,12 +79,25 @@ def _user_content(content: str | tuple[ContentPart, ...] | None) -> str | list[d
 
 
 def _assistant_items(message: Message) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = [dict(r.data) for r in message.reasoning if r.provider == PROVIDER and r.data]
+    items: list[dict[str, Any]] = []
+    item_ids: dict[str, str] = {}  # call_id -> the function_call item's id, kept beside its reasoning
+    for r in message.reasoning:
+        if r.provider != PROVIDER or not r.data:
+            continue
+        if r.data.get("type") == "function_call":
+            item_id, call_id = r.data.get("id"), r.data.get("call_id")
+            if isinstance(item_id, str) and isinstance(call_id, str):
+                item_ids[call_id] = item_id
+        else:
+            items.append(dict(r.data))
     text = message.text
     if text:
         items.append({"type": "message", "role": "assistant", "content": text})
     for call in message.tool_calls:
-        items.append({"type": "function_call", "call_id": call.id, "name": call.name, "arguments": call.arguments_json})
+        item = {"type": "function_call", "call_id": call.id, "name": call.name, "arguments": call.arguments_json}
+        if call.id in item_ids:
+            item["id"] = item_ids[call.id]
+        items.append(item)
     return items
 
 
@@ -172,6 +188,10 @@ class _Output(AnswerBudget):
             raise too_large(self.max_arguments, name)
         self.grow(len(text))
         self.calls.append(ToolCall.from_json(name, text, call_id))
+        item_id = item.get("id")
+        if isinstance(item_id, str) and any(r.data.get("type") == "reasoning" for r in self.reasoning):
+            # the item id pairs this call with the reasoning before it when both go back
+            self.reasoning.append(Reasoning(PROVIDER, "", {"type": "function_call", "id": item_id, "call_id": call_id}))
 
     def item(self, item: Any, where: str) -> None:
         if not isinstance(item, Mapping):
