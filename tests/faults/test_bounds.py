@@ -18,12 +18,11 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
+from core.models._mock import REQUEST
 
 from beamfilter_core import (
-    ChatRequest,
     ChatResponse,
     Kernel,
-    Message,
     OpenAIChatModel,
     ScriptedModel,
     ToolCall,
@@ -34,7 +33,6 @@ from beamfilter_core.errors import ProviderConnectionError, ProviderTimeoutError
 
 pytestmark = pytest.mark.anyio
 
-REQUEST = ChatRequest((Message.user("hi"),))
 Writer = Callable[[asyncio.StreamWriter], Awaitable[None]]
 
 

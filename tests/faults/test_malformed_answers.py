@@ -16,17 +16,15 @@ from typing import Any
 
 import pytest
 from _support import record_retry_waits
-from core.models._mock import STREAM, Server, response, sse
+from core.models._mock import REQUEST, STREAM, Server, response, sse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from beamfilter_core import ChatRequest, Message
 from beamfilter_core._models._wire import StreamAccumulator, parse_completion
 from beamfilter_core.errors import ProviderResponseError
 
 pytestmark = pytest.mark.anyio
 
-REQUEST = ChatRequest((Message.user("hi"),))
 URL = "http://mock.test/v1/chat/completions"
 DEEP = "[" * 100_000 + "]" * 100_000  # JSON nested 100,000 deep
 

@@ -9,9 +9,13 @@ from typing import Any
 
 import httpx
 
-from beamfilter_core import OpenAIChatModel
+from beamfilter_core import ChatRequest, Message, OpenAIChatModel
 
 CAPTURES = Path(__file__).parent / "captures"
+#: The request of the provider tests that look only at the answer: one user message.
+REQUEST = ChatRequest((Message.user("hi"),))
+#: Where a replayed answer is cut: whole, every byte, and inside events and lines.
+SPLITS = [None, 1, 5, 64]
 
 Answer = httpx.Response | Exception | Callable[[httpx.Request], httpx.Response]
 

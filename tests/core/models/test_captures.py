@@ -11,14 +11,13 @@ from pathlib import Path
 
 import pytest
 from _support import record_retry_waits
-from core.models._mock import CAPTURES, Server, load_capture, response
+from core.models._mock import CAPTURES, REQUEST, Server, load_capture, response
 
-from beamfilter_core import ChatRequest, ChatResponse, Message, ToolCall, Usage
+from beamfilter_core import ChatResponse, Message, ToolCall, Usage
 from beamfilter_core.errors import BadRequestError, RateLimitError
 
 pytestmark = pytest.mark.anyio
 
-REQUEST = ChatRequest((Message.user("hi"),))
 SPLITS = [None, 1, 3, 7, 64]
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from core.models._mock import Server, response
+from core.models._mock import REQUEST, SPLITS, Server, response
 from core.models._mock import replay as capture
 from core.models._provider_captures import load
 from core.models.test_contract_gemini import chunk, event
@@ -40,8 +40,6 @@ from beamfilter_core.errors import (
 
 pytestmark = pytest.mark.anyio
 
-REQUEST = ChatRequest((Message.user("hi"),))
-SPLITS = [None, 1, 5, 64]
 KEY = "AIzaSy-test-key-9f8e7d"
 
 

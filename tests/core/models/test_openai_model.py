@@ -7,7 +7,7 @@ import json
 
 import httpx
 import pytest
-from core.models._mock import STREAM, Server, delta, response, sse
+from core.models._mock import REQUEST, STREAM, Server, delta, response, sse
 
 from beamfilter_core import ChatRequest, Kernel, Message, OpenAIChatModel
 from beamfilter_core.errors import (
@@ -21,7 +21,6 @@ from beamfilter_core.errors import (
 
 pytestmark = pytest.mark.anyio
 
-REQUEST = ChatRequest((Message.user("hi"),))
 OK = {"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "fine"}}]}
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
-from core.models._mock import Server, response
+from core.models._mock import SPLITS, Server, response
 from core.models._mock import captured as capture
 
 from beamfilter_core import (
@@ -35,7 +35,6 @@ from beamfilter_core.testing import run_turn
 
 pytestmark = pytest.mark.anyio
 
-SPLITS = [None, 1, 5, 64]
 ENC = "gAAAAABor0AzW1DJ3p4vXkhm7kFjM0x9nS2rLwQ5uP8tVb3eYc6dHa1fGi7jKl0mN4oPqR2sT5uV8wX9yZ"
 SUMMARY = "**Checking the weather**\n\nThe user wants Paris; I will call get_weather."
 RS_ITEM = {

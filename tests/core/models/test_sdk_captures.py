@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from core.models._mock import Server, captured, response
+from core.models._mock import REQUEST, Server, captured, response
 from core.models._mock import replay as capture
 from core.models._provider_captures import PROVIDER_CAPTURES, converse_stream, load
 
@@ -32,7 +32,6 @@ from beamfilter_core.errors import BadRequestError, ContentBlockedError, Provide
 
 pytestmark = pytest.mark.anyio
 
-REQUEST = ChatRequest((Message.user("hi"),))
 SPLITS = [None, 1, 7, 64]
 
 
