@@ -9,6 +9,8 @@ from __future__ import annotations
 import inspect
 import math
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -264,3 +266,17 @@ def test_every_sections_numbers_are_held_to_the_same_rules() -> None:
         "model.chunk: must be of type integer, got 2.0",
         "model.token_delay: must be a finite number >= 0, got inf",
     ]
+
+
+def test_a_kernel_given_no_option_compiles_no_schema() -> None:
+    """Only the options a caller gives are checked: ``Kernel(model)`` imports no validator."""
+    code = (
+        "import sys\n"
+        "from beamfilter_core import Kernel, ScriptedModel\n"
+        "Kernel(ScriptedModel(['hi']), tools=[], filters=[])\n"
+        "assert 'fastjsonschema' not in sys.modules\n"
+        "Kernel(ScriptedModel(['hi']), max_iterations=3)\n"
+        "assert 'fastjsonschema' in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stderr) == (0, "")

@@ -2,7 +2,8 @@
 
 Filters, models, stores and toolsets are enabled by name through the :class:`Registry`. Every
 option is validated against its spec's compiled JSON schema when the kernel is built
-(:mod:`._options`), and all problems are reported at once in one :class:`ConfigError`.
+(:mod:`._options`), the ``[kernel]`` table against the kernel's own (:mod:`._kernel_options`),
+and all problems are reported at once in one :class:`ConfigError`.
 """
 
 from __future__ import annotations

@@ -122,7 +122,10 @@ class Kernel:
     """A chat model, tools and filters, compiled into one onion per scope.
 
     Filters run in list order (first = outermost). The chains are compiled here, once;
-    use :meth:`with_filters` for a kernel with other filters.
+    use :meth:`with_filters` for a kernel with other filters. ``max_iterations``,
+    ``tool_timeout``, ``system_prompt``, ``options``, ``pause_key``, ``transient_context``
+    and ``unsafe_unsigned_pauses`` are the ``[kernel]`` options of a config, and a value
+    given here is checked against the same schema (a :class:`ConfigError` names it).
 
     Example::
 

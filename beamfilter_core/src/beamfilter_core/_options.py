@@ -270,10 +270,12 @@ class _CallChecker:
         }
 
     def check(self, given: Mapping[str, Any]) -> None:
+        properties = self.schema.get("properties", {})
+        if not any(key in properties for key in given):
+            return  # nothing to check: no schema is compiled (``Kernel(model)`` stays cheap)
         import fastjsonschema
 
         validators = option_validators(self.schema)
-        properties = self.schema.get("properties", {})
         problems: list[str] = []
         for key, value in given.items():
             check, option = validators.get(key), properties.get(key, {})
