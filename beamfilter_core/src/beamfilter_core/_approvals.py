@@ -153,7 +153,7 @@ def make_pause(
 
 async def resume_turn(run: _Run, pause: PauseState, decisions: dict[str, Decision]) -> TurnResult:
     """Continue the turn ``pause`` stopped: run its batch as decided, then the tool loop."""
-    loop = run._resumed_loop(pause)
+    loop = run.loop  # the pause's loop state (:meth:`._run._Run._resumed_loop`)
     # disjoint by check_decisions: what the gate decided before the pause is final
     merged = {**pause.decided, **decisions}
     # approved as paused (an approval without arguments in `decided` is a human's,

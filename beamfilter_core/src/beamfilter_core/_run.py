@@ -555,6 +555,9 @@ class _Run:
             pending = self.pending_resume
             if pending is not None:
                 self.pending_resume = None  # one-shot: later entries start fresh loops
+                # the loop state first: a token cancelled before the work starts ends the
+                # turn from it, the paused calls answered as cancelled
+                self._resumed_loop(pending[0])
                 work = resume_turn(self, *pending)
             else:
                 self.loop = _Loop([*request.history], self.plan.settings.max_iterations)
