@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from beamfilter_core import CancelToken, ChatResponse, Kernel, Message, ScriptedModel, ToolCall, tool
+from beamfilter_core import (
+    CancelToken,
+    ChatResponse,
+    Kernel,
+    Message,
+    RunFinished,
+    ScriptedModel,
+    ToolCall,
+    TurnResult,
+    tool,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -50,5 +60,8 @@ async def test_a_streamed_resume_cancelled_before_it_starts_ends_cancelled() -> 
     events = [event async for event in kernel.resume_stream(paused.pause, {"c1": "approve"}, cancel=token)]
 
     assert [type(event).__name__ for event in events] == ["RunFinished"]
-    assert events[-1].result.status == "cancelled"
+    finished = events[-1]
+    assert isinstance(finished, RunFinished)
+    assert isinstance(finished.result, TurnResult)
+    assert finished.result.status == "cancelled"
     assert RAN == []
