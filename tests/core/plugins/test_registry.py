@@ -513,7 +513,7 @@ def test_plugins_marks_each_model_whose_requirements_are_missing(
     provided = {p["qualified"]: p for info in json.loads(capsys.readouterr().out)["plugins"] for p in info["provides"]}
     assert provided["widgets:widget"]["cannot_run"] == "the widget SDK is not installed; run: pip install widget"
     assert provided["core:bedrock"]["cannot_run"] == (
-        "BedrockChatModel needs botocore (SigV4 signing, the AWS credential chain and the event-stream parser): "
+        "BedrockChatModel needs botocore (SigV4 signing and the AWS credential chain): "
         "pip install 'beamfilter-core[bedrock]'."
     )
     assert "cannot_run" not in provided["widgets:plain"]
