@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from beamfilter_core import Kernel, ScriptedModel
+from beamfilter_core import Kernel, Registry, ScriptedModel, SectionSpec, hookimpl
 from beamfilter_core._kernel_options import KERNEL_OPTIONS
 from beamfilter_core._options import declared_schema
 from beamfilter_core.errors import ConfigError
@@ -147,7 +147,8 @@ def test_each_rule_of_the_schema_refuses_on_both_roads(option: str, value: Any, 
 
 
 def test_an_unknown_key_is_reported_like_any_sections_and_all_problems_at_once() -> None:
-    assert config_problems({"timeout": 3, "max_iterations": 0, "tool_timeout": math.nan}) == [
+    # an unknown key is reported once, whatever its value
+    assert config_problems({"timeout": math.nan, "max_iterations": 0, "tool_timeout": math.nan}) == [
         "kernel.timeout: unknown option for the section 'core:kernel'. Did you mean 'tool_timeout'? "
         "Known options: max_iterations, options, pause_key, system_prompt, tool_timeout, transient_context, "
         "unsafe_unsigned_pauses.",
@@ -280,3 +281,17 @@ def test_a_kernel_given_no_option_compiles_no_schema() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert (done.returncode, done.stderr) == (0, "")
+
+
+class _Pacing:
+    @hookimpl
+    def beamfilter_register_sections(self) -> list[SectionSpec]:
+        schema = {"type": "object", "properties": {"wait": {"type": ["number", "null"], "minimum": 0}}}
+        return [SectionSpec("pacing", lambda wait=None: wait, schema)]
+
+
+def test_a_nullable_number_of_a_plugin_section_is_held_to_the_same_rules() -> None:
+    registry = Registry.from_plugins({"pacing": _Pacing()})
+    with pytest.raises(ConfigError) as refused:
+        Kernel.from_config({"model": MODEL, "pacing": {"wait": math.inf}}, registry=registry)
+    assert list(refused.value.problems) == ["pacing.wait: must be a finite number >= 0, got inf"]
