@@ -5,6 +5,8 @@ headers that send them, and the shop's sensitive ``refund`` tool."""
 from __future__ import annotations
 
 import base64
+import threading
+import time
 from typing import Any
 
 from server._serve import API_KEY, REVIEWER_KEY, reviewer
@@ -55,3 +57,21 @@ def app_client(kernel: Kernel, **options: Any) -> TestClient:
     """A TestClient of the gateway over ``kernel`` with :func:`app_options` (``options`` add
     or replace); ``with app_client(...) as http`` starts the app and stops it after."""
     return TestClient(create_app(kernel, app_options(**options)))
+
+
+def decide_when_listed(http: TestClient, decisions: dict[str, Any]) -> threading.Thread:
+    """A reviewer on another thread (started, for the test to join) who sends ``decisions``
+    for the first pause the JSON listing shows, as soon as it shows one (30 s at most)."""
+
+    def decide() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            listed = http.get("/v1/pauses", headers=REVIEW).json()["data"]
+            if listed:
+                http.post(f"/v1/pauses/{listed[0]['pause_id']}/decide", json={"decisions": decisions}, headers=REVIEW)
+                return
+            time.sleep(0.05)
+
+    reviewer = threading.Thread(target=decide)
+    reviewer.start()
+    return reviewer

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -179,6 +180,18 @@ def refunds(folder: Path) -> list[dict[str, Any]]:
 def reviewer(**extra: str) -> dict[str, str]:
     """Headers of a reviewer calling the JSON decision API."""
     return {"Authorization": f"Bearer {REVIEWER_KEY}", **extra}
+
+
+def listed_pauses(gateway: Gateway, waiting: threading.Thread, seconds: float = 30) -> list[dict[str, Any]]:
+    """The pauses the gateway's JSON listing shows once it shows any, asked every 0.1 s while
+    the client thread ``waiting`` waits for its answer (``[]`` after ``seconds``)."""
+    listed: list[dict[str, Any]] = []
+    for _ in range(int(seconds * 10)):
+        listed = httpx.get(gateway.url + "/v1/pauses", headers=reviewer(), timeout=10).json()["data"]
+        if listed:
+            break
+        waiting.join(0.1)
+    return listed
 
 
 def mcp_root(folder: Path, files: Mapping[str, str]) -> Path:

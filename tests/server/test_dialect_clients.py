@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,7 +17,7 @@ pytest.importorskip("beamfilter_server")
 import anthropic
 import httpx
 import openai
-from server._app import REVIEW, app_client, refund_tool
+from server._app import REVIEW, app_client, decide_when_listed, refund_tool
 from server._serve import API_KEY, PAUSE_KEY
 from starlette.testclient import TestClient
 
@@ -226,25 +225,10 @@ def test_a_paused_turn_answers_202_with_pause_turn_then_the_decided_answer(
     assert refunds == [(7, 30)]
 
 
-def _approve_when_listed(http: TestClient) -> threading.Thread:
-    def approve() -> None:
-        for _ in range(400):
-            listed = http.get("/v1/pauses", headers=REVIEW).json()["data"]
-            if listed:
-                decide = f"/v1/pauses/{listed[0]['pause_id']}/decide"
-                http.post(decide, json={"decisions": {"call_r": "approve"}}, headers=REVIEW)
-                return
-            threading.Event().wait(0.05)
-
-    reviewer = threading.Thread(target=approve)
-    reviewer.start()
-    return reviewer
-
-
 def test_beamfilter_wait_gives_the_decided_answer_on_the_same_stream(
     http: TestClient, refunds: list[tuple[int, int]]
 ) -> None:
-    reviewer = _approve_when_listed(http)
+    reviewer = decide_when_listed(http, {"call_r": "approve"})
     with _claude(http).messages.stream(
         model="assistant",
         max_tokens=50,
@@ -386,7 +370,7 @@ def test_a_paused_response_is_a_202_incomplete_for_paused(http: TestClient, refu
     assert refunds == []
 
     # with Beamfilter-Wait, the stream waits for the decision and ends with the decided answer
-    reviewer = _approve_when_listed(http)
+    reviewer = decide_when_listed(http, {"call_r": "approve"})
     with _openai(http).responses.stream(
         model="assistant", input="refund order 7", extra_headers={"Beamfilter-Wait": "30"}
     ) as stream:

@@ -15,7 +15,7 @@ import httpx
 import openai
 import pytest
 from peers._peer import Peer
-from server._serve import API_KEY, WRONG_KEY, Gateway, refunds, reviewer, scenario
+from server._serve import API_KEY, WRONG_KEY, Gateway, listed_pauses, refunds, reviewer, scenario
 
 pytestmark = [pytest.mark.peers, pytest.mark.packages]
 
@@ -101,12 +101,7 @@ def test_a_paused_refund_waits_for_the_reviewer_on_an_anthropic_stream(
 
     waiting = threading.Thread(target=ask)
     waiting.start()
-    pending: list[Any] = []
-    for _ in range(300):
-        pending = httpx.get(tools_gateway.url + "/v1/pauses", headers=reviewer(), timeout=10).json()["data"]
-        if pending:
-            break
-        waiting.join(0.1)
+    pending = listed_pauses(tools_gateway, waiting)
     assert [p["conversation_id"] for p in pending] == ["anthropic-refund-9"]
     url = tools_gateway.url + f"/v1/pauses/{pending[0]['pause_id']}/decide"
     call_id = pending[0]["awaiting"][0]["id"]

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,7 +13,7 @@ import pytest
 
 pytest.importorskip("beamfilter_server")
 
-from server._app import AUTH, CHAT, REVIEW, app_client, ask, refund_tool, signed_in
+from server._app import AUTH, CHAT, REVIEW, app_client, ask, decide_when_listed, refund_tool, signed_in
 from server._serve import PAUSE_KEY, REVIEWER_KEY
 from starlette.testclient import TestClient
 
@@ -192,28 +190,10 @@ def test_rejecting_every_call_with_a_reason_runs_nothing(http: TestClient, refun
     assert refunds == []
 
 
-def _decide_when_listed(http: TestClient, decisions: dict[str, Any]) -> threading.Thread:
-    """A reviewer who approves the first pause the listing shows, from another thread."""
-    reviewer = REVIEW
-
-    def decide() -> None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            listed = http.get("/v1/pauses", headers=reviewer).json()["data"]
-            if listed:
-                http.post(f"/v1/pauses/{listed[0]['pause_id']}/decide", json={"decisions": decisions}, headers=reviewer)
-                return
-            time.sleep(0.05)
-
-    thread = threading.Thread(target=decide)
-    thread.start()
-    return thread
-
-
 def test_a_client_waiting_with_beamfilter_wait_gets_the_decided_answer(
     http: TestClient, refunds: list[tuple[int, int]]
 ) -> None:
-    reviewer = _decide_when_listed(http, {"call_1": "approve"})
+    reviewer = decide_when_listed(http, {"call_1": "approve"})
     answer = http.post(CHAT, json=ask("refund order 7"), headers={**AUTH, "Beamfilter-Wait": "30"})
     reviewer.join()
     assert answer.status_code == 200
@@ -225,7 +205,7 @@ def test_a_client_waiting_with_beamfilter_wait_gets_the_decided_answer(
 def test_a_streamed_client_waiting_gets_a_comment_then_the_decided_answer(
     http: TestClient, refunds: list[tuple[int, int]]
 ) -> None:
-    reviewer = _decide_when_listed(http, {"call_1": {"kind": "approve", "arguments": {"order": 7, "amount": 5}}})
+    reviewer = decide_when_listed(http, {"call_1": {"kind": "approve", "arguments": {"order": 7, "amount": 5}}})
     body = {**ask("refund order 7"), "stream": True, "stream_options": {"include_usage": True}}
     answer = http.post(CHAT, json=body, headers={**AUTH, "Beamfilter-Wait": "30"})
     reviewer.join()

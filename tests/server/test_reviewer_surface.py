@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("beamfilter_server")
 
-from server._app import AUTH, CHAT, REVIEW, app_client, ask, signed_in
+from server._app import AUTH, CHAT, REVIEW, app_client, ask, decide_when_listed, signed_in
 from server._serve import API_KEY, PAUSE_KEY, REVIEWER_KEY
 from starlette.testclient import TestClient
 
@@ -257,21 +257,7 @@ def test_a_stream_only_redaction_holds_on_every_path(sent: list[str]) -> None:
         # the answer after approval, sent to a waiting stream as one chunk
         kernel_2 = _kernel(sent, [SEND, _after], redact_filter(applies_to="stream"))
     with app_client(kernel_2) as http:
-
-        def approve_when_listed() -> None:
-            for _ in range(400):
-                listed = http.get("/v1/pauses", headers=REVIEW).json()["data"]
-                if listed:
-                    http.post(
-                        f"/v1/pauses/{listed[0]['pause_id']}/decide",
-                        json={"decisions": {"c1": "approve"}},
-                        headers=REVIEW,
-                    )
-                    return
-                threading.Event().wait(0.05)
-
-        reviewer = threading.Thread(target=approve_when_listed)
-        reviewer.start()
+        reviewer = decide_when_listed(http, {"c1": "approve"})
         streamed = http.post(CHAT, json=ask("send", stream=True), headers={**AUTH, "Beamfilter-Wait": "30"})
         reviewer.join()
     assert SECRET not in streamed.text

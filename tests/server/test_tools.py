@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 from peers._peer import Peer
-from server._serve import API_KEY, WEATHER, Gateway, refunds, reviewer, scenario
+from server._serve import API_KEY, WEATHER, Gateway, listed_pauses, refunds, reviewer, scenario
 
 pytestmark = [pytest.mark.peers, pytest.mark.packages]
 
@@ -209,12 +209,7 @@ def test_a_waiting_stream_completes_after_the_decision(gateway: Gateway, llmock:
 
     waiting = threading.Thread(target=ask)
     waiting.start()
-    pending: list[Any] = []
-    for _ in range(300):
-        pending = httpx.get(gateway.url + "/v1/pauses", headers=reviewer(), timeout=10).json()["data"]
-        if pending:
-            break
-        waiting.join(0.1)
+    pending = listed_pauses(gateway, waiting)
     assert [p["conversation_id"] for p in pending] == ["refund-8"]
     assert waiting.is_alive()
     call_id = pending[0]["awaiting"][0]["id"]

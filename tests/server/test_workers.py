@@ -14,7 +14,18 @@ import openai
 import pytest
 from memory.conftest import postgres_url  # noqa: F401  # the PostgreSQL server of the memory tests
 from peers._peer import Peer
-from server._serve import API_KEY, OTHER_KEY, PAUSE_KEY, Gateway, refunds, reviewer, scenario, shop_config, start
+from server._serve import (
+    API_KEY,
+    OTHER_KEY,
+    PAUSE_KEY,
+    Gateway,
+    listed_pauses,
+    refunds,
+    reviewer,
+    scenario,
+    shop_config,
+    start,
+)
 
 from beamfilter_server import client_id
 
@@ -78,12 +89,7 @@ def _one_pause_across_workers(a: Gateway, b: Gateway, llmock: Peer, folder: Path
 
     waiting = threading.Thread(target=ask)
     waiting.start()
-    listed: list[Any] = []
-    for _ in range(600):  # worker B lists the pause worker A made
-        listed = httpx.get(b.url + "/v1/pauses", headers=reviewer(), timeout=10).json()["data"]
-        if listed:
-            break
-        waiting.join(0.1)
+    listed = listed_pauses(b, waiting, 60)  # worker B lists the pause worker A made
     assert [(p["conversation_id"], p["client"]) for p in listed] == [("ticket-9", client_id(API_KEY))]
     pause_id, call_id = listed[0]["pause_id"], listed[0]["awaiting"][0]["id"]
     # which filter paused each call travels in the signed pause: worker B shows it too
