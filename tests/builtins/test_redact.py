@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import random
 import re
@@ -34,6 +35,18 @@ SAMPLES = [
     f"mail bob@example.com and {SECRET}",
 ]
 SECRETS = [SECRET, AWS, BEARER, "abcdefghijklmnopqrstuvwx", "abcdefghijkl0123", "bob@example.com"]
+
+
+@functools.cache
+def reused(
+    *, emails: bool = False, cache_size: int = 8192, replacement: str = "[REDACTED]", look_back: bool = False
+) -> Filter:
+    """One filter per option set for a property test's examples: each stream starts from a
+    fresh state, and building the default rules is most of an example's time."""
+    patterns = LOOK_BACK_PATTERNS if look_back else None
+    return redact_filter(
+        patterns, replacement=replacement, default_rules=not look_back, emails=emails, cache_size=cache_size
+    )
 
 
 def whole(flt: Filter, text: str) -> str:
@@ -104,7 +117,7 @@ def test_every_two_cut_split_of_samples(text: str) -> None:
 )
 @pytest.mark.parametrize("cache_size", [8192, 0])
 def test_property_no_secret_reaches_the_consumer(cache_size: int, text: str, cuts: list[int]) -> None:
-    flt = redact_filter(emails=True, cache_size=cache_size)
+    flt = reused(emails=True, cache_size=cache_size)
     points = sorted({c % (len(text) + 1) for c in cuts})
     bounds = [0, *points, len(text)]
     chunks = [text[a:b] for a, b in itertools.pairwise(bounds) if b > a]
@@ -120,7 +133,7 @@ def test_property_no_secret_reaches_the_consumer(cache_size: int, text: str, cut
 @settings(max_examples=200, deadline=None)
 @given(prefix=st.text(alphabet="ab skAK-", max_size=15), suffix=st.text(alphabet="ab skAK-.", max_size=15))
 def test_property_random_context(prefix: str, suffix: str) -> None:
-    flt = redact_filter()
+    flt = reused()
     text = f"{prefix}{SECRET}{suffix}"
     out = stream_tokens(flt, list(text))  # one character per token
     assert SECRET not in "".join(out)
@@ -257,7 +270,7 @@ def test_patterns_that_look_back_keep_their_context(size: int) -> None:
     patterns=st.sampled_from([None, LOOK_BACK_PATTERNS]),
 )
 def test_property_stream_equals_whole_text_regex(text: str, cuts: list[int], patterns: list[str] | None) -> None:
-    flt = redact_filter(patterns, replacement="#", default_rules=patterns is None)
+    flt = reused(replacement="#", look_back=patterns is not None)
     reference = flt.extras["redactor"].redact(text)
     if patterns is not None:
         assert reference == re.sub(LOOK_BACK_JOINED, "#", text)
