@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 from _support import require
+from peers._peer import FILESYSTEM, filesystem_tools
 
 pytest.importorskip("mcp")
 pytest.importorskip("beamfilter_builtins")
 
 pytestmark = [pytest.mark.peers, pytest.mark.packages]
 
-FILESYSTEM = Path(__file__).resolve().parents[1] / "peers" / "node_modules" / ".bin" / "mcp-server-filesystem"
 PAUSE_KEY = '[kernel]\npause_key = "e2e-pause-key-0123456789abcdef"\n'
 
 
@@ -33,14 +33,9 @@ def data_folder(tmp_path: Path) -> Path:
     return data
 
 
-def mcp_filesystem(*include: str, prefix: str = "") -> str:
-    """The ``[[tools]]`` table of the filesystem server, its write tool marked sensitive."""
-    listed = ", ".join(f'"{name}"' for name in include)
-    named = f'prefix = "{prefix}"\n' if prefix else ""
-    return (
-        f'[[tools]]\nuse = "mcp"\ncommand = ["{FILESYSTEM}", "./data"]\ninclude = [{listed}]\n{named}'
-        f'sensitive = ["write_*"]\n'
-    )
+def mcp_filesystem(*include: str, **keys: str) -> str:
+    """The ``[[tools]]`` table of the filesystem server on ``./data``, its write tool marked sensitive."""
+    return filesystem_tools("./data", *include, **keys, sensitive=["write_*"])
 
 
 def model_writing(target: Path, then: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -22,9 +23,22 @@ from _support import free_port, require, stop_process
 HERE = Path(__file__).parent
 AIMOCK_CLI = HERE / "node_modules" / "@copilotkit" / "aimock" / "dist" / "cli.js"
 AIMOCK_FIXTURES = HERE / "aimock_fixtures.json"
+#: The npm filesystem MCP server (``npm ci`` in tests/peers installs it).
+FILESYSTEM = HERE / "node_modules" / ".bin" / "mcp-server-filesystem"
 #: aimock answers 401 to any other key.
 AIMOCK_KEY = "beam-test-key"
 _LISTENING = re.compile(r"listening on (http://127\.0\.0\.1:\d+)")
+
+
+def filesystem_tools(root: str | Path, *include: str, **keys: str | list[str]) -> str:
+    """The ``[[tools]]`` table of a config that serves ``root`` with the filesystem MCP
+    server: only the tools named ``include`` (all when none), then ``keys`` as more keys of
+    the table (``prefix="fs_"``, ``sensitive=["write_*"]``, ``cwd="..."``)."""
+    lines = ["[[tools]]", 'use = "mcp"', f"command = {json.dumps([str(FILESYSTEM), str(root)])}"]
+    if include:
+        lines.append(f"include = {json.dumps(list(include))}")
+    lines += [f"{key} = {json.dumps(value)}" for key, value in keys.items()]
+    return "\n".join(lines) + "\n"
 
 
 class Peer:

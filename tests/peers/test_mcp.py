@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from _support import free_port, require
+from peers._peer import FILESYSTEM
 
 from beamfilter_core import ChatResponse, Filter, Kernel, ScriptedModel, ToolCall
 from beamfilter_core.errors import ConfigError, ToolsetError
@@ -32,7 +33,6 @@ pytestmark = pytest.mark.peers
 HERE = Path(__file__).parent
 BIN = HERE / "node_modules" / ".bin"
 EVERYTHING = BIN / "mcp-server-everything"
-FILESYSTEM = BIN / "mcp-server-filesystem"
 NOTES_SERVER = HERE / "mcp_server.py"
 PYTHON = os.path.basename(sys.executable)
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from _support import require
+from peers._peer import FILESYSTEM, filesystem_tools
 
 from beamfilter_core import ChatResponse, Kernel, ScriptedModel, ToolCall
 
@@ -24,8 +25,6 @@ pytest.importorskip("mcp")
 pytest.importorskip("beamfilter_builtins")
 
 pytestmark = pytest.mark.peers
-
-FILESYSTEM = Path(__file__).parent / "node_modules" / ".bin" / "mcp-server-filesystem"
 
 
 def _folder(tmp_path: Path) -> Path:
@@ -38,31 +37,17 @@ def _folder(tmp_path: Path) -> Path:
     return project
 
 
-def _config(project: Path, calls: list[dict[str, Any]], *, server: str = '"."', extra: str = "") -> Path:
+def _config(project: Path, calls: list[dict[str, Any]], **keys: str) -> Path:
     listed = ", ".join(
         f'{{ name = "{c["name"]}", arguments = {{ path = "{c["arguments"]["path"]}" }}, id = "{c["id"]}" }}'
         for c in calls
     )
     script = f'[{{ tool_calls = [{listed}] }}, "done"]'
     config = project / "beamfilter.toml"
-    config.write_text(
-        textwrap.dedent(f"""
-        [model]
-        use = "scripted"
-        script = {script}
-
-        [[tools]]
-        use = "mcp"
-        command = ["{FILESYSTEM}", {server}]
-        include = ["read_text_file"]
-        prefix = "fs_"
-        {extra}
-
-        [[filters]]
-        use = "tool_policy"
-        rules = [{{ tool = "fs_*", kind = "path", roots = ["./data"] }}]
-        """)
-    )
+    model = f'[model]\nuse = "scripted"\nscript = {script}\n\n'
+    tools = filesystem_tools(".", "read_text_file", prefix="fs_", **keys)
+    policy = '\n[[filters]]\nuse = "tool_policy"\nrules = [{ tool = "fs_*", kind = "path", roots = ["./data"] }]\n'
+    config.write_text(model + tools + policy)
     return config
 
 
@@ -110,7 +95,7 @@ def test_the_server_s_own_cwd_is_the_folder_a_relative_path_is_judged_from(tmp_p
     config = _config(
         project,
         [{"name": "fs_read_text_file", "arguments": {"path": "outside.txt"}, "id": "c1"}],
-        extra='cwd = "secret"',
+        cwd="secret",
     )
     results, _ = _run(config, tmp_path)
     assert results[0].startswith(
@@ -163,27 +148,17 @@ def test_cli_lines_say_why_a_server_s_call_failed_and_its_stderr_is_logged_with_
     project = _folder(tmp_path)
     notes = Path(__file__).parent / "mcp_server.py"
     config = project / "beamfilter.toml"
-    config.write_text(
-        textwrap.dedent(f"""
+    model = textwrap.dedent("""
         [model]
         use = "scripted"
-        script = [{{ tool_calls = [
-          {{ name = "fs_read_text_file", arguments = {{ path = "./data/nothere.txt" }}, id = "m" }},
-          {{ name = "die", arguments = {{}}, id = "d" }},
-        ] }}, "done"]
+        script = [{ tool_calls = [
+          { name = "fs_read_text_file", arguments = { path = "./data/nothere.txt" }, id = "m" },
+          { name = "die", arguments = {}, id = "d" },
+        ] }, "done"]
 
-        [[tools]]
-        use = "mcp"
-        command = ["{FILESYSTEM}", "."]
-        include = ["read_text_file"]
-        prefix = "fs_"
-
-        [[tools]]
-        use = "mcp"
-        command = ["{sys.executable}", "{notes}", "stdio"]
-        include = ["die"]
         """)
-    )
+    notes_tools = f'\n[[tools]]\nuse = "mcp"\ncommand = ["{sys.executable}", "{notes}", "stdio"]\ninclude = ["die"]\n'
+    config.write_text(model + filesystem_tools(".", "read_text_file", prefix="fs_") + notes_tools)
     quiet = subprocess.run(
         [sys.executable, "-m", "beamfilter_core", "run", str(config), "go", "--log", "info"],
         capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False,

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 from _support import free_port, require
 from llmock_upstream import model_table
-from peers._peer import Peer
+from peers._peer import FILESYSTEM, Peer
 
 #: The API key of the test gateways (given through $env, as a deployment would).
 API_KEY = "sk-test-gateway-key-0123456789"
@@ -29,7 +29,6 @@ WRONG_KEY = "sk-wrong-key-that-must-never-be-logged"
 #: A second client's key: its conversations and pauses are apart from the first one's.
 OTHER_KEY = "sk-other-client-key-9876543210"
 PAUSE_KEY = "pause-key-for-the-gateway-tests-0123456789"
-FILESYSTEM = Path(__file__).parents[1] / "peers" / "node_modules" / ".bin" / "mcp-server-filesystem"
 #: The server tools of the test gateways; ``refund`` writes what it did to refunds.jsonl.
 SHOP = '''
 import json, pathlib

@@ -4,6 +4,7 @@ result, and tool_policy decides on the MCP call as on any other."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,8 +12,8 @@ from typing import Any
 import openai
 import pytest
 from llmock_upstream import model_table
-from peers._peer import Peer
-from server._serve import API_KEY, FILESYSTEM, Gateway, mcp_root, open_config, scenario, start
+from peers._peer import Peer, filesystem_tools
+from server._serve import API_KEY, Gateway, mcp_root, open_config, scenario, start
 
 pytestmark = [pytest.mark.peers, pytest.mark.packages]
 
@@ -23,17 +24,12 @@ def mcp_gateway(llmock: Peer, tmp_path: Path) -> Iterator[tuple[Gateway, Path]]:
     config = open_config(
         tmp_path,
         model_table(llmock.url),
-        f"""
-        [[tools]]
-        use = "mcp"
-        command = ["{FILESYSTEM}", "{root}"]
-        include = ["read_text_file"]
-        prefix = "fs_"
-
+        filesystem_tools(root, "read_text_file", prefix="fs_")
+        + textwrap.dedent(f"""
         [[filters]]
         use = "tool_policy"
         rules = [{{ tool = "fs_*", kind = "path", roots = ["{root}"], deny_paths = ["*secret*"] }}]
-        """,
+        """),
     )
     gateway = start(config)
     yield gateway, root

@@ -14,9 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 from llmock_upstream import model_table
-from peers._peer import Peer
+from peers._peer import Peer, filesystem_tools
 from peers.test_mcp import _children
-from server._serve import API_KEY, FILESYSTEM, Gateway, mcp_root, open_config, scenario, start
+from server._serve import API_KEY, Gateway, mcp_root, open_config, scenario, start
 
 pytestmark = [pytest.mark.peers, pytest.mark.packages]
 
@@ -75,8 +75,7 @@ def _read_until(lines: Iterator[str], events: list[str], text: str) -> None:
 
 def test_sigterm_cuts_streams_past_the_grace_and_stops_the_mcp_server(llmock: Peer, tmp_path: Path) -> None:
     root = mcp_root(tmp_path, {"note.txt": "hello"})
-    mcp = f'[[tools]]\nuse = "mcp"\ncommand = ["{FILESYSTEM}", "{root}"]\ninclude = ["read_*"]\n'
-    gateway = _gateway(llmock, tmp_path, 4, mcp)
+    gateway = _gateway(llmock, tmp_path, 4, filesystem_tools(root, "read_*"))
     assert len(_children(str(root))) >= 1  # the MCP server was started with the gateway
     scenario(
         llmock,
