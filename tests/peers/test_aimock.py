@@ -24,7 +24,7 @@ from beamfilter_core.errors import (
     ProviderTimeoutError,
     RateLimitError,
 )
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import run_turn
 
 pytestmark = [pytest.mark.peers, pytest.mark.anyio]
 
@@ -105,12 +105,8 @@ async def test_two_parallel_tool_calls(peer: Peer, streaming: bool) -> None:
 async def test_full_tool_loop_through_kernel(peer: Peer, streaming: bool) -> None:
     async with model(peer) as m:
         kernel = Kernel(m, tools=[get_weather, get_time], system_prompt="You are terse.")
-        if streaming:
-            text, _ = await collect_stream(kernel.run_stream("What is the weather in Paris?"))
-            result = _[-1].result  # type: ignore[union-attr]
-            assert text == "It is 18 C and cloudy in Paris."
-        else:
-            result = await kernel.run("What is the weather in Paris?")
+        result, text = await run_turn(kernel, "What is the weather in Paris?", streaming)
+    assert text == ("It is 18 C and cloudy in Paris." if streaming else None)
     assert result.text == "It is 18 C and cloudy in Paris."
     assert result.iterations == 2
     assert result.tool_calls_made == 1

@@ -44,7 +44,7 @@ from beamfilter_core.errors import (
     ProviderTimeoutError,
     RateLimitError,
 )
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import collect_stream, run_turn
 
 pytestmark = [pytest.mark.peers, pytest.mark.anyio]
 
@@ -123,12 +123,8 @@ async def test_parallel_tool_calls(peer: Peer, provider: str, streaming: bool) -
 async def test_a_tool_round_through_the_kernel(peer: Peer, provider: str, streaming: bool) -> None:
     async with model(peer, provider) as m:
         kernel = Kernel(m, tools=[get_weather, get_time], system_prompt="You are terse.")
-        if streaming:
-            text, events = await collect_stream(kernel.run_stream("What is the weather in Paris?"))
-            result = events[-1].result  # type: ignore[union-attr]
-            assert text == "It is 18 C and cloudy in Paris."
-        else:
-            result = await kernel.run("What is the weather in Paris?")
+        result, text = await run_turn(kernel, "What is the weather in Paris?", streaming)
+    assert text == ("It is 18 C and cloudy in Paris." if streaming else None)
     assert result.text == "It is 18 C and cloudy in Paris."
     assert (result.iterations, result.tool_calls_made) == (2, 1)
     assert CALLS == [{"city": "Paris", "unit": "c"}]

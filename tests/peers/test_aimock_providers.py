@@ -43,7 +43,7 @@ from beamfilter_core import (
 )
 from beamfilter_core._models._bedrock_wire import EventStreamDecoder
 from beamfilter_core.errors import AuthenticationError, BadRequestError, RateLimitError
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import collect_stream, run_turn
 
 pytestmark = [pytest.mark.peers, pytest.mark.packages, pytest.mark.anyio]
 
@@ -147,12 +147,8 @@ async def test_stream_deltas_join_to_the_answer(peer: Peer, provider: str) -> No
 async def test_a_tool_round_in_native_shapes(peer: Peer, provider: str, streaming: bool) -> None:
     async with MODELS[provider](peer) as m:
         kernel = Kernel(m, tools=[get_weather, get_time])
-        if streaming:
-            text, events = await collect_stream(kernel.run_stream("what is the weather in Paris?"))
-            result = events[-1].result  # type: ignore[union-attr]
-            assert text == result.text
-        else:
-            result = await kernel.run("what is the weather in Paris?")
+        result, text = await run_turn(kernel, "what is the weather in Paris?", streaming)
+    assert text == (result.text if streaming else None)
     assert result.text == "It is 18 C and cloudy in Paris."
     (call,) = result.messages[1].tool_calls
     assert (call.name, dict(call.arguments)) == ("get_weather", {"city": "Paris", "unit": "c"})

@@ -37,7 +37,7 @@ from beamfilter_core.errors import (
     NotFoundError,
     ProviderResponseError,
 )
-from beamfilter_core.testing import collect_stream
+from beamfilter_core.testing import collect_stream, run_turn
 
 #: The key every contract model is built with; it must never show up outside its header.
 KEY = "sk-contract-4f1c9e0a7b2d"
@@ -195,12 +195,8 @@ class ChatModelContract:
         server, model = self.server(first, done)
         async with model:
             kernel = Kernel(model, tools=[get_weather], system_prompt="Be terse.")
-            if streaming:
-                text, events = await collect_stream(kernel.run_stream("weather in Paris?"))
-                result = events[-1].result  # type: ignore[union-attr]
-                assert text == "It is sunny."
-            else:
-                result = await kernel.run("weather in Paris?")
+            result, text = await run_turn(kernel, "weather in Paris?", streaming)
+        assert text == ("It is sunny." if streaming else None)
         assert result.text == "It is sunny."
         assert result.tool_calls_made == 1
         (asked,) = result.messages[1].tool_calls
