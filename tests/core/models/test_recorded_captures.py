@@ -295,11 +295,27 @@ async def test_responses_recorded_reasoning_summary_stream(chunk: int | None) ->
     assert text.startswith("I'm not a road safety professional")
     summaries = [part["text"] for part in done["summary"]]
     assert len(summaries) == 4
-    assert result.message.reasoning == (Reasoning("openai.responses", "\n\n".join(summaries), done),)
+    message = next(
+        e["item"] for e in events if e["type"] == "response.output_item.done" and e["item"]["type"] == "message"
+    )
+    assert result.message.reasoning == (
+        Reasoning("openai.responses", "\n\n".join(summaries), done),
+        Reasoning("openai.responses", "", {"type": "message", "id": message["id"]}),
+    )
     assert (result.finish_reason, result.usage) == ("stop", Usage(13, 1680, 1693, 0, 0))
     again = ChatRequest((Message.user("hi"), result.message, Message.user("and?")))
     sent = _responses_wire.request_body(again, "gpt-test", {}, stream=False)["input"]
-    assert sent[1] == done
+    assert sent[1:] == [
+        done,
+        {
+            "type": "message",
+            "role": "assistant",
+            "id": message["id"],
+            "status": "completed",
+            "content": [{"type": "output_text", "text": text, "annotations": []}],
+        },
+        {"type": "message", "role": "user", "content": "and?"},
+    ]
 
 
 async def test_responses_recorded_reasoning_and_call_round() -> None:
@@ -346,6 +362,49 @@ async def test_responses_recorded_reasoning_and_call_round() -> None:
     assert (answer.finish_reason, answer.usage) == ("stop", Usage(2087, 124, 2211, 2048, 0))
 
 
+async def test_responses_reasoning_text_goes_back_paired_as_the_service_accepted_it() -> None:
+    """A live gpt-5 answer (reasoning, then a message) and the next request the service took:
+    the reasoning item, then the message with its ``id`` and ``status``. Recorded too: the same
+    history sent with the message as bare text, refused with a 400 naming the reasoning item."""
+    accepted = json.loads((PROVIDER_CAPTURES / "openai_responses_recorded_reasoning_text_next_input.json").read_text())
+    refused = json.loads((PROVIDER_CAPTURES / "openai_responses_recorded_reasoning_unpaired_input.json").read_text())
+    output = json.loads(load("openai_responses_recorded_reasoning_text.http")[2])["output"]
+    server = Server(
+        [
+            capture("openai_responses_recorded_reasoning_text.http"),
+            capture("openai_responses_recorded_reasoning_unpaired_400.http"),
+        ]
+    )
+    async with responses(server) as m:
+        result = await m.complete(REQUEST)
+        follow_up = Message.user("Considering the way to cross the street, analogously, how do I cross the river?")
+        again = ChatRequest((Message.user("hi"), result.message, follow_up))
+        with pytest.raises(BadRequestError) as caught:  # the recorded refusal, answered to any request
+            await m.complete(again)
+    assert [item["type"] for item in output] == ["reasoning", "message"]
+    assert result.text == output[1]["content"][0]["text"]
+    assert result.message.reasoning[1] == Reasoning("openai.responses", "", {"type": "message", "id": output[1]["id"]})
+    sent = server.bodies[1]["input"]
+    assert sent[1:] == [
+        accepted[1],
+        accepted[2],
+        {"type": "message", "role": "user", "content": accepted[3]["content"]},
+    ]
+    assert (refused[1]["type"], refused[2]["role"], sorted(refused[2])) == (
+        "reasoning",
+        "assistant",
+        ["content", "role"],
+    )
+    assert caught.value.message == (
+        f"Item '{refused[1]['id']}' of type 'reasoning' was provided without its required following item."
+    )
+    assert (caught.value.status_code, caught.value.error_type, caught.value.body["error"]["param"]) == (
+        400,
+        "invalid_request_error",
+        "input",
+    )
+
+
 def test_responses_item_ids_go_only_to_their_calls() -> None:
     """A pairing entry gives its id to the call it names and nothing else: a call without one,
     an entry that is not whole, or one from another API leaves the call without an ``id``."""
@@ -363,6 +422,20 @@ def test_responses_item_ids_go_only_to_their_calls() -> None:
         {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}", "id": "fc_1"},
         {"type": "function_call", "call_id": "c2", "name": "g", "arguments": "{}"},
     ]
+
+
+def test_responses_message_ids_go_only_to_text() -> None:
+    """The first whole message entry pairs the text; a second or a broken one is ignored, and
+    with no text there is no message to pair."""
+    rs = Reasoning("openai.responses", "", {"type": "reasoning", "id": "rs_1", "summary": []})
+    marks = tuple(
+        Reasoning("openai.responses", "", {"type": "message", "id": value}) for value in (7, "msg_1", "msg_2")
+    )
+    _, items = _responses_wire.input_items((Message("assistant", "hi", reasoning=(rs, *marks)),))
+    part = {"type": "output_text", "text": "hi", "annotations": []}
+    assert items[1] == {"type": "message", "role": "assistant", "id": "msg_1", "status": "completed", "content": [part]}
+    _, items = _responses_wire.input_items((Message("assistant", None, reasoning=(rs, *marks)),))
+    assert items == [{"type": "reasoning", "id": "rs_1", "summary": []}]
 
 
 async def test_responses_calls_without_reasoning_keep_no_item_id() -> None:

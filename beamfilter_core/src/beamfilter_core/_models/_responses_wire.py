@@ -33,10 +33,11 @@ __all__ = [
 
 #: ``Reasoning.provider`` of the reasoning items this API returns; only they are sent back
 #: (whole: id, summary and ``encrypted_content``), so a reasoning model keeps its chain of
-#: thought across tool rounds. A ``function_call`` that came after a reasoning item also
-#: leaves a ``Reasoning`` with no text and ``{"type": "function_call", "id", "call_id"}``:
-#: the service pairs the two by that item ``id`` and refuses a reasoning item sent back
-#: without it ("provided without its required following item").
+#: thought across tool rounds. An output item that came after a reasoning item also leaves
+#: a ``Reasoning`` with no text naming its item ``id`` (``{"type": "function_call", "id",
+#: "call_id"}`` or ``{"type": "message", "id"}``): the service pairs a reasoning item with the
+#: item after it by that id and refuses one sent back without it ("provided without its
+#: required following item").
 PROVIDER = "openai.responses"
 
 # Keys the provider owns; user options cannot replace them.
@@ -81,17 +82,28 @@ def _user_content(content: str | tuple[ContentPart, ...] | None) -> str | list[d
 def _assistant_items(message: Message) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     item_ids: dict[str, str] = {}  # call_id -> the function_call item's id, kept beside its reasoning
+    message_id: str | None = None
     for r in message.reasoning:
         if r.provider != PROVIDER or not r.data:
             continue
-        if r.data.get("type") == "function_call":
-            item_id, call_id = r.data.get("id"), r.data.get("call_id")
+        kind, item_id = r.data.get("type"), r.data.get("id")
+        if kind == "function_call":
+            call_id = r.data.get("call_id")
             if isinstance(item_id, str) and isinstance(call_id, str):
                 item_ids[call_id] = item_id
+        elif kind == "message":
+            if isinstance(item_id, str) and message_id is None:
+                message_id = item_id
         else:
             items.append(dict(r.data))
     text = message.text
-    if text:
+    if text and message_id is not None:
+        # an output message paired with its reasoning goes back as one, id and status included
+        part = {"type": "output_text", "text": text, "annotations": []}
+        items.append(
+            {"type": "message", "role": "assistant", "id": message_id, "status": "completed", "content": [part]}
+        )
+    elif text:
         items.append({"type": "message", "role": "assistant", "content": text})
     for call in message.tool_calls:
         item = {"type": "function_call", "call_id": call.id, "name": call.name, "arguments": call.arguments_json}
@@ -188,10 +200,12 @@ class _Output(AnswerBudget):
             raise too_large(self.max_arguments, name)
         self.grow(len(text))
         self.calls.append(ToolCall.from_json(name, text, call_id))
-        item_id = item.get("id")
-        if isinstance(item_id, str) and any(r.data.get("type") == "reasoning" for r in self.reasoning):
-            # the item id pairs this call with the reasoning before it when both go back
-            self.reasoning.append(Reasoning(PROVIDER, "", {"type": "function_call", "id": item_id, "call_id": call_id}))
+        self.pair(item, {"type": "function_call", "id": item.get("id"), "call_id": call_id})
+
+    def pair(self, item: Mapping[str, Any], marker: dict[str, Any]) -> None:
+        """Keep ``item``'s id when a reasoning item came before it: the two go back paired."""
+        if isinstance(item.get("id"), str) and any(r.data.get("type") == "reasoning" for r in self.reasoning):
+            self.reasoning.append(Reasoning(PROVIDER, "", marker))
 
     def item(self, item: Any, where: str) -> None:
         if not isinstance(item, Mapping):
@@ -204,6 +218,7 @@ class _Output(AnswerBudget):
                     if isinstance(text, str):
                         self.grow(len(text))
                         self.text.append(text)
+            self.pair(item, {"type": "message", "id": item.get("id")})
         elif kind == "function_call":
             self.call(item, where)
         elif kind == "reasoning":
@@ -349,6 +364,8 @@ class ResponsesAccumulator:
             self._folded.call(item, where)
         elif kind == "reasoning" and done:
             self._folded.item(item, where)
+        elif kind == "message" and done:  # its text came as deltas; only its id is kept here
+            self._folded.pair(item, {"type": "message", "id": item.get("id")})
 
     def _end(self, response: Any, kind: str) -> None:
         if not isinstance(response, Mapping):
