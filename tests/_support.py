@@ -7,8 +7,9 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import venv
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -90,6 +91,25 @@ def fresh_venv(root: Path, packages: Sequence[Path]) -> Path:
     )  # fmt: skip
     require(installed.returncode == 0, f"pip install into the fresh venv failed: {installed.stderr[-500:]}")
     return env_dir
+
+
+def errors_in_threads(target: Callable[[], object], count: int) -> list[BaseException]:
+    """Run ``target`` in ``count`` threads at once and wait for them all; returns what each
+    raised (an empty list when none did), for the test thread to assert on."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            target()
+        except BaseException as exc:  # noqa: BLE001  # handed to the test thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors
 
 
 def stop_process(process: subprocess.Popen[Any], grace: float) -> None:

@@ -10,6 +10,7 @@ import re
 import socket
 
 import pytest
+from _support import errors_in_threads
 
 from beamfilter_builtins._policy_rules import UrlRule
 from beamfilter_builtins._shell_programs import (
@@ -714,30 +715,17 @@ def test_verdicts_are_remembered_for_recent_short_commands() -> None:
 
 
 def test_one_rule_shared_by_threads_decides_the_same() -> None:
-    import threading
-
     rule = ShellRule([], None, True)
     commands = [f"echo {i}" for i in range(400)] + ["rm -rf /"] * 50
-    errors: list[BaseException] = []
 
     def work() -> None:
-        try:
-            for command in commands:
-                expected = (
-                    None
-                    if command.startswith("echo")
-                    else "the command runs rm recursively from / or the home directory"
-                )
-                assert rule.check(command) == expected
-        except BaseException as exc:  # noqa: BLE001  # re-raised below, in the test thread
-            errors.append(exc)
+        for command in commands:
+            expected = (
+                None if command.startswith("echo") else "the command runs rm recursively from / or the home directory"
+            )
+            assert rule.check(command) == expected
 
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    assert errors_in_threads(work, 4) == []
 
 
 # -- paths: defaults of the rule itself -----------------------------------------------------------

