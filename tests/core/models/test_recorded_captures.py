@@ -364,8 +364,8 @@ async def test_responses_recorded_reasoning_and_call_round() -> None:
 
 async def test_responses_reasoning_text_goes_back_paired_as_the_service_accepted_it() -> None:
     """A live gpt-5 answer (reasoning, then a message) and the next request the service took:
-    the reasoning item, then the message with its ``id`` and ``status``. Recorded too: the same
-    history sent with the message as bare text, refused with a 400 naming the reasoning item."""
+    the reasoning item, then the message with its ``id`` and ``status``. Recorded too: a history
+    whose message after the reasoning item is bare text, refused with a 400 naming that item."""
     accepted = json.loads((PROVIDER_CAPTURES / "openai_responses_recorded_reasoning_text_next_input.json").read_text())
     refused = json.loads((PROVIDER_CAPTURES / "openai_responses_recorded_reasoning_unpaired_input.json").read_text())
     output = json.loads(load("openai_responses_recorded_reasoning_text.http")[2])["output"]
