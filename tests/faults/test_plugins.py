@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from core.plugins._doubles import Misspelt
 
 from beamfilter_core import Filter, FilterSpec, Kernel, Registry, StaticEntryPoint, hookimpl
 from beamfilter_core.errors import (
@@ -49,12 +50,6 @@ class InvalidSpec:
     @hookimpl
     def beamfilter_register_filters(self) -> list[Any]:
         return [FilterSpec("fine", _upper), "not a spec"]
-
-
-class Misspelt:
-    @hookimpl
-    def beamfilter_register_filterz(self) -> list[FilterSpec]:
-        return []
 
 
 class FactoryRaises:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from core.plugins._doubles import Misspelt
 
 from beamfilter_core import (
     CommandSpec,
@@ -146,12 +147,6 @@ class BadSchema:
     @hookimpl
     def beamfilter_register_filters(self) -> list[FilterSpec]:
         return [FilterSpec("odd", lambda: _noop(), {"type": "object", "properties": {"n": {"minimum": "x"}}})]
-
-
-class Misspelt:
-    @hookimpl
-    def beamfilter_register_filterz(self) -> list[FilterSpec]:
-        return []
 
 
 class Twice:
