@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
-from core.models._mock import Server, response
+from core.models._mock import REQUEST, SPLITS, Server, response
 from core.models._mock import captured as capture
 from core.models._provider_captures import PROVIDER_CAPTURES, load
 
@@ -45,9 +45,6 @@ from beamfilter_core.errors import (
 )
 
 pytestmark = pytest.mark.anyio
-
-REQUEST = ChatRequest((Message.user("hi"),))
-SPLITS = [None, 1, 7, 64]
 
 
 def transport(server: Server) -> httpx.MockTransport:
