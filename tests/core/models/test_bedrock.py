@@ -280,7 +280,7 @@ async def test_text_answer_with_cache_usage() -> None:
     async with model(server, options={"max_tokens": 256}) as m:
         result = await m.complete(REQUEST)
     assert result.text == "The most popular song on WZPZ is Elemental Hotel by 8 Storey Hike."
-    assert (result.finish_reason, result.usage) == ("stop", Usage(21, 18, 1863, 1824, 0))
+    assert (result.finish_reason, result.usage) == ("stop", Usage(1845, 18, 1863, 1824, 0))
     assert server.bodies == [
         {
             "inferenceConfig": {"maxTokens": 256},
@@ -624,7 +624,7 @@ async def test_a_stream_answered_in_one_piece_or_with_html() -> None:
 async def test_transport_failures(waits: list[float]) -> None:
     server = Server([httpx.ConnectError("refused"), httpx.ReadTimeout("slow"), capture("bedrock_converse_text.http")])
     async with model(server) as m:
-        assert (await m.complete(REQUEST)).usage == Usage(21, 18, 1863, 1824)
+        assert (await m.complete(REQUEST)).usage == Usage(1845, 18, 1863, 1824)
     assert len(waits) == 2
     dropped = response(200, START + text_frame("par"), headers=EVENTS, then_raise=httpx.ReadError("reset"))
     server = Server([dropped])
@@ -784,7 +784,7 @@ async def test_cache_points_end_the_system_prompt_and_the_tools() -> None:
     server = Server([capture("bedrock_converse_text.http")])
     async with model(server, cache_points=True) as m:
         result = await m.complete(REQUEST.replace(tools=(top_song,)))
-    assert result.usage == Usage(21, 18, 1863, 1824, 0)  # the prefix read from the cache
+    assert result.usage == Usage(1845, 18, 1863, 1824, 0)  # the prefix read from the cache
     (body,) = server.bodies
     assert body["system"] == [{"text": "Be brief."}, {"cachePoint": {"type": "default"}}]
     assert body["toolConfig"]["tools"][-1] == {"cachePoint": {"type": "default"}}

@@ -584,14 +584,14 @@ async def test_bedrock_recorded_plain_answer_and_validation_error() -> None:
 @pytest.mark.usefixtures("aws")
 async def test_bedrock_recorded_cache_write_then_read() -> None:
     """A live pair: the first call writes 1322 prompt tokens to the cache, the second reads
-    them. Converse's ``inputTokens`` leaves the cached prefix out (``totalTokens`` = 2 + 5 + 1322),
-    and so does ``prompt_tokens`` here, unlike Anthropic's, where the prompt counts it."""
+    them. Converse's ``inputTokens`` leaves the cached prefix out (``totalTokens`` = 2 + 5 + 1322);
+    ``prompt_tokens`` counts it, as it does for Anthropic: all of the input, cached or not."""
     server = Server([capture("bedrock_recorded_cache_write.http"), capture("bedrock_recorded_cache_read.http")])
     async with bedrock(server) as m:
         written = await m.complete(REQUEST)
         read = await m.complete(REQUEST)
-    assert written == ChatResponse(Message("assistant", "21"), "stop", Usage(2, 5, 1329, 0, 1322))
-    assert read == ChatResponse(Message("assistant", "21"), "stop", Usage(2, 5, 1329, 1322, 0))
+    assert written == ChatResponse(Message("assistant", "21"), "stop", Usage(1324, 5, 1329, 0, 1322))
+    assert read == ChatResponse(Message("assistant", "21"), "stop", Usage(1324, 5, 1329, 1322, 0))
 
 
 # -- Azure OpenAI ---------------------------------------------------------------------------

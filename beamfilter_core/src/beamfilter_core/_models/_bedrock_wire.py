@@ -178,17 +178,16 @@ def request_body(request: ChatRequest, options: Mapping[str, Any], *, cache_poin
 
 
 def parse_usage(data: Any) -> Usage | None:
-    """A Converse ``usage`` object, with its prompt-cache reads and writes."""
+    """A Converse ``usage`` object, with its prompt-cache reads and writes.
+
+    ``inputTokens`` leaves out the cached prefix, which ``totalTokens`` counts: as for
+    Anthropic, ``prompt_tokens`` is all of the input, cached or not.
+    """
     if not isinstance(data, Mapping):
         return None
-    prompt, completion = count(data.get("inputTokens")), count(data.get("outputTokens"))
-    return Usage(
-        prompt,
-        completion,
-        count(data.get("totalTokens")) or prompt + completion,
-        count(data.get("cacheReadInputTokens")),
-        count(data.get("cacheWriteInputTokens")),
-    )
+    read, written = count(data.get("cacheReadInputTokens")), count(data.get("cacheWriteInputTokens"))
+    prompt, completion = count(data.get("inputTokens")) + read + written, count(data.get("outputTokens"))
+    return Usage(prompt, completion, count(data.get("totalTokens")) or prompt + completion, read, written)
 
 
 def _stop(reason: Any, where: str) -> str:
