@@ -5,8 +5,9 @@ never recorded (there is nothing it could have done)."""
 from __future__ import annotations
 
 import pytest
+from memory._tools import recorded_transfer
 
-from beamfilter_core import ChatResponse, Kernel, ScriptedModel, ToolCall, tool
+from beamfilter_core import ChatResponse, Kernel, ScriptedModel, ToolCall
 from beamfilter_memory import StoreBase, memory_filter, open_store
 from beamfilter_memory._journal import call_key
 
@@ -17,13 +18,7 @@ UNKNOWN_TEXT = "Unknown tool 'refund'. Available tools: transfer. Call one of th
 
 async def test_a_resumed_batch_records_the_known_call_and_answers_the_unknown_one() -> None:
     ran: list[int] = []
-
-    @tool(sensitive=True)
-    def transfer(amount: int) -> str:
-        """Move money."""
-        ran.append(amount)
-        return f"moved {amount}"
-
+    transfer = recorded_transfer(ran)
     store = open_store("memory://")
     assert isinstance(store, StoreBase)  # keeps keyed outcomes, where the journal records
     calls = ChatResponse.tool_calls(ToolCall("transfer", {"amount": 5}, "pay"), ToolCall("refund", {}, "back"))
