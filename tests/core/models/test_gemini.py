@@ -12,7 +12,6 @@ import httpx
 import pytest
 from core.models._mock import REQUEST, SPLITS, Server, response
 from core.models._mock import replay as capture
-from core.models._provider_captures import load
 from core.models.test_contract_gemini import chunk, event
 
 from beamfilter_core import (
@@ -367,24 +366,6 @@ async def test_capture_parallel_function_calls_round_trip_with_the_thought_signa
             },
         ],
     }
-
-
-@pytest.mark.parametrize("streaming", [False, True])
-async def test_capture_safety_block_is_a_content_blocked_error_not_an_empty_answer(streaming: bool) -> None:
-    status, headers, body = load("gemini_safety.http")
-    if streaming:
-        body = b"data: " + json.dumps(json.loads(body)).encode() + b"\r\n\r\n"
-        headers = {"content-type": "text/event-stream"}
-    server = Server([lambda _: response(status, body, headers=headers)])
-    async with model(server) as m:
-        with pytest.raises(ContentBlockedError) as caught:
-            await (m.stream(REQUEST, lambda _: None) if streaming else m.complete(REQUEST))
-    error = caught.value
-    assert str(error) == "Gemini withheld the answer (finishReason 'SAFETY'); rephrase the request."
-    assert error.reason == "SAFETY"
-    assert error.text == ""
-    assert error.details[-1] == {"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": True}
-    assert len(server.requests) == 1  # not retried: the same prompt gets the same verdict
 
 
 async def test_a_block_after_streamed_text_keeps_the_text() -> None:
