@@ -93,12 +93,19 @@ def open_config(folder: Path, model: str, rest: str = "") -> Path:
     return config
 
 
-def shop_config(folder: Path, llmock_url: str, rest: str) -> Path:
-    """``folder/beamfilter.toml`` next to ``shop.py``: llmock as the model, :data:`KEYED`,
-    then ``rest`` (more [server] options, then tools and filters)."""
+def shop_config(
+    folder: Path, llmock_url: str, filters: str, *, server: str = "", tools: tuple[str, ...] = ("refund",)
+) -> Path:
+    """``folder/beamfilter.toml`` next to ``shop.py``: llmock as the model, :data:`KEYED` and
+    ``server`` (more [server] options), the shop's ``tools`` (``refund`` sensitive), then
+    ``filters`` (the [[filters]] tables)."""
     (folder / "shop.py").write_text(SHOP)
+    shop = "".join(
+        f'\n[[tools]]\nuse = "shop:{name}"\n' + ('sensitive = ["refund"]\n' if name == "refund" else "")
+        for name in tools
+    )
     config = folder / "beamfilter.toml"
-    config.write_text(model_table(llmock_url) + KEYED + textwrap.dedent(rest))
+    config.write_text(model_table(llmock_url) + KEYED + textwrap.dedent(server) + shop + textwrap.dedent(filters))
     return config
 
 

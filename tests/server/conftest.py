@@ -28,17 +28,6 @@ def tools_gateway(llmock: Peer, tmp_path_factory: pytest.TempPathFactory) -> Ite
         folder,
         llmock.url,
         f"""
-        max_body_bytes = 20000
-        max_messages = 8
-        max_answer_chars = 400
-
-        [[tools]]
-        use = "shop:lookup_order"
-
-        [[tools]]
-        use = "shop:refund"
-        sensitive = ["refund"]
-
         [[filters]]
         use = "memory"
         store = "sqlite:///{folder / "chats.db"}"
@@ -53,6 +42,8 @@ def tools_gateway(llmock: Peer, tmp_path_factory: pytest.TempPathFactory) -> Ite
         [[filters]]
         use = "redact"
         """,
+        server="max_body_bytes = 20000\nmax_messages = 8\nmax_answer_chars = 400\n",
+        tools=("lookup_order", "refund"),
     )
     served = start(config, env={"BF_TEST_PAUSE_KEY": PAUSE_KEY})
     yield served

@@ -37,10 +37,6 @@ def _config(folder: Path, llmock: Peer, store: str) -> Path:
         folder,
         llmock.url,
         f"""
-        [[tools]]
-        use = "shop:refund"
-        sensitive = ["refund"]
-
         [[filters]]
         use = "memory"
         store = "{store}"
