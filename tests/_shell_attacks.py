@@ -11,6 +11,8 @@ makes them harmless. :data:`LEGIT` are everyday commands both rules allow.
 
 from __future__ import annotations
 
+import shlex
+
 ATTACKS: dict[str, list[str]] = {
     "here-documents piped into an interpreter": [
         "cat <<EOF | sh\nrm -rf /\nEOF",
@@ -445,3 +447,20 @@ ALLOWED = frozenset(
     | {"prlimit", "BASH_CMDS", "BASH_ALIASES", "x", "split", "wget", "scp", "mysql", "psql", "sqlite3", "dc"}
     | {"gnuplot", "ed"}
 )
+
+
+def quote_chunk(chunk: str, style: int) -> str:
+    """``chunk`` spelled the way ``style`` says, each a spelling bash reads back as ``chunk``:
+    0 as it is, 1 single-quoted, 2 double-quoted (escaped), 3 ``$'\\xNN'``, 4 a backslash
+    before each character, 5 ``$'\\NNN'`` (octal)."""
+    if style == 0:
+        return chunk
+    if style == 1:
+        return shlex.quote(chunk) if chunk else "''"
+    if style == 2:
+        return '"' + chunk.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$").replace("`", "\\`") + '"'
+    if style == 3:
+        return "$'" + "".join(f"\\x{ord(c):02x}" for c in chunk) + "'"
+    if style == 4:
+        return "".join("\\" + c for c in chunk)
+    return "$'" + "".join(f"\\{ord(c):03o}" for c in chunk) + "'"

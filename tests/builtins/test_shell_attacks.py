@@ -13,6 +13,7 @@ import shlex
 from pathlib import Path
 
 import pytest
+from _shell_attacks import quote_chunk
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -425,20 +426,6 @@ WRAPPERS = [
 ]
 
 
-def _quote_chunk(chunk: str, style: int) -> str:
-    if style == 0:
-        return chunk
-    if style == 1:
-        return shlex.quote(chunk) if chunk else "''"
-    if style == 2:
-        return '"' + chunk.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$").replace("`", "\\`") + '"'
-    if style == 3:
-        return "$'" + "".join(f"\\x{ord(c):02x}" for c in chunk) + "'"
-    if style == 4:
-        return "".join("\\" + c for c in chunk)
-    return "$'" + "".join(f"\\{ord(c):03o}" for c in chunk) + "'"
-
-
 @st.composite
 def _word(draw: st.DrawFn, word: str) -> str:
     if word.startswith("~"):  # a quoted ~ is no home directory to bash: only the rest is re-quoted
@@ -447,7 +434,7 @@ def _word(draw: st.DrawFn, word: str) -> str:
         return word
     cuts = sorted(draw(st.sets(st.integers(1, max(1, len(word) - 1)), max_size=3))) if len(word) > 1 else []
     bounds = [0, *cuts, len(word)]
-    return "".join(_quote_chunk(word[a:b], draw(st.integers(0, 5))) for a, b in itertools.pairwise(bounds))
+    return "".join(quote_chunk(word[a:b], draw(st.integers(0, 5))) for a, b in itertools.pairwise(bounds))
 
 
 def _nest(line: str, shape: int) -> str:

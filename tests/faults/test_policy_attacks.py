@@ -14,6 +14,7 @@ import shlex
 from pathlib import Path
 
 import pytest
+from _shell_attacks import quote_chunk
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -469,18 +470,6 @@ def test_a_dotless_host_passes_only_when_listed() -> None:
 # -- random spellings ---------------------------------------------------------------------------
 
 
-def _quote_chunk(chunk: str, style: int) -> str:
-    if style == 0:
-        return shlex.quote(chunk) if chunk else "''"
-    if style == 1:
-        return '"' + chunk.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$").replace("`", "\\`") + '"'
-    if style == 2:
-        return "$'" + "".join(f"\\x{ord(c):02x}" for c in chunk) + "'"
-    if style == 3:
-        return "".join("\\" + c for c in chunk)
-    return "$'" + "".join(f"\\{ord(c):03o}" for c in chunk) + "'"
-
-
 @st.composite
 def spelled(draw: st.DrawFn, words: list[str]) -> str:
     """``words`` as a command line with random quoting, splitting, spacing and wrappers."""
@@ -489,7 +478,7 @@ def spelled(draw: st.DrawFn, words: list[str]) -> str:
         cuts = sorted(draw(st.sets(st.integers(1, max(1, len(word) - 1)), max_size=3))) if len(word) > 1 else []
         bounds = [0, *cuts, len(word)]
         chunks = [word[a:b] for a, b in itertools.pairwise(bounds) if b > a]
-        out.append("".join(_quote_chunk(c, draw(st.integers(0, 4))) for c in chunks))
+        out.append("".join(quote_chunk(c, draw(st.integers(1, 5))) for c in chunks))
     space = draw(st.sampled_from([" ", "  ", "\t", " \\\n "]))
     line = space.join(out)
     wrapper = draw(
