@@ -9,9 +9,11 @@ import subprocess
 import sys
 import threading
 import venv
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
@@ -110,6 +112,27 @@ def errors_in_threads(target: Callable[[], object], count: int) -> list[BaseExce
     for thread in threads:
         thread.join()
     return errors
+
+
+_Server = TypeVar("_Server", bound=ThreadingHTTPServer)
+
+
+@contextmanager
+def http_server(
+    handler: type[BaseHTTPRequestHandler],
+    server_class: type[_Server] = ThreadingHTTPServer,  # type: ignore[assignment]
+) -> Iterator[_Server]:
+    """A small HTTP server of the test (``handler`` answering each request) on a free port of
+    127.0.0.1, served from a thread for the block, then shut down and closed."""
+    server = server_class(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
 
 
 def stop_process(process: subprocess.Popen[Any], grace: float) -> None:

@@ -6,7 +6,6 @@ import http.server
 import ipaddress
 import os
 import socket
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import http_server
 
 from beamfilter_builtins import tool_policy_filter
 from beamfilter_builtins._tool_policy import SPEC, Denial, ToolPolicy
@@ -289,14 +289,8 @@ class _Redirector(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def redirector() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Redirector)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with http_server(_Redirector) as server:
         yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 async def test_redirect_to_a_private_address_is_caught_per_hop(redirector: str) -> None:

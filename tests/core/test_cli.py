@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from _support import free_port, run_beamfilter
+from _support import free_port, http_server, run_beamfilter
 
 PLUGIN = '''
 from beamfilter_core import ChatResponse, Filter, FilterSpec, ModelSpec, TokenTransform, hookimpl
@@ -277,15 +276,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def openai_server() -> Iterator[_OpenAIServer]:
-    server = _OpenAIServer(("127.0.0.1", 0), _Handler)
-    server.requests = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with http_server(_Handler, _OpenAIServer) as server:
+        server.requests = []
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_run_with_the_openai_provider_against_a_real_server(

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import http.server
 import json
-import threading
 from collections.abc import Iterator
 from html import escape
 from typing import Any
 
 import httpx
 import pytest
-from _support import free_port
+from _support import http_server
 from peers._peer import Peer
 from server._serve import API_KEY, Gateway, refunds, reviewer, scenario
 from server.test_inbox import browser, reviewer_page  # noqa: F401  # the Chromium fixture
@@ -26,37 +25,30 @@ pytestmark = [pytest.mark.peers, pytest.mark.packages]
 class _Evil:
     """A site on another origin (``localhost``, another port) serving one page."""
 
-    def __init__(self) -> None:
+    def __init__(self, url: str) -> None:
+        self.url = url
         self.page = ""
-        owner = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # the http.server hook
-                body = owner.page.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                return None
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-        self.url = f"http://localhost:{self.server.server_address[1]}/"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
 def evil() -> Iterator[_Evil]:
-    site = _Evil()
-    yield site
-    site.close()
+    site: _Evil
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # the http.server hook
+            body = site.page.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            return None
+
+    with http_server(Handler) as server:
+        site = _Evil(f"http://localhost:{server.server_address[1]}/")
+        yield site
 
 
 def _paused(gateway: Gateway, llmock: Peer, arguments: dict[str, Any], text: str = "") -> tuple[str, str]:
