@@ -207,13 +207,11 @@ def _raw_sqlite(database: str) -> Any:
 
 
 def _config(folder: Path, database: str) -> Path:
-    path = folder / "bench.toml"
-    path.write_text(
-        '[model]\nuse = "scripted"\nscript = ["unused"]\n\n'
-        f'[durable]\nuse = "dbos"\ndatabase = "{database}"\nkernel = "bench_durable:kernel"\n'
-        'queue = { name = "bench", worker_concurrency = 1 }\n'
+    from durable._crash import write_config  # the crash tests' config writer (tests/ is on the path)
+
+    return write_config(
+        folder, database, kernel="bench_durable:kernel", queue="bench", concurrency=1, name="bench.toml"
     )
-    return path
 
 
 def _worker(config: Path, executor: str, env: dict[str, str], folder: Path) -> subprocess.Popen[str]:

@@ -40,12 +40,21 @@ class Kill:
     at: float
 
 
-def write_config(folder: Path, database: str) -> Path:
-    path = folder / "crash.toml"
+def write_config(
+    folder: Path,
+    database: str,
+    *,
+    kernel: str = APP,
+    queue: str = "turns",
+    concurrency: int = 4,
+    name: str = "crash.toml",
+) -> Path:
+    """A config whose workers run ``kernel`` from ``queue`` on ``database`` (bench_durable's too)."""
+    path = folder / name
     path.write_text(
         '[model]\nuse = "scripted"\nscript = ["unused"]\n\n'
-        f'[durable]\nuse = "dbos"\ndatabase = "{database}"\nkernel = "{APP}"\n'
-        'queue = { name = "turns", worker_concurrency = 4 }\n'
+        f'[durable]\nuse = "dbos"\ndatabase = "{database}"\nkernel = "{kernel}"\n'
+        f'queue = {{ name = "{queue}", worker_concurrency = {concurrency} }}\n'
     )
     return path
 
