@@ -29,18 +29,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-CHAIN_CONFIG = """\
-[model]
-use = "scripted"
-script = ["hello"]
+sys.path.insert(0, str(ROOT / "tests"))
+from e2e.test_cold_start import MCP_CONFIG  # noqa: E402 - the config the cold-start test checks
 
-[[tools]]
-use = "mcp"
-command = ["npx", "-y", "@modelcontextprotocol/server-filesystem", "."]
-
-[[filters]]
-use = "redact"
-"""
+CHAIN_CONFIG = MCP_CONFIG + '\n[[filters]]\nuse = "redact"\n'
 
 
 def child_cpu_seconds(argv: list[str], cwd: Path) -> float:
