@@ -321,3 +321,27 @@ async def stored(local: Local, conversation: str) -> list[Message]:
         return await store.load(conversation)
     finally:
         await store.aclose()
+
+
+def test_a_cancelled_turn_is_never_reported_as_waiting_on_its_last_pause(local: Local) -> None:
+    # The stream of a turn cancelled while paused still ends with that pause: whichever of
+    # the status and the stream answers first, a wait on the turn says it was cancelled.
+    config = local.config()
+    runner = local.runner
+    assert local.call(runner.run("turn pay7: pay", turn_id="pay7")).status == "paused"
+    done = cli(local, "durable", "cancel", str(config), "pay7")
+    assert (done.returncode, done.stdout) == (0, "pay7: cancelled\n"), done.stderr
+    client = DurableRunner.from_config(config, worker=False)  # reads the turn's stream and status
+    outcomes = []
+    try:
+        for _ in range(10):
+            waits = (runner.result("pay7"), runner.run("turn pay7: pay", turn_id="pay7"), client.result("pay7"))
+            for wait in waits:
+                try:
+                    outcomes.append(local.call(wait).status)
+                except DurableError as exc:
+                    outcomes.append(str(exc))
+    finally:
+        local.call(client.aclose())
+    assert outcomes == ["The durable turn 'pay7' was cancelled; `beamfilter durable resume` runs it on."] * 30
+    assert effects_of(local, "pay7") == []

@@ -13,13 +13,15 @@ from typing import Any, Protocol, TypeVar
 
 import attrs
 
-__all__ = ["STATE_KEY", "DurableBackend", "StepSlot", "TurnInfo"]
+__all__ = ["FINISHED", "STATE_KEY", "DurableBackend", "StepSlot", "TurnInfo"]
 
 T = TypeVar("T")
 
 #: The stream a turn writes its milestones to, which waiters follow: ``{"paused": pause_id}``
 #: when it pauses, ``{"end": True}`` just before it returns or fails.
 STATE_KEY = "beamfilter.state"
+#: The statuses of a turn that runs no more (until ``beamfilter durable resume`` restarts it).
+FINISHED = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
 
 
 class StepSlot(Protocol):

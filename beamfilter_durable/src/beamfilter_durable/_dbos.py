@@ -28,7 +28,7 @@ from dbos._error import DBOSAwaitedWorkflowCancelledError
 
 from beamfilter_core.errors import DurableError
 
-from ._backend import STATE_KEY, TurnInfo
+from ._backend import FINISHED, STATE_KEY, TurnInfo
 from ._options import DurableOptions
 
 __all__ = [
@@ -138,6 +138,14 @@ def _shown(url: str) -> str:
 def _first_line(exc: BaseException) -> str:
     text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+async def _restart_wait(waiting: asyncio.Future[Any], handle: Any) -> asyncio.Future[Any]:
+    """A wait for ``handle``'s result that looks at once, for a turn known to have ended
+    (``waiting`` polls seldom)."""
+    await _cancelled(waiting)
+    result: asyncio.Future[Any] = asyncio.ensure_future(handle.get_result(polling_interval_sec=_END_POLL))
+    return result
 
 
 async def _cancelled(task: asyncio.Future[Any]) -> None:
@@ -321,7 +329,12 @@ class _Callers:
                     break
                 kind, value, offset = watched.result()
                 if kind == "paused":
-                    return "paused", value
+                    # the stream of a turn cancelled while paused still ends with that pause
+                    info = await self.info(turn_id)
+                    if info is None or info.status not in FINISHED:
+                        return "paused", value
+                    finished = await _restart_wait(finished, handle)
+                    break
                 # the turn wrote its end (or stopped): its result commits a moment later;
                 # an end that stays without one is an earlier attempt's (the turn was restarted)
                 ended = asyncio.ensure_future(handle.get_result(polling_interval_sec=_END_POLL))

@@ -12,7 +12,7 @@ from typing import Any
 from beamfilter_core import Decision, Event, Message, RunFinished, TextDelta, TurnResult, converter
 from beamfilter_core.errors import DurableError
 
-from ._backend import TurnInfo
+from ._backend import FINISHED, TurnInfo
 from ._dbos import DbosBackend, DbosClientBackend
 from ._handle import TurnHandle
 from ._kernels import config_folder, config_reference
@@ -21,8 +21,6 @@ from ._publish import EVENTS_KEY, decode
 from ._runtime import DECISION_TOPIC, PAUSE_KEY, Runtime, runtime
 
 __all__ = ["DurableRunner", "FINISHED"]
-
-FINISHED = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
 
 
 def _as_messages(value: str | Message | Sequence[Message]) -> list[Message]:
@@ -225,11 +223,15 @@ class DurableRunner:
         finally:
             rt.pause_watchers.pop(turn_id, None)
         if paused.done():
-            done.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await done
-            return converter.structure(paused.result()["result"], TurnResult)
-        kind, value = done.result()
+            # a pause is reported again when a cancelled turn is replayed: only a turn still
+            # running waits on it; for one that ended since, its end is the answer
+            info = await rt.backend.info(turn_id)
+            if info is None or info.status not in FINISHED:
+                done.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await done
+                return converter.structure(paused.result()["result"], TurnResult)
+        kind, value = await done
         if kind == "paused":
             return converter.structure(value["result"], TurnResult)
         return converter.structure(value, TurnResult)
