@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -135,11 +136,11 @@ def http_server(
         thread.join(5)
 
 
-def stop_process(process: subprocess.Popen[Any], grace: float) -> None:
-    """Stop a server a test started: SIGTERM, then SIGKILL if it has not exited within
-    ``grace`` seconds (nothing when it has exited already)."""
+def stop_process(process: subprocess.Popen[Any], grace: float, stop: signal.Signals = signal.SIGTERM) -> None:
+    """Stop a server a test started: ``stop`` (SIGTERM), then SIGKILL if it has not exited
+    within ``grace`` seconds (nothing when it has exited already)."""
     if process.poll() is None:
-        process.terminate()
+        process.send_signal(stop)
         try:
             process.wait(grace)
         except subprocess.TimeoutExpired:

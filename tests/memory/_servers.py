@@ -11,6 +11,7 @@ import functools
 import glob
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -38,7 +39,9 @@ def redis_binary() -> str | None:
 def _as_service_user(argv: list[str]) -> list[str]:
     if os.geteuid() != 0:
         return argv
-    return ["runuser", "-u", "nobody", "--", *argv]
+    # setpriv execs the server itself: signals reach it, not a wrapper that turns them into
+    # a SIGKILL two seconds later (runuser's way)
+    return ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *argv]
 
 
 #: How long a server may take to answer: generous, a loaded machine starts them slowly.
@@ -94,14 +97,19 @@ def _started(
 
 @contextmanager
 def _running(
-    start: Callable[[int], subprocess.Popen[bytes]], ready: Callable[[int], bool], what: str, log: Path
+    start: Callable[[int], subprocess.Popen[bytes]],
+    ready: Callable[[int], bool],
+    what: str,
+    log: Path,
+    stop: signal.Signals = signal.SIGTERM,
 ) -> Iterator[int]:
-    """A server :func:`_started` on a free port, for the block; yields the port, then stops it."""
+    """A server :func:`_started` on a free port, for the block; yields the port, then stops
+    it with ``stop``."""
     proc, port = _started(start, ready, what, log)
     try:
         yield port
     finally:
-        stop_process(proc, grace=15)
+        stop_process(proc, grace=15, stop=stop)
 
 
 def _installed(found: _Found | None, missing: str) -> _Found:
@@ -145,7 +153,9 @@ def postgres_server(*, fsync: bool = False) -> Iterator[str]:
             probe = [str(bindir / "pg_isready"), "-h", str(root), "-p", str(port)]
             return subprocess.run(probe, capture_output=True).returncode == 0
 
-        with _running(start, ready, "postgres", log) as port:
+        # SIGINT is PostgreSQL's fast shutdown: it ends the clients' sessions (a test's pool
+        # may still hold some) where SIGTERM would wait for each to hang up
+        with _running(start, ready, "postgres", log, stop=signal.SIGINT) as port:
             yield f"postgresql://beamfilter@127.0.0.1:{port}/postgres"
 
 
