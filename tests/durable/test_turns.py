@@ -202,12 +202,19 @@ def test_decisions_must_name_the_awaited_calls(local: Local) -> None:
     assert effects_of(local, "pay3") == []
 
 
-def test_a_cancelled_turn_runs_no_further_step(local: Local) -> None:
+def cancelled_while_paused(local: Local, turn: str) -> Path:
+    """Run the turn ``turn`` (a payment) to its pause, cancel it with ``beamfilter durable
+    cancel``; returns the config the command was given."""
     config = local.config()
+    assert local.call(local.runner.run(f"turn {turn}: pay", turn_id=turn)).status == "paused"
+    done = cli(local, "durable", "cancel", str(config), turn)
+    assert (done.returncode, done.stdout) == (0, f"{turn}: cancelled\n"), done.stderr
+    return config
+
+
+def test_a_cancelled_turn_runs_no_further_step(local: Local) -> None:
+    config = cancelled_while_paused(local, "pay4")
     runner = local.runner
-    assert local.call(runner.run("turn pay4: pay", turn_id="pay4")).status == "paused"
-    done = cli(local, "durable", "cancel", str(config), "pay4")
-    assert (done.returncode, done.stdout) == (0, "pay4: cancelled\n"), done.stderr
     with pytest.raises(
         DurableError, match=r"^The durable turn 'pay4' is CANCELLED; only a paused turn takes decisions\.$"
     ):
@@ -326,11 +333,8 @@ async def stored(local: Local, conversation: str) -> list[Message]:
 def test_a_cancelled_turn_is_never_reported_as_waiting_on_its_last_pause(local: Local) -> None:
     # The stream of a turn cancelled while paused still ends with that pause: whichever of
     # the status and the stream answers first, a wait on the turn says it was cancelled.
-    config = local.config()
+    config = cancelled_while_paused(local, "pay7")
     runner = local.runner
-    assert local.call(runner.run("turn pay7: pay", turn_id="pay7")).status == "paused"
-    done = cli(local, "durable", "cancel", str(config), "pay7")
-    assert (done.returncode, done.stdout) == (0, "pay7: cancelled\n"), done.stderr
     client = DurableRunner.from_config(config, worker=False)  # reads the turn's stream and status
     outcomes = []
     try:
