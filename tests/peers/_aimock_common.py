@@ -45,14 +45,16 @@ def fresh(aimock: Peer) -> Peer:
     return aimock
 
 
-async def cancel_streams(model: Any, client: httpx.AsyncClient, rounds: int) -> None:
-    """Cancels ``rounds`` streams of the slow story at their first token; none may leave a
-    connection in ``client``'s pool."""
-    for _ in range(rounds):
+async def cancel_streams(model: Any, client: httpx.AsyncClient, rounds: int, at_once: int = 10) -> None:
+    """Cancels ``rounds`` streams of the slow story at their first token, ``at_once`` open
+    together (each on a connection of its own); none may leave a connection in ``client``'s
+    pool."""
+
+    async def cancel_one() -> None:
         first = asyncio.Event()
         tokens: list[str] = []
 
-        def on_token(token: str, tokens: list[str] = tokens, first: asyncio.Event = first) -> None:
+        def on_token(token: str) -> None:
             tokens.append(token)
             first.set()
 
@@ -66,4 +68,7 @@ async def cancel_streams(model: Any, client: httpx.AsyncClient, rounds: int) -> 
         assert tokens[0] == "Once"
         assert SLOW_STORY.startswith("".join(tokens))
         assert "".join(tokens) != SLOW_STORY
+
+    for start in range(0, rounds, at_once):
+        await asyncio.gather(*(cancel_one() for _ in range(min(at_once, rounds - start))))
     assert client._transport._pool.connections == []  # type: ignore[attr-defined]
