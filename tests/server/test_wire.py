@@ -55,6 +55,7 @@ def test_any_body_parses_or_is_a_400_naming_the_field(body: Any) -> None:
 def test_refusals_name_the_field() -> None:
     cases = {
         json.dumps([]): (None, "The request body is a JSON list; send a JSON object."),
+        "null": (None, "The request body is a JSON null; send a JSON object."),
         '{"messages": [{"role": "user", "content": "x"}]}': (
             "model",
             "The request has no model; send the model id that GET /v1/models lists.",

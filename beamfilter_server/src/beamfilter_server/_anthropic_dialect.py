@@ -17,7 +17,7 @@ from typing import Any
 from beamfilter_core import ContentPart, Message, ToolCall
 from beamfilter_core.errors import GatewayError
 
-from ._wire import ChatCall, bad_request, json_kind, number_field, parse_tools, string_field
+from ._wire import ChatCall, bad_request, json_kind, number_field, parse_tools, request_model, string_field
 
 __all__ = ["AnthropicEvents", "error_body", "message_object", "parse_messages_request"]
 
@@ -192,13 +192,7 @@ def parse_messages_request(body: Any, *, max_messages: int) -> ChatCall:
         GatewayError: status 400 naming the field that is missing, of the wrong type or not
             supported.
     """
-    if not isinstance(body, Mapping):
-        msg = f"The request body is a JSON {json_kind(body)}; send a JSON object."
-        raise bad_request(msg, None)
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        msg = "The request has no model; send the model name this gateway serves (its [server] model_name)."
-        raise bad_request(msg, "model")
+    body, model = request_model(body, "the model name this gateway serves (its [server] model_name)")
     options = _options(body)
     raw_messages = body.get("messages")
     if not isinstance(raw_messages, list) or not raw_messages:

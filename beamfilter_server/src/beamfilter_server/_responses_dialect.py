@@ -20,7 +20,7 @@ from typing import Any
 from beamfilter_core import ContentPart, Message, ToolCall
 from beamfilter_core.errors import GatewayError
 
-from ._wire import ChatCall, bad_request, json_kind, number_field, parse_tools, string_field
+from ._wire import ChatCall, bad_request, json_kind, number_field, parse_tools, request_model, string_field
 
 __all__ = ["ResponsesEvents", "parse_responses_request", "response_object"]
 
@@ -144,13 +144,7 @@ def parse_responses_request(body: Any, *, max_messages: int) -> ChatCall:
         GatewayError: status 400 naming the field that is missing, of the wrong type or not
             supported (``previous_response_id``, ``conversation``, ``background``).
     """
-    if not isinstance(body, Mapping):
-        msg = f"The request body is a JSON {json_kind(body)}; send a JSON object."
-        raise bad_request(msg, None)
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        msg = "The request has no model; send the model id that GET /v1/models lists."
-        raise bad_request(msg, "model")
+    body, model = request_model(body, "the model id that GET /v1/models lists")
     for name in _STATEFUL:
         if body.get(name):
             msg = (

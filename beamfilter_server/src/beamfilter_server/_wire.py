@@ -214,6 +214,19 @@ def number_field(value: Any, name: str) -> int | float:
     return value
 
 
+def request_model(body: Any, send: str) -> tuple[Mapping[str, Any], str]:
+    """``body`` as the JSON object every dialect's request is, and its ``model``; a 400 when
+    it is no object or names no model (``send`` says which name to send)."""
+    if not isinstance(body, Mapping):
+        msg = f"The request body is a JSON {json_kind(body)}; send a JSON object."
+        raise bad_request(msg, None)
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        msg = f"The request has no model; send {send}."
+        raise bad_request(msg, "model")
+    return body, model
+
+
 def parse_chat_request(body: Any, *, max_messages: int) -> ChatCall:
     """A request body as a :class:`ChatCall`.
 
@@ -221,13 +234,7 @@ def parse_chat_request(body: Any, *, max_messages: int) -> ChatCall:
         GatewayError: status 400 for any field that is missing, of the wrong type or not
             supported (``n`` other than 1), naming it in ``param``.
     """
-    if not isinstance(body, Mapping):
-        msg = f"The request body is a JSON {type(body).__name__}; send a JSON object."
-        raise bad_request(msg, None)
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        msg = "The request has no model; send the model id that GET /v1/models lists."
-        raise bad_request(msg, "model")
+    body, model = request_model(body, "the model id that GET /v1/models lists")
     raw_messages = body.get("messages")
     if not isinstance(raw_messages, list) or not raw_messages:
         msg = "The request has no messages; send a non-empty list of messages."
