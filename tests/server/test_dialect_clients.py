@@ -448,3 +448,29 @@ def test_an_anthropic_prefill_is_history_not_continued(http: TestClient, model: 
     message = _claude(http).messages.create(model="assistant", max_tokens=5, messages=prefill)
     assert message.content[0].text == "echo: The answer is"
     assert [(m.role, m.text) for m in model.requests[-1].messages] == [("user", "hi"), ("assistant", "The answer is")]
+
+
+class _Forging:
+    """An upstream model whose stream fails with a message that would forge a log line."""
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        raise ProviderConnectionError("reset\nCRITICAL beamfilter.server: forged")
+
+    async def stream(self, request: ChatRequest, on_token: Any) -> ChatResponse:
+        on_token("Hel")
+        raise ProviderConnectionError("reset\nCRITICAL beamfilter.server: forged")
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages", "/v1/responses"])
+def test_a_failed_stream_is_logged_on_one_line_on_every_route(path: str, caplog: pytest.LogCaptureFixture) -> None:
+    body: dict[str, Any] = {"model": "assistant", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    if path == "/v1/messages":
+        body["max_tokens"] = 50
+    if path == "/v1/responses":
+        body = {"model": "assistant", "stream": True, "input": "hi"}
+    with caplog.at_level(logging.ERROR, "beamfilter.server"), app_client(Kernel(_Forging()), inbox_keys=[]) as http:
+        raw = http.post(path, json=body, headers={"x-api-key": API_KEY, "Authorization": f"Bearer {API_KEY}"})
+    assert raw.status_code == 200
+    assert [r.getMessage() for r in caplog.records if r.name == "beamfilter.server"] == [
+        "streamed turn failed: ProviderConnectionError: reset\\x0aCRITICAL beamfilter.server: forged"
+    ]

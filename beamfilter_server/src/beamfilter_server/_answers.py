@@ -9,6 +9,7 @@ the stream applies them.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,12 +26,24 @@ from beamfilter_core.errors import (
     RateLimitError,
     ResumeError,
 )
+from beamfilter_core.secrets import escape_controls, mask_secrets
 
 from ._inbox import Outcome
 from ._options import ServerOptions
 from ._wire import completion
 
-__all__ = ["Answers", "error_for", "stream_transforms"]
+__all__ = ["Answers", "error_for", "stream_error", "stream_transforms"]
+
+logger = logging.getLogger("beamfilter.server")
+
+
+def stream_error(exc: BaseException) -> GatewayError:
+    """:func:`error_for` a stream that failed after its status was sent, logging a failure
+    of the gateway's own (masked, its control characters escaped: one log line each)."""
+    error = error_for(exc)
+    if error.status >= 500 and not isinstance(exc, GatewayError):
+        logger.error("streamed turn failed: %s: %s", type(exc).__name__, escape_controls(mask_secrets(str(exc))))
+    return error
 
 
 def error_for(exc: BaseException) -> GatewayError:

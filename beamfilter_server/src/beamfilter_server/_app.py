@@ -39,7 +39,7 @@ from beamfilter_core import Decision, Kernel, PauseState
 from beamfilter_core.errors import GatewayError
 from beamfilter_core.secrets import escape_controls, mask_secrets
 
-from ._answers import error_for
+from ._answers import error_for, stream_error
 from ._auth import KeyRing, basic_password, bearer
 from ._body import read_json
 from ._dialects import ANTHROPIC, RESPONSES, dialect_handler
@@ -210,10 +210,7 @@ class _Routes:
                 yield _sse(item)
             yield b"data: [DONE]\n\n"
         except Exception as exc:  # noqa: BLE001  # the status is sent: the error goes in the stream
-            error = error_for(exc)
-            if error.status >= 500 and not isinstance(exc, GatewayError):
-                logger.error("streamed turn failed: %s: %s", type(exc).__name__, mask_secrets(str(exc)))
-            yield _sse(error_body(error))
+            yield _sse(error_body(stream_error(exc)))
         finally:
             with contextlib.suppress(Exception):
                 await items.aclose()  # type: ignore[attr-defined]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
@@ -20,19 +19,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from beamfilter_core.errors import GatewayError
-from beamfilter_core.secrets import escape_controls, mask_secrets
 
 from . import _anthropic_dialect as anthropic
 from . import _responses_dialect as responses
-from ._answers import error_for
+from ._answers import stream_error
 from ._gateway import Gateway
 from ._idempotency import fingerprint, idempotency_key
 from ._wire import ChatCall
 from ._wire import error_body as openai_error_body
 
 __all__ = ["ANTHROPIC", "RESPONSES", "Dialect", "dialect_handler"]
-
-logger = logging.getLogger("beamfilter.server")
 
 Item = dict[str, Any] | str
 
@@ -97,10 +93,7 @@ async def _events(translate: Events, first: Item, items: AsyncIterator[Item]) ->
         for event in translate.close():
             yield _sse(event)
     except Exception as exc:  # noqa: BLE001  # the status is sent: the error goes in the stream
-        error = error_for(exc)
-        if error.status >= 500 and not isinstance(exc, GatewayError):
-            logger.error("streamed turn failed: %s: %s", type(exc).__name__, escape_controls(mask_secrets(str(exc))))
-        for event in translate.fail(error):
+        for event in translate.fail(stream_error(exc)):
             yield _sse(event)
     finally:
         with contextlib.suppress(Exception):
