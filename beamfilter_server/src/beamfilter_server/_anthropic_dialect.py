@@ -17,7 +17,16 @@ from typing import Any
 from beamfilter_core import ContentPart, Message, ToolCall
 from beamfilter_core.errors import GatewayError
 
-from ._wire import ChatCall, bad_request, json_kind, number_field, parse_tools, request_model, string_field
+from ._wire import (
+    ChatCall,
+    bad_request,
+    content_text,
+    json_kind,
+    number_field,
+    parse_tools,
+    request_model,
+    string_field,
+)
 
 __all__ = ["AnthropicEvents", "error_body", "message_object", "parse_messages_request"]
 
@@ -220,12 +229,6 @@ def _arguments(text: Any) -> dict[str, Any]:
     return decoded if isinstance(decoded, dict) else {}
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, list):
-        return "".join(p.get("text") or "" for p in content if isinstance(p, Mapping))
-    return content if isinstance(content, str) else ""
-
-
 def _usage(usage: Any) -> dict[str, int]:
     usage = usage if isinstance(usage, Mapping) else {}
     return {"input_tokens": usage.get("prompt_tokens") or 0, "output_tokens": usage.get("completion_tokens") or 0}
@@ -240,7 +243,7 @@ def message_object(answer: Mapping[str, Any]) -> dict[str, Any]:
     choice = answer["choices"][0]
     message = choice["message"]
     content: list[dict[str, Any]] = []
-    text = _text(message.get("content"))
+    text = content_text(message.get("content"))
     if text:
         content.append({"type": "text", "text": text})
     for call in message.get("tool_calls") or ():
@@ -302,7 +305,7 @@ class AnthropicEvents:
         if not self._started:
             self._started = True
             message: dict[str, Any] = {
-                "id": "msg_" + str(item.get("id", "")).removeprefix("chatcmpl-"),
+                "id": _message_id(item),
                 "type": "message",
                 "role": "assistant",
                 "model": item.get("model"),

@@ -20,7 +20,16 @@ from typing import Any
 from beamfilter_core import ContentPart, Message, ToolCall
 from beamfilter_core.errors import GatewayError
 
-from ._wire import ChatCall, bad_request, json_kind, number_field, parse_tools, request_model, string_field
+from ._wire import (
+    ChatCall,
+    bad_request,
+    content_text,
+    json_kind,
+    number_field,
+    parse_tools,
+    request_model,
+    string_field,
+)
 
 __all__ = ["ResponsesEvents", "parse_responses_request", "response_object"]
 
@@ -257,8 +266,7 @@ def response_object(answer: Mapping[str, Any], body: Mapping[str, Any]) -> dict[
     choice = answer["choices"][0]
     message = choice["message"]
     out = _shell("resp_" + str(answer.get("id", "")).removeprefix("chatcmpl-"), body, int(time.time()))
-    content = message.get("content")
-    text = content if isinstance(content, str) else "".join(p.get("text") or "" for p in content or ())
+    text = content_text(message.get("content"))
     if text:
         out["output"].append(_text_item(_new_id("msg"), text))
     out["output"] += [_call_item(_new_id("fc"), call) for call in message.get("tool_calls") or ()]

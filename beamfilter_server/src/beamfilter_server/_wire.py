@@ -214,6 +214,13 @@ def number_field(value: Any, name: str) -> int | float:
     return value
 
 
+def content_text(content: Any) -> str:
+    """The text of a chat message's ``content``: the string, or its parts' texts joined."""
+    if isinstance(content, list):
+        return "".join(p.get("text") or "" for p in content if isinstance(p, Mapping))
+    return content if isinstance(content, str) else ""
+
+
 def request_model(body: Any, send: str) -> tuple[Mapping[str, Any], str]:
     """``body`` as the JSON object every dialect's request is, and its ``model``; a 400 when
     it is no object or names no model (``send`` says which name to send)."""
