@@ -330,19 +330,9 @@ class StreamAccumulator(StreamState):
         kind = str(block.get("type"))
         started = self._blocks[self._index(event)] = _Block(kind, dict(block))
         if kind == "text" and block.get("text"):
-            self._emit(block["text"])
+            self.emit(block["text"])
         elif kind == "thinking":
             started.parts.append(str(block.get("thinking") or ""))
-
-    def _emit(self, text: str) -> None:
-        self.size += len(text)
-        if self.size > self.max_answer:
-            raise too_large(self.max_answer)
-        self._text.append(text)
-        on_token = self._on_token
-        if on_token is not None:
-            self.delivered = True
-            on_token(text)
 
     def _delta(self, event: Mapping[str, Any]) -> None:
         index = self._index(event)
@@ -358,7 +348,7 @@ class StreamAccumulator(StreamState):
                 msg = f"The stream sent a text_delta without text: {preview(event)}."
                 raise ProviderResponseError(msg)
             if text:
-                self._emit(text)
+                self.emit(text)
         elif kind == "input_json_delta":
             piece = delta.get("partial_json")
             if not isinstance(piece, str):

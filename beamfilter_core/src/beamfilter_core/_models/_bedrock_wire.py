@@ -317,11 +317,7 @@ class ConverseStreamAccumulator(StreamState):
             text = delta.get("text") if type(delta) is dict else None
             if type(text) is str:  # the hot path: one text delta in most events
                 if text:
-                    self.grow(len(text))
-                    self._text.append(text)
-                    if self._on_token is not None:
-                        self.delivered = True
-                        self._on_token(text)
+                    self.emit(text)
                 return
             self._delta(event)
         elif kind == "contentBlockStart":

@@ -284,12 +284,7 @@ class StreamAccumulator(StreamState):
                 if text is None:
                     text = _text_or_none(delta.get("refusal"), "choices[0].delta.refusal")
                 if text:
-                    self.grow(len(text))
-                    self._text.append(text)
-                    on_token = self._on_token
-                    if on_token is not None:
-                        self.delivered = True
-                        on_token(text)
+                    self.emit(text)
                 calls = _list(delta.get("tool_calls"), "choices[0].delta.tool_calls")
                 if calls:
                     self._tool_deltas(calls)

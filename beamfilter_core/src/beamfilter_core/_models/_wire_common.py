@@ -167,6 +167,18 @@ class StreamState(AnswerBudget):
         self.done = False
         self.delivered = False
 
+    def emit(self, text: str) -> None:
+        """Counts a text delta against the budget, keeps it and hands it to ``on_token``."""
+        # the hot path (one call per token): the budget check is written out, not grow()
+        self.size += len(text)
+        if self.size > self.max_answer:
+            raise too_large(self.max_answer)
+        self._text.append(text)
+        on_token = self._on_token
+        if on_token is not None:
+            self.delivered = True
+            on_token(text)
+
     @property
     def text(self) -> str:
         """The text received so far."""
