@@ -136,9 +136,11 @@ class MaskingFilter(logging.Filter):
         try:
             message = record.getMessage()
         except (TypeError, ValueError):  # a malformed record: the handler reports it as it would
-            message = None
-        if message is not None and mask_secrets(message) != message:
-            record.msg, record.args = mask_secrets(message), None
+            pass
+        else:
+            masked = mask_secrets(message)
+            if masked != message:
+                record.msg, record.args = masked, None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
