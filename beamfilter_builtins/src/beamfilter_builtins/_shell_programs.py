@@ -14,7 +14,7 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import attrs
 
@@ -83,6 +83,8 @@ class EnvAssignment:
 
 
 Finding = Call | Chdir | Code | EnvAssignment | StdinScript | Unknown
+# how a reader of the table is called: (family, its record, the arguments, standard input, depth)
+_Reader = Callable[[str, Program, tuple[Word, ...], str | None, int], Iterator[Finding]]
 
 
 def program_name(word: str) -> str:
@@ -496,39 +498,28 @@ def interpreter_code(name: str, rest: tuple[Word, ...]) -> tuple[str, Word] | No
     return None
 
 
-def _git(name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
-    yield from git(rest)
-
-
 def _ssh(name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
     yield from ssh(rest, stdin)
 
 
-def _sed(name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
-    yield from sed(rest)
+def _on_arguments(read: Callable[[tuple[Word, ...]], Iterator[Code | Unknown]]) -> _Reader:
+    """A reader for a family whose findings come from its arguments alone (git, sed, tmux ...)."""
 
+    def reader(name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
+        return read(rest)
 
-def _hyperfine(name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
-    yield from hyperfine(rest)
-
-
-def _tmux(name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
-    yield from tmux(rest)
-
-
-def _screen(name: str, record: Program, rest: tuple[Word, ...], stdin: str | None, depth: int) -> Iterator[Finding]:
-    yield from screen(rest)
+    return reader
 
 
 # how each reader of the table (:data:`._shell_table.READERS`) finds what a call runs
-_READERS = {
+_READERS: dict[str, _Reader] = {
     "": _nothing,
     "wrapper": _wrapped,
     "busybox": _busybox,
     "netns": _netns,
-    "hyperfine": _hyperfine,
-    "tmux": _tmux,
-    "screen": _screen,
+    "hyperfine": _on_arguments(hyperfine),
+    "tmux": _on_arguments(tmux),
+    "screen": _on_arguments(screen),
     "shell": _shell,
     "at": _at,
     "interpreter": _interpreter,
@@ -536,10 +527,10 @@ _READERS = {
     "find": _find,
     "fd": _find,
     "parallel": _parallel,
-    "git": _git,
+    "git": _on_arguments(git),
     "ssh": _ssh,
     "options": _options,
-    "sed": _sed,
+    "sed": _on_arguments(sed),
     "hash": _hash,
     "alias": _alias,
     "trap": _trap,
