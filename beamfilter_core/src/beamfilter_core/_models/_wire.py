@@ -14,7 +14,15 @@ from .._messages import ContentPart, Message, ToolCall, Usage
 from .._records import ChatRequest, ChatResponse
 from ..errors import IncompleteStreamError, ProviderResponseError
 from ._base import TokenSink
-from ._wire_common import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, StreamState, count, too_large, with_options
+from ._wire_common import (
+    MAX_ANSWER_CHARS,
+    MAX_ARGUMENT_CHARS,
+    StreamState,
+    count,
+    decode_json,
+    too_large,
+    with_options,
+)
 
 __all__ = [
     "MAX_ANSWER_CHARS",
@@ -102,10 +110,12 @@ def preview(data: Any, limit: int = 200) -> str:
 def loads(text: str | bytes, problem: str) -> Any:
     """``json.loads`` whose every failure is a ProviderResponseError: ``problem: 'text'.``
 
-    JSON nested too deeply for Python's recursion limit is reported the same way.
+    JSON nested too deeply for Python's recursion limit is reported the same way. Text is
+    decoded by the bound decoder, without ``json.loads``'s per-call checks (one call per
+    stream event of chat completions and Responses).
     """
     try:
-        return json.loads(text)
+        return decode_json(text) if isinstance(text, str) else json.loads(text)
     except (ValueError, RecursionError) as exc:
         shown = text[:200] if isinstance(text, str) else text[:200].decode("utf-8", "replace")
         deep = " (nested too deeply to decode)" if isinstance(exc, RecursionError) else ""
