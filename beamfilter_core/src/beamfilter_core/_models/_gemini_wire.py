@@ -19,7 +19,7 @@ from ..errors import ContentBlockedError, IncompleteStreamError, ProviderRespons
 from ._anthropic_wire import data_url, tool_parts
 from ._base import TokenSink
 from ._wire import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, loads, preview
-from ._wire_common import AnswerBudget, count, decode_json, merge_turns, object_call, text_block
+from ._wire_common import StreamState, count, decode_json, merge_turns, object_call, text_block
 
 __all__ = ["BLOCKED", "PROVIDER", "StreamAccumulator", "finish_reason", "parse_response", "parse_usage", "request_body"]
 
@@ -198,19 +198,18 @@ def finish_reason(value: Any, text: str, calls: bool, details: Any = None) -> st
     return _FINISH.get(value, value.lower())
 
 
-class _Candidate(AnswerBudget):
+class _Candidate(StreamState):
     """What the chunks of one answer said so far (a whole response is one chunk)."""
 
+    __slots__ = ("calls", "finish", "ratings", "reasoning", "usage")
+
     def __init__(self, on_token: TokenSink | None, **caps: int) -> None:
-        super().__init__(**caps)
-        self.on_token = on_token
-        self.text: list[str] = []
+        super().__init__(on_token, **caps)
         self.calls: list[ToolCall] = []
         self.reasoning: list[Reasoning] = []
         self.finish: Any = None
         self.ratings: Any = None
         self.usage: Any = None  # the last usageMetadata, read once at the end
-        self.delivered = False
 
     def feed(self, data: Any) -> None:
         if not isinstance(data, dict):
@@ -264,16 +263,12 @@ class _Candidate(AnswerBudget):
             if part.get("thought") is True:
                 self.reasoning.append(Reasoning(PROVIDER, text, {}))
             elif text:
-                self.grow(len(text))
-                self.text.append(text)
-                if self.on_token is not None:
-                    self.delivered = True
-                    self.on_token(text)
+                self.emit(text)
             if isinstance(signature, str) and part.get("thought") is not True:
                 self.reasoning.append(Reasoning(PROVIDER, "", {"thoughtSignature": signature}))
 
     def response(self) -> ChatResponse:
-        text = "".join(self.text)
+        text = self.text
         finish = finish_reason(self.finish, text, bool(self.calls), self.ratings)
         content = text if text or not self.calls else None
         message = Message("assistant", content, tuple(self.calls), reasoning=tuple(self.reasoning))
@@ -320,7 +315,7 @@ class StreamAccumulator:
     @property
     def text(self) -> str:
         """The text received so far."""
-        return "".join(self._candidate.text)
+        return self._candidate.text
 
     def feed(self, data: str) -> None:
         """Take the ``data`` of one SSE event (one JSON chunk)."""
