@@ -19,7 +19,7 @@ from .._records import ChatRequest, ChatResponse
 from ..errors import IncompleteStreamError, ProviderResponseError
 from ._base import TokenSink
 from ._wire import MAX_ANSWER_CHARS, MAX_ARGUMENT_CHARS, _malformed, loads, preview
-from ._wire_common import AnswerBudget, count, too_large, with_options
+from ._wire_common import StreamState, count, too_large, with_options
 
 __all__ = [
     "PROVIDER",
@@ -180,14 +180,13 @@ def _finish(response: Mapping[str, Any], has_calls: bool) -> str:
     return "tool_calls" if has_calls else "stop"
 
 
-class _Output(AnswerBudget):
+class _Output(StreamState):
     """The output items of one response, folded into text, calls and reasoning parts."""
 
-    __slots__ = ("calls", "reasoning", "text")
+    __slots__ = ("calls", "reasoning")
 
-    def __init__(self, **caps: int) -> None:
-        super().__init__(**caps)
-        self.text: list[str] = []
+    def __init__(self, on_token: TokenSink | None = None, **caps: int) -> None:
+        super().__init__(on_token, **caps)
         self.calls: list[ToolCall] = []
         self.reasoning: list[Reasoning] = []
 
@@ -217,7 +216,7 @@ class _Output(AnswerBudget):
                     text = part.get("text") if part.get("type") == "output_text" else part.get("refusal")
                     if isinstance(text, str):
                         self.grow(len(text))
-                        self.text.append(text)
+                        self._text.append(text)
             self.pair(item, {"type": "message", "id": item.get("id")})
         elif kind == "function_call":
             self.call(item, where)
@@ -233,7 +232,7 @@ class _Output(AnswerBudget):
             self.reasoning.append(Reasoning(PROVIDER, text, dict(item)))
 
     def message(self) -> Message:
-        text = "".join(self.text)
+        text = self.text
         content = text if text or not self.calls else None
         return Message("assistant", content, tuple(self.calls), reasoning=tuple(self.reasoning))
 
@@ -275,22 +274,25 @@ class ResponsesAccumulator:
     and ``error`` events raise :class:`ProviderResponseError`.
     """
 
-    __slots__ = ("_calls", "_folded", "_on_token", "delivered", "done", "finish_reason", "usage")
+    __slots__ = ("_calls", "_folded", "done", "finish_reason", "usage")
 
     def __init__(self, on_token: TokenSink | None, **caps: int) -> None:
-        self._on_token = on_token
-        self._folded = _Output(**caps)
+        self._folded = _Output(on_token, **caps)
         # output_index -> [name, call_id, argument pieces, size]; settled at output_item.done
         self._calls: dict[int, list[Any]] = {}
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self.done = False
-        self.delivered = False
+
+    @property
+    def delivered(self) -> bool:
+        """True once text reached ``on_token``."""
+        return self._folded.delivered
 
     @property
     def text(self) -> str:
         """The text received so far."""
-        return "".join(self._folded.text)
+        return self._folded.text
 
     def feed(self, data: str) -> None:
         """Take the ``data`` of one SSE event (a JSON object with its ``type``).
@@ -320,12 +322,7 @@ class ResponsesAccumulator:
             where = f"{kind}.delta"
             raise _malformed(where, delta, "a string")
         if delta:
-            self._folded.grow(len(delta))
-            self._folded.text.append(delta)
-            on_token = self._on_token
-            if on_token is not None:
-                self.delivered = True
-                on_token(delta)
+            self._folded.emit(delta)
 
     def _index(self, event: Mapping[str, Any]) -> int:
         index = event.get("output_index")
