@@ -265,15 +265,14 @@ class ToolPolicy:
         self, tool: str, shell: ShellRule, label: str, command: str, workdir: str | None = None
     ) -> Denial | None:
         verdict = shell.analyse(command)
+        if verdict.reason is None and not verdict.redirects:
+            return None  # the common case: nothing for the path rules to judge
         paths = self._path_rules.get(tool)
         if paths is None:  # per tool name, once: the rules never change (bounded: names come from the model)
             paths = tuple(r for r in self.rules if r.kind == "path" and r.applies_to(tool))
             if len(self._path_rules) < _PENDING_MAX:
                 self._path_rules[tool] = paths
-        # globs leaving the working directory pass when path rules without deny globs hold where they match
-        rules = [r.path for r in paths if r.path is not None and not r.path.deny]
-        inside = len(rules) == len(paths) > 0 and all(p.check(g, workdir) is None for g in verdict.globs for p in rules)
-        if verdict.reason is not None and not (verdict.globs and inside):
+        if verdict.reason is not None and not (verdict.globs and _globs_held(paths, verdict.globs, workdir)):
             return Denial(label, verdict.reason, pause=verdict.opaque and shell.on_opaque == "pause")
         if not verdict.redirects:
             return None
@@ -348,6 +347,13 @@ OPTIONS: dict[str, Any] = {
     },
     "additionalProperties": False,
 }
+
+
+def _globs_held(paths: tuple[_Rule, ...], globs: tuple[str, ...], workdir: str | None) -> bool:
+    """Whether the directories ``globs`` match in are held by the tool's path rules: there
+    are some, none has deny globs (they may match what a glob matches), and each passes them."""
+    rules = [r.path for r in paths if r.path is not None and not r.path.deny]
+    return len(rules) == len(paths) > 0 and all(p.check(g, workdir) is None for g in globs for p in rules)
 
 
 @options_schema(OPTIONS)
