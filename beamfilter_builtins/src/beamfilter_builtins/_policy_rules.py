@@ -80,12 +80,11 @@ class PathRule:
         if "\x00" in path:
             return "the path contains a NUL byte"
         resolved = self.resolve(path, workdir)
-        if resolved is not None and workdir is None and self.current and not os.path.isabs(os.path.expanduser(path)):
-            here = os.path.realpath(os.path.join(os.getcwd(), os.path.expanduser(path)))
-            if here != resolved:  # judged where it lands from both folders: each must pass
-                reason = self._judge(here)
-                if reason is not None:
-                    return reason
+        here = self._from_current(path) if resolved is not None and workdir is None else None
+        if here is not None and here != resolved:  # judged where it lands from both folders: each must pass
+            reason = self._judge(here)
+            if reason is not None:
+                return reason
         if resolved is None:
             if workdir == "":
                 return (
@@ -97,6 +96,17 @@ class PathRule:
                 "(give the rule a base, or an absolute path)"
             )
         return self._judge(resolved)
+
+    def _from_current(self, path: str) -> str | None:
+        """Where the relative ``path`` lands from the current folder, when :attr:`current` asks
+        for it and that folder is not the base (from the base it lands where it resolves)."""
+        if not self.current:
+            return None
+        expanded = os.path.expanduser(path)
+        cwd = os.getcwd()
+        if os.path.isabs(expanded) or cwd == self.base:
+            return None
+        return os.path.realpath(os.path.join(cwd, expanded))
 
     def _judge(self, resolved: str) -> str | None:
         if self.roots and not any(_inside(resolved, root) for root in self.roots):
